@@ -1,0 +1,54 @@
+//! The edge between C and Rust: panics stop here, errors become result codes and messages.
+
+use super::types::{code_of, ickpt_result};
+use crate::engine::Engine;
+use crate::error::Error;
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::RwLock;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+pub fn last_error_ptr() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Run `f`, turning its error or panic into a result code and a message.
+pub fn guard(f: impl FnOnce() -> Result<(), Error>) -> ickpt_result {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => ickpt_result::ICKPT_OK,
+        Ok(Err(e)) => {
+            set_last_error(&e.to_string());
+            code_of(&e)
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_last_error(&format!("internal error (please report): {what}"));
+            ickpt_result::ICKPT_ERR_INTERNAL
+        }
+    }
+}
+
+/// Run `f` on the process's engine, or fail with ICKPT_ERR_NOT_INITIALIZED.
+pub fn with_engine<T>(
+    engine: &RwLock<Option<Engine>>,
+    f: impl FnOnce(&Engine) -> Result<T, Error>,
+) -> Result<T, Error> {
+    let g = engine.read().unwrap_or_else(|e| e.into_inner());
+    match &*g {
+        Some(e) => f(e),
+        None => Err(Error::NotInitialized),
+    }
+}

@@ -1,0 +1,215 @@
+//! The C ABI. Rules (docs/abi.md): every call returns an `ickpt_result`; pointers are checked
+//! for NULL; out-parameters are written only on success; no panic crosses the boundary; the
+//! message of the last failure on a thread is available from `ickpt_last_error`.
+#![allow(non_camel_case_types)]
+// These functions are called from C, where the pointer contracts are documented in ickpt.h;
+// marking them `unsafe` would change nothing for C callers.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+mod boundary;
+mod types;
+
+pub use types::*;
+
+use crate::engine::{Config, Engine};
+use crate::error::Error;
+use crate::track::Backend;
+use boundary::{guard, with_engine};
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::RwLock;
+
+static ENGINE: RwLock<Option<Engine>> = RwLock::new(None);
+
+/// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
+/// (then `ICKPT_DIR` is used).
+#[no_mangle]
+pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
+    guard(|| {
+        let cfg = out_ptr(cfg, "cfg")?;
+        let d = Config::new("");
+        *cfg = ickpt_config {
+            struct_size: std::mem::size_of::<ickpt_config>() as u32,
+            backend: ICKPT_BACKEND_AUTO,
+            full_every: d.full_every,
+            keep_chains: d.keep_chains,
+            dir: std::ptr::null(),
+        };
+        Ok(())
+    })
+}
+
+/// Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
+/// created if needed; it must be empty or an ickpt store.
+#[no_mangle]
+pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
+    guard(|| {
+        let mut c = Config::new("");
+        let mut dir = None;
+        if !cfg.is_null() {
+            // SAFETY: non-NULL and, by the API contract, points to an ickpt_config.
+            let cfg = unsafe { &*cfg };
+            if cfg.struct_size as usize != std::mem::size_of::<ickpt_config>() {
+                return Err(Error::InvalidArgument(
+                    "cfg->struct_size is not sizeof(ickpt_config); call ickpt_config_init first"
+                        .into(),
+                ));
+            }
+            c.backend = match cfg.backend {
+                ICKPT_BACKEND_AUTO => Backend::Auto,
+                ICKPT_BACKEND_MPROTECT => Backend::Mprotect,
+                b => return Err(Error::InvalidArgument(format!("unknown backend {b}"))),
+            };
+            c.full_every = cfg.full_every;
+            c.keep_chains = cfg.keep_chains;
+            if !cfg.dir.is_null() {
+                // SAFETY: non-NULL, and the contract says a NUL-terminated string.
+                let s = unsafe { CStr::from_ptr(cfg.dir) };
+                dir = Some(
+                    s.to_str()
+                        .map_err(|_| Error::InvalidArgument("cfg->dir is not UTF-8".into()))?
+                        .to_owned(),
+                );
+            }
+        }
+        c.dir = dir
+            .or_else(|| std::env::var("ICKPT_DIR").ok())
+            .filter(|d| !d.is_empty())
+            .ok_or_else(|| {
+                Error::InvalidArgument("no store directory: set cfg->dir or ICKPT_DIR".into())
+            })?
+            .into();
+        let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            return Err(Error::AlreadyInitialized);
+        }
+        *slot = Some(Engine::open(c)?);
+        Ok(())
+    })
+}
+
+/// Stop ickpt: every region is unprotected and memory from `ickpt_malloc` is released.
+#[no_mangle]
+pub extern "C" fn ickpt_finalize() -> ickpt_result {
+    guard(|| {
+        let engine = ENGINE.write().unwrap_or_else(|e| e.into_inner()).take();
+        engine.ok_or(Error::NotInitialized).map(drop)
+    })
+}
+
+/// Track `len` bytes at `ptr` as region `id`. Any alignment: the covering pages are tracked,
+/// only the bytes of the range are saved and restored. The memory must stay mapped until
+/// `ickpt_unprotect(id)`.
+#[no_mangle]
+pub extern "C" fn ickpt_protect(id: u64, ptr: *mut c_void, len: usize) -> ickpt_result {
+    guard(|| {
+        if ptr.is_null() {
+            return Err(Error::InvalidArgument("ptr is NULL".into()));
+        }
+        // SAFETY: the C caller promises ptr..ptr+len is its own read-write memory that stays
+        // mapped until unprotected (documented in ickpt.h).
+        with_engine(&ENGINE, |e| unsafe { e.protect(id, ptr.cast(), len) })
+    })
+}
+
+/// Stop tracking region `id`; later versions no longer contain it.
+#[no_mangle]
+pub extern "C" fn ickpt_unprotect(id: u64) -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.unprotect(id)))
+}
+
+/// Allocate `size` zeroed bytes, page-aligned, tracked as region `id`; `*out` receives the
+/// pointer. Release with `ickpt_free`.
+#[no_mangle]
+pub extern "C" fn ickpt_malloc(id: u64, size: usize, out: *mut *mut c_void) -> ickpt_result {
+    guard(|| {
+        let out = out_ptr(out, "out")?;
+        let p = with_engine(&ENGINE, |e| e.alloc(id, size))?;
+        *out = p.cast();
+        Ok(())
+    })
+}
+
+/// Release memory from `ickpt_malloc`.
+#[no_mangle]
+pub extern "C" fn ickpt_free(ptr: *mut c_void) -> ickpt_result {
+    guard(|| {
+        if ptr.is_null() {
+            return Err(Error::InvalidArgument("ptr is NULL".into()));
+        }
+        with_engine(&ENGINE, |e| e.free(ptr.cast()))
+    })
+}
+
+/// Commit a new version. `info` may be NULL; otherwise it receives what was written.
+#[no_mangle]
+pub extern "C" fn ickpt_checkpoint(info: *mut ickpt_checkpoint_info) -> ickpt_result {
+    guard(|| {
+        let i = with_engine(&ENGINE, |e| e.checkpoint())?;
+        if !info.is_null() {
+            // SAFETY: non-NULL and, by contract, points to an ickpt_checkpoint_info.
+            unsafe { *info = ickpt_checkpoint_info::from(&i) };
+        }
+        Ok(())
+    })
+}
+
+/// The newest committed version; ICKPT_ERR_NOT_FOUND when the store holds none.
+#[no_mangle]
+pub extern "C" fn ickpt_latest(version: *mut u64) -> ickpt_result {
+    guard(|| {
+        let out = out_ptr(version, "version")?;
+        let v = with_engine(&ENGINE, |e| {
+            e.latest()?.ok_or_else(|| Error::NoCheckpoint {
+                dir: e.config().dir.display().to_string(),
+            })
+        })?;
+        *out = v;
+        Ok(())
+    })
+}
+
+/// Fill every protected region from `version`. The protected regions must match the
+/// version's regions by id and size.
+#[no_mangle]
+pub extern "C" fn ickpt_restore(version: u64) -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.restore(version).map(drop)))
+}
+
+/// Running totals since `ickpt_init`.
+#[no_mangle]
+pub extern "C" fn ickpt_stats(out: *mut ickpt_stats) -> ickpt_result {
+    guard(|| {
+        let out = out_ptr(out, "out")?;
+        let s = with_engine(&ENGINE, |e| Ok(e.stats()))?;
+        *out = ickpt_stats::from(&s);
+        Ok(())
+    })
+}
+
+/// The message of the last failed call on this thread ("" if none). Valid until the next
+/// ickpt call on this thread.
+#[no_mangle]
+pub extern "C" fn ickpt_last_error() -> *const c_char {
+    boundary::last_error_ptr()
+}
+
+/// A constant name for a result code ("ICKPT_ERR_IO"); "unknown" for other values.
+#[no_mangle]
+pub extern "C" fn ickpt_result_name(r: i32) -> *const c_char {
+    types::result_name(r).as_ptr()
+}
+
+/// The library version ("0.1.0").
+#[no_mangle]
+pub extern "C" fn ickpt_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+fn out_ptr<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T, Error> {
+    if p.is_null() {
+        return Err(Error::InvalidArgument(format!("{name} is NULL")));
+    }
+    // SAFETY: non-NULL; by the API contract it points to a writable T owned by the caller
+    // for the duration of the call.
+    Ok(unsafe { &mut *p })
+}

@@ -1,0 +1,262 @@
+//! The engine: protected regions, their epochs, and checkpoint / restore against a store.
+
+mod checkpoint;
+mod gc;
+mod restore;
+mod stats;
+
+pub use stats::{CheckpointInfo, RestoreInfo, Stats};
+
+use crate::catalog;
+use crate::error::{Error, Result};
+use crate::policy::Head;
+use crate::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
+use crate::sys::{mem, page_size};
+use crate::track::{self, Backend, TrackedRegion, Tracker};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How an engine is set up. `Config::new(dir)` gives the defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub backend: Backend,
+    /// Every `full_every`-th checkpoint is full; 10 means 1 full : 9 incremental (paper 002).
+    pub full_every: u32,
+    /// Full chains kept on disk; older ones are deleted when a new full version commits.
+    pub keep_chains: u32,
+    /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too).
+    pub fault: Option<Fault>,
+}
+
+impl Config {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Config {
+            dir: dir.into(),
+            backend: Backend::Auto,
+            full_every: 10,
+            keep_chains: 2,
+            fault: None,
+        }
+    }
+}
+
+pub(crate) struct RegionSlot {
+    pub tr: Arc<TrackedRegion>,
+    /// The version that first stored this incarnation whole; None until one has.
+    pub born: Option<u64>,
+    /// The mapping ickpt_malloc made for it, to unmap on free.
+    pub owned: Option<(usize, usize)>,
+}
+
+pub(crate) struct State {
+    pub regions: BTreeMap<u64, RegionSlot>,
+    /// What the next checkpoint increments; None when memory matches no stored version.
+    pub head: Option<Head>,
+    pub next_version: u64,
+    pub stats: Stats,
+    /// Pages are copied here before they are checksummed and written, so the stored bytes
+    /// and their CRC always agree even if another thread writes meanwhile.
+    pub staging: Vec<u8>,
+}
+
+pub struct Engine {
+    cfg: Config,
+    store: Arc<dyn Store>,
+    tracker: Arc<dyn Tracker>,
+    state: Mutex<State>,
+}
+
+impl Engine {
+    /// Open (or create) the store directory and start tracking with the configured backend.
+    pub fn open(cfg: Config) -> Result<Engine> {
+        let dir = DirStore::open_write(&cfg.dir)?;
+        let env_fault = std::env::var("ICKPT_FAULT")
+            .ok()
+            .and_then(|s| Fault::parse(&s));
+        let store: Arc<dyn Store> = match cfg.fault.or(env_fault) {
+            Some(f) => {
+                let plan = FaultPlan::new();
+                plan.arm(f);
+                Arc::new(FaultyStore::new(dir, plan))
+            }
+            None => Arc::new(dir),
+        };
+        Self::with_store(cfg, store)
+    }
+
+    /// An engine over any store (tests use this to inject faults).
+    pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
+        if cfg.full_every == 0 || cfg.keep_chains == 0 {
+            return Err(Error::InvalidArgument(
+                "full_every and keep_chains must be at least 1".into(),
+            ));
+        }
+        let tracker = track::select(cfg.backend)?;
+        let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
+        Ok(Engine {
+            cfg,
+            store,
+            tracker,
+            state: Mutex::new(State {
+                regions: BTreeMap::new(),
+                head: None,
+                next_version,
+                stats: Stats::default(),
+                staging: Vec::new(),
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.tracker.backend()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Track `len` bytes at `ptr` under `id`. The covering pages are write-protected; bytes
+    /// of those pages outside the range are never restored.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be readable and writable memory of this process that stays mapped
+    /// until it is unprotected (or the engine dropped).
+    pub unsafe fn protect(&self, id: u64, ptr: *mut u8, len: usize) -> Result<()> {
+        if ptr.is_null() || len == 0 {
+            return Err(Error::InvalidArgument(
+                "protect needs a non-NULL pointer and a non-zero length".into(),
+            ));
+        }
+        if (ptr as usize).checked_add(len).is_none() {
+            return Err(Error::InvalidArgument(
+                "range wraps the address space".into(),
+            ));
+        }
+        self.insert(id, ptr as usize, len, None)
+    }
+
+    fn insert(&self, id: u64, ptr: usize, len: usize, owned: Option<(usize, usize)>) -> Result<()> {
+        let mut st = self.lock();
+        if st.regions.contains_key(&id) {
+            return Err(Error::RegionExists(id));
+        }
+        let tr = Arc::new(TrackedRegion::new(id, ptr, len));
+        self.tracker.attach(&tr).map_err(|e| match e {
+            track::TrackError::Protect(io) if io.raw_os_error() == Some(libc::ENOMEM) => {
+                Error::InvalidArgument(format!(
+                    "region {id}: memory at {ptr:#x}+{len} is not entirely mapped"
+                ))
+            }
+            other => other.into(),
+        })?;
+        st.regions.insert(
+            id,
+            RegionSlot {
+                tr,
+                born: None,
+                owned,
+            },
+        );
+        Ok(())
+    }
+
+    /// Stop tracking region `id`. Its pages are absent from later versions, so a restore of
+    /// a later version does not bring them back.
+    pub fn unprotect(&self, id: u64) -> Result<()> {
+        let mut st = self.lock();
+        let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
+        st.stats.faults_of_removed += slot.tr.faults.load(std::sync::atomic::Ordering::Relaxed);
+        self.tracker.detach(&slot.tr)?;
+        Ok(())
+    }
+
+    /// Allocate `size` bytes of zeroed, page-aligned memory tracked as region `id`
+    /// (paper 000's malloc_protected).
+    pub fn alloc(&self, id: u64, size: usize) -> Result<*mut u8> {
+        if size == 0 {
+            return Err(Error::InvalidArgument("allocation size 0".into()));
+        }
+        let len = size
+            .checked_next_multiple_of(page_size())
+            .ok_or_else(|| Error::InvalidArgument(format!("allocation size {size} too large")))?;
+        let p = mem::map_anonymous(len).map_err(|e| Error::io("anonymous memory", "mmap", e))?;
+        if let Err(e) = self.insert(id, p as usize, size, Some((p as usize, len))) {
+            // SAFETY: the mapping was just made here and nothing else has seen it.
+            let _ = unsafe { mem::unmap(p, len) };
+            return Err(e);
+        }
+        Ok(p)
+    }
+
+    /// Release memory from [`Engine::alloc`] (paper 000's free_protected).
+    pub fn free(&self, ptr: *mut u8) -> Result<()> {
+        let mut st = self.lock();
+        let id = st
+            .regions
+            .iter()
+            .find(|(_, s)| s.owned.is_some_and(|(p, _)| p == ptr as usize))
+            .map(|(id, _)| *id)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("{ptr:p} was not returned by ickpt_malloc"))
+            })?;
+        let slot = st.regions.remove(&id).expect("found above");
+        st.stats.faults_of_removed += slot.tr.faults.load(std::sync::atomic::Ordering::Relaxed);
+        self.tracker.detach(&slot.tr)?;
+        let (p, len) = slot.owned.expect("owned");
+        // SAFETY: the mapping was made by `alloc` and the caller hands it back for good.
+        unsafe { mem::unmap(p as *mut u8, len) }
+            .map_err(|e| Error::io("anonymous memory", "munmap", e))
+    }
+
+    /// The newest committed version in the store.
+    pub fn latest(&self) -> Result<Option<u64>> {
+        Ok(catalog::versions(&*self.store)?.last().copied())
+    }
+
+    pub fn stats(&self) -> Stats {
+        let st = self.lock();
+        let mut s = st.stats.clone();
+        s.regions = st.regions.len() as u64;
+        s.protected_bytes = st.regions.values().map(|r| r.tr.user_len as u64).sum();
+        s.faults = st
+            .regions
+            .values()
+            .map(|r| r.tr.faults.load(std::sync::atomic::Ordering::Relaxed))
+            .sum::<u64>()
+            + st.stats.faults_of_removed;
+        s.backend = self.backend().as_str();
+        s
+    }
+
+    /// Pointer and length of a protected region.
+    pub fn region(&self, id: u64) -> Option<(*mut u8, usize)> {
+        let st = self.lock();
+        st.regions
+            .get(&id)
+            .map(|r| (r.tr.user_ptr as *mut u8, r.tr.user_len))
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (_, slot) in std::mem::take(&mut st.regions) {
+            let _ = self.tracker.detach(&slot.tr);
+            if let Some((p, len)) = slot.owned {
+                // SAFETY: mappings from `alloc` are released with the engine (documented in
+                // ickpt_finalize); the application must not use them afterwards.
+                let _ = unsafe { mem::unmap(p as *mut u8, len) };
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Engine::restore: fill every protected region from a committed version.
+
+use super::{Engine, RestoreInfo};
+use crate::catalog;
+use crate::error::{Error, Result};
+use crate::policy::Head;
+use crate::restore::reverse_scan;
+use crate::store::version_name;
+use crate::sys::mem;
+use std::time::Instant;
+
+impl Engine {
+    /// Restore every protected region from `version`. The regions protected now must be
+    /// exactly the regions of that version, with the same lengths; this is checked before
+    /// any byte is written. Afterwards the next checkpoint is an increment of `version`.
+    pub fn restore(&self, version: u64) -> Result<RestoreInfo> {
+        let started = Instant::now();
+        let mut st = self.lock();
+        let store = &*self.store;
+        let chain = catalog::chain(store, version)?;
+        let newest = &chain[0].meta;
+        for r in &newest.regions {
+            match st.regions.get(&r.id) {
+                None => {
+                    return Err(Error::RegionMismatch {
+                        id: r.id,
+                        what: format!("version {version} holds it but it is not protected now; protect it (with {} bytes) before restoring", r.length),
+                    })
+                }
+                Some(s) if s.tr.user_len as u64 != r.length => {
+                    return Err(Error::RegionMismatch {
+                        id: r.id,
+                        what: format!(
+                            "size mismatch: protected with {} bytes, version {version} holds {} bytes",
+                            s.tr.user_len, r.length
+                        ),
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(id) = st
+            .regions
+            .keys()
+            .find(|id| newest.region_by_id(**id).is_none())
+        {
+            return Err(Error::RegionMismatch {
+                id: *id,
+                what: format!("protected now but absent from version {version}; restoring would leave it undefined (unprotect it first)"),
+            });
+        }
+
+        let targets: Vec<(usize, usize)> = newest
+            .regions
+            .iter()
+            .map(|r| {
+                let t = &st.regions[&r.id].tr;
+                (t.user_ptr, t.user_len)
+            })
+            .collect();
+        for s in st.regions.values() {
+            self.tracker.open_for_restore(&s.tr)?;
+        }
+        // Memory no longer matches any version until the scan completes.
+        st.head = None;
+        for s in st.regions.values_mut() {
+            s.born = None;
+        }
+        let describe = |v: u64| store.describe(&version_name(v));
+        let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<()> {
+            let (ptr, len) = targets[li];
+            assert!(
+                off as usize + bytes.len() <= len,
+                "reverse scan stays inside the region"
+            );
+            // SAFETY: the target is a protected region (mapped, writable after
+            // open_for_restore) and the write stays within its length, asserted above.
+            unsafe { mem::copy_in(ptr + off as usize, bytes) };
+            Ok(())
+        };
+        let report = reverse_scan(&chain, &describe, &|_| true, &mut sink, &mut |_, _| {})?;
+
+        let mut scratch = Vec::new();
+        for r in &newest.regions {
+            let s = st.regions.get_mut(&r.id).expect("checked above");
+            self.tracker.collect(&s.tr, &mut scratch)?;
+            // Same in-page offset: the stored pages line up with this process's pages, so the
+            // chain continues. Otherwise the next checkpoint stores the region whole.
+            s.born = (r.page_offset as usize == s.tr.page_offset()).then_some(r.born);
+        }
+        st.head = Some(Head {
+            version,
+            chain_depth: newest.header.chain_depth,
+        });
+        let info = RestoreInfo {
+            version,
+            chain_len: chain.len() as u32,
+            pages: report.pages,
+            duration: started.elapsed(),
+        };
+        st.stats.restores += 1;
+        st.stats.pages_restored += report.pages;
+        st.stats.restore_time += info.duration;
+        Ok(info)
+    }
+}

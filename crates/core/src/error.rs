@@ -1,0 +1,87 @@
+//! Every error ickpt reports. Each names the file, region or version involved and, where
+//! there is one, what to do about it. `docs/abi.md` maps them to C result codes.
+
+use crate::store::dir::OpenError;
+use crate::track::TrackError;
+use ickpt_format::FormatError;
+use std::io;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("region {0} is not protected")]
+    UnknownRegion(u64),
+    #[error("region {0} is already protected; unprotect it first")]
+    RegionExists(u64),
+    #[error("region {id}: {what}")]
+    RegionMismatch { id: u64, what: String },
+    #[error("{file}: corrupt checkpoint: {source}; run 'ickpt verify' to check the whole store")]
+    Corrupt {
+        file: String,
+        #[source]
+        source: FormatError,
+    },
+    #[error("{file}: {op} failed: {source}")]
+    Io {
+        file: String,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{file}: no space left on the device; free space or choose another directory (earlier checkpoints are intact)")]
+    NoSpace { file: String },
+    #[error("version {version} not found in {dir}")]
+    NotFound { version: u64, dir: String },
+    #[error("no committed checkpoint in {dir}")]
+    NoCheckpoint { dir: String },
+    #[error("version {version} needs version {missing}, which is missing from {dir}: the chain is broken; restore an older full chain ('ickpt ls')")]
+    ChainBroken {
+        version: u64,
+        missing: u64,
+        dir: String,
+    },
+    #[error(transparent)]
+    Store(#[from] OpenError),
+    #[error(transparent)]
+    Track(#[from] TrackError),
+    #[error("the SIGSEGV handler was replaced after ickpt started, so writes are no longer tracked; install your handler before ickpt_init")]
+    HandlerReplaced,
+    #[error("ickpt is not initialised; call ickpt_init first")]
+    NotInitialized,
+    #[error("ickpt is already initialised; call ickpt_finalize first")]
+    AlreadyInitialized,
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// Wrap an I/O error on `file`, recognising a full disk.
+    pub fn io(file: impl Into<String>, op: &'static str, source: io::Error) -> Error {
+        let file = file.into();
+        if source.raw_os_error() == Some(libc::ENOSPC)
+            || source.kind() == io::ErrorKind::StorageFull
+        {
+            return Error::NoSpace { file };
+        }
+        Error::Io { file, op, source }
+    }
+
+    pub fn format(file: impl Into<String>, e: FormatError) -> Error {
+        let file = file.into();
+        match e {
+            FormatError::Io { source, .. } => Error::Io {
+                file,
+                op: "read",
+                source: io::Error::new(source.kind(), source.to_string()),
+            },
+            other => Error::Corrupt {
+                file,
+                source: other,
+            },
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,20 @@
+//! ickpt: incremental checkpoint/restart of application memory.
+//!
+//! An application protects memory regions, calls [`Engine::checkpoint`] at safe points, and
+//! after a crash calls [`Engine::restore`] on the latest committed version. Only pages written
+//! since the previous checkpoint are stored. `docs/design.md` explains the parts.
+
+pub mod capi;
+pub mod catalog;
+mod engine;
+mod error;
+pub mod policy;
+pub mod restore;
+pub mod store;
+pub mod sys;
+pub mod track;
+
+pub use engine::{CheckpointInfo, Config, Engine, RestoreInfo, Stats};
+pub use error::{Error, Result};
+pub use ickpt_format as format;
+pub use track::Backend;

@@ -1,0 +1,192 @@
+//! Restart by reverse scan (paper 002, Fig. 5): from the newest version back to its full
+//! version, each page is taken from the newest version that stored it and read exactly once.
+
+use crate::catalog::OpenVersion;
+use crate::error::{Error, Result};
+use crate::track::bitmap;
+use ickpt_format::{FormatError, RegionEntry};
+
+/// Bytes to read per call while scanning.
+const READ_CHUNK: usize = 8 << 20;
+
+/// Receives restored bytes: (index into the newest version's region table, byte offset in
+/// the region, bytes). Every byte of every selected region is delivered exactly once.
+pub type Sink<'a> = &'a mut dyn FnMut(usize, u64, &[u8]) -> Result<()>;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Pages read, per version of the chain (newest first).
+    pub pages_per_version: Vec<(u64, u64)>,
+    pub pages: u64,
+}
+
+/// Reverse-scan `chain` (newest first, as `catalog::chain` returns it) and deliver the
+/// regions of its newest version selected by `want` to `sink`.
+pub fn reverse_scan(
+    chain: &[OpenVersion],
+    describe: &dyn Fn(u64) -> String,
+    want: &dyn Fn(&RegionEntry) -> bool,
+    sink: Sink<'_>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ScanReport> {
+    let newest = &chain.first().expect("a chain has a newest version").meta;
+    let ps = newest.page_size() as usize;
+    let live: Vec<Option<&RegionEntry>> = newest
+        .regions
+        .iter()
+        .map(|r| want(r).then_some(r))
+        .collect();
+    let mut restored: Vec<Vec<u64>> = live
+        .iter()
+        .map(|r| {
+            vec![
+                0u64;
+                r.map_or(0, |r| r.page_count(ps as u32) as usize)
+                    .div_ceil(64)
+            ]
+        })
+        .collect();
+    let total: u64 = live.iter().flatten().map(|r| r.page_count(ps as u32)).sum();
+    let mut remaining = total;
+    let mut report = ScanReport::default();
+    let mut buf = vec![0u8; READ_CHUNK.max(ps)];
+    let chunk_pages = buf.len() / ps;
+
+    for ov in chain {
+        if remaining == 0 {
+            break;
+        }
+        let meta = &ov.meta;
+        let file = describe(ov.version);
+        if meta.page_size() as usize != ps {
+            return Err(Error::format(
+                &file,
+                FormatError::Corrupt {
+                    offset: 12,
+                    what: "page size differs from the newer versions of its chain".into(),
+                },
+            ));
+        }
+        // Which live region each of this version's regions is, if it is the same incarnation.
+        let mut map = Vec::with_capacity(meta.regions.len());
+        for r in &meta.regions {
+            let m = live
+                .iter()
+                .position(|l| l.is_some_and(|l| l.id == r.id && l.born <= ov.version));
+            if let Some(li) = m {
+                let l = live[li].expect("matched");
+                if l.length != r.length || l.page_offset != r.page_offset {
+                    return Err(Error::format(
+                        &file,
+                        FormatError::Corrupt {
+                            offset: 0,
+                            what: format!("region {} changes shape within one incarnation", r.id),
+                        },
+                    ));
+                }
+            }
+            map.push(m);
+        }
+        let mut read_here = 0u64;
+        for (run, crcs) in meta.runs_with_crcs() {
+            let Some(li) = map[run.region_index as usize] else {
+                continue;
+            };
+            let region = live[li].expect("mapped regions are live");
+            let done = &mut restored[li];
+            let mut i = 0usize;
+            while i < crcs.len() {
+                // The next maximal stretch of pages not restored yet, at most one chunk.
+                let page = run.first_page as usize + i;
+                if done[page / 64] & (1 << (page % 64)) != 0 {
+                    i += 1;
+                    continue;
+                }
+                let mut n = 1;
+                while i + n < crcs.len() && n < chunk_pages {
+                    let p = page + n;
+                    if done[p / 64] & (1 << (p % 64)) != 0 {
+                        break;
+                    }
+                    n += 1;
+                }
+                let offset = run.data_offset + (i * ps) as u64;
+                let data = &mut buf[..n * ps];
+                ov.file
+                    .read_exact_at(data, offset)
+                    .map_err(|e| Error::io(&file, "read", e))?;
+                for (k, page_bytes) in data.chunks_exact(ps).enumerate() {
+                    let p = page + k;
+                    let computed = ickpt_format::crc(page_bytes);
+                    if computed != crcs[i + k] {
+                        return Err(Error::format(&file, FormatError::Corrupt {
+                            offset: offset + (k * ps) as u64,
+                            what: format!(
+                                "page {p} of region {} fails its checksum (stored {:08x}, computed {computed:08x})",
+                                region.id, crcs[i + k]
+                            ),
+                        }));
+                    }
+                    deliver(region, ps, p as u64, page_bytes, &mut |off, b| {
+                        sink(li, off, b)
+                    })?;
+                    done[p / 64] |= 1 << (p % 64);
+                }
+                read_here += n as u64;
+                remaining -= n as u64;
+                progress(total - remaining, total);
+                i += n;
+            }
+        }
+        report.pages_per_version.push((ov.version, read_here));
+        report.pages += read_here;
+    }
+    if remaining != 0 {
+        let (li, region) = live
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| {
+                r.filter(|r| {
+                    bitmap::runs(&restored[i], r.page_count(ps as u32) as usize).count() != 1
+                        || restored[i]
+                            .iter()
+                            .map(|w| w.count_ones() as u64)
+                            .sum::<u64>()
+                            != r.page_count(ps as u32)
+                })
+                .map(|r| (i, r))
+            })
+            .expect("some region is incomplete");
+        let _ = li;
+        return Err(Error::format(
+            describe(chain[chain.len() - 1].version),
+            FormatError::Corrupt {
+                offset: 0,
+                what: format!(
+                    "region {} has pages stored in no version of the chain",
+                    region.id
+                ),
+            },
+        ));
+    }
+    Ok(report)
+}
+
+/// Hand the part of stored page `page` that lies inside the region to `out`.
+fn deliver(
+    r: &RegionEntry,
+    ps: usize,
+    page: u64,
+    bytes: &[u8],
+    out: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let page_start = (page * ps as u64) as i128 - r.page_offset as i128;
+    let lo = page_start.max(0);
+    let hi = (page_start + ps as i128).min(r.length as i128);
+    if lo >= hi {
+        return Ok(());
+    }
+    let from = (lo - page_start) as usize;
+    let to = (hi - page_start) as usize;
+    out(lo as u64, &bytes[from..to])
+}

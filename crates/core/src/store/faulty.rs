@@ -1,0 +1,137 @@
+//! Fault injection (in the spirit of CRIU's fault-injection switches): a store wrapper that
+//! fails writes with ENOSPC or EIO after a byte budget, leaving a torn object behind, fails
+//! the commit, or "crashes" by abandoning a writer without cleanup.
+
+use super::{Store, StoreFile, StoreWriter};
+use std::io;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Accept this many bytes of the next object, then fail with ENOSPC.
+    NoSpaceAfter(u64),
+    /// Accept this many bytes of the next object, then fail with EIO.
+    IoErrorAfter(u64),
+    /// Write everything, then fail the commit (fsync) with EIO.
+    CommitFails,
+    /// Accept this many bytes, then fail and leave the temporary object behind as a killed
+    /// process would.
+    CrashAfter(u64),
+}
+
+impl Fault {
+    /// Parse the `ICKPT_FAULT` syntax: `enospc@BYTES`, `eio@BYTES`, `commit-eio`, `crash@BYTES`.
+    pub fn parse(s: &str) -> Option<Fault> {
+        if s == "commit-eio" {
+            return Some(Fault::CommitFails);
+        }
+        let (kind, n) = s.split_once('@')?;
+        let n: u64 = n.parse().ok()?;
+        match kind {
+            "enospc" => Some(Fault::NoSpaceAfter(n)),
+            "eio" => Some(Fault::IoErrorAfter(n)),
+            "crash" => Some(Fault::CrashAfter(n)),
+            _ => None,
+        }
+    }
+}
+
+/// What to inject, shared between the test and the store. Each armed fault fires once, on
+/// the next object created.
+#[derive(Debug, Default)]
+pub struct FaultPlan {
+    armed: Mutex<Vec<Fault>>,
+}
+
+impl FaultPlan {
+    pub fn new() -> Arc<Self> {
+        Arc::new(FaultPlan::default())
+    }
+
+    pub fn arm(&self, f: Fault) {
+        self.armed.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+    }
+
+    fn take(&self) -> Option<Fault> {
+        let mut a = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        (!a.is_empty()).then(|| a.remove(0))
+    }
+}
+
+pub struct FaultyStore<S> {
+    inner: S,
+    plan: Arc<FaultPlan>,
+}
+
+impl<S: Store> FaultyStore<S> {
+    pub fn new(inner: S, plan: Arc<FaultPlan>) -> Self {
+        FaultyStore { inner, plan }
+    }
+}
+
+impl<S: Store> Store for FaultyStore<S> {
+    fn describe(&self, name: &str) -> String {
+        self.inner.describe(name)
+    }
+    fn list(&self) -> io::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
+        self.inner.open(name)
+    }
+    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
+        let inner = self.inner.create(name)?;
+        Ok(Box::new(FaultyWriter {
+            inner: Some(inner),
+            fault: self.plan.take(),
+            written: 0,
+        }))
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.inner.remove(name)
+    }
+}
+
+struct FaultyWriter {
+    inner: Option<Box<dyn StoreWriter>>,
+    fault: Option<Fault>,
+    written: u64,
+}
+
+impl StoreWriter for FaultyWriter {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        let limit = match self.fault {
+            Some(Fault::NoSpaceAfter(n) | Fault::IoErrorAfter(n) | Fault::CrashAfter(n)) => n,
+            _ => u64::MAX,
+        };
+        let room = limit.saturating_sub(self.written).min(buf.len() as u64) as usize;
+        let inner = self
+            .inner
+            .as_mut()
+            .ok_or_else(|| io::Error::other("writer crashed"))?;
+        inner.write_all(&buf[..room])?;
+        self.written += room as u64;
+        if room == buf.len() {
+            return Ok(());
+        }
+        match self.fault {
+            Some(Fault::NoSpaceAfter(_)) => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            Some(Fault::CrashAfter(_)) => {
+                // A killed process runs no destructors: leave the temporary object behind.
+                std::mem::forget(self.inner.take());
+                Err(io::Error::other("injected crash"))
+            }
+            _ => Err(io::Error::from_raw_os_error(libc::EIO)),
+        }
+    }
+
+    fn commit(mut self: Box<Self>) -> io::Result<()> {
+        if self.fault == Some(Fault::CommitFails) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner
+            .take()
+            .ok_or_else(|| io::Error::other("writer crashed"))?
+            .commit()
+    }
+}

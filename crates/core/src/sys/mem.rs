@@ -1,0 +1,71 @@
+//! Anonymous mappings, protection changes and raw copies into application memory.
+
+use std::io;
+
+/// Protection for tracked pages between checkpoints: reads free, first write traps.
+pub const PROT_TRACKED: i32 = libc::PROT_READ;
+pub const PROT_OPEN: i32 = libc::PROT_READ | libc::PROT_WRITE;
+
+/// Map `len` bytes of zeroed, private, anonymous memory (page-aligned).
+pub fn map_anonymous(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh anonymous private mapping with a NULL hint aliases no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.cast())
+}
+
+/// Unmap a mapping made by [`map_anonymous`].
+///
+/// # Safety
+/// `ptr..ptr+len` must be a mapping this process owns and nothing may use it afterwards.
+pub unsafe fn unmap(ptr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: the caller guarantees the range is ours and unused from now on.
+    if unsafe { libc::munmap(ptr.cast(), len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Change protection of whole pages. Only the protection bits change: no memory is
+/// freed or aliased, so this is safe for any page-aligned range the caller tracks.
+pub fn protect(addr: usize, len: usize, prot: i32) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: mprotect on a range of our own mapped pages alters permissions only; a bad
+    // range yields an error (ENOMEM/EINVAL), never undefined behaviour in this process.
+    if unsafe { libc::mprotect(addr as *mut libc::c_void, len, prot) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Copy `src` into application memory at `dst`.
+///
+/// # Safety
+/// `dst..dst+src.len()` must be writable memory the application handed to ickpt, and not
+/// overlap `src`.
+pub unsafe fn copy_in(dst: usize, src: &[u8]) {
+    // SAFETY: the caller guarantees the destination is valid, writable and disjoint.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
+}
+
+/// Copy application memory at `src` into `dst`.
+///
+/// # Safety
+/// `src..src+dst.len()` must be readable memory that stays mapped during the call.
+pub unsafe fn copy_out(dst: &mut [u8], src: usize) {
+    // SAFETY: the caller guarantees the source range is mapped and readable.
+    unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) }
+}

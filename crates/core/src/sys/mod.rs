@@ -1,0 +1,25 @@
+//! Every raw system call ickpt makes lives below this module. Nothing here holds policy.
+
+pub mod fs;
+pub mod mem;
+pub mod signal;
+
+use std::sync::OnceLock;
+
+/// The kernel's base page size, read once.
+pub fn page_size() -> usize {
+    static PS: OnceLock<usize> = OnceLock::new();
+    *PS.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(ps)
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096)
+    })
+}
+
+/// The calling thread's errno as an io::Error.
+pub fn last_os_error() -> std::io::Error {
+    std::io::Error::last_os_error()
+}

@@ -1,0 +1,124 @@
+//! SIGSEGV installation and chaining to whatever handler the application had before.
+//!
+//! Everything called from the handler side (`chain`, `fault_address`, `is_access_error`)
+//! is async-signal-safe: atomics, plain loads and raw system calls only.
+
+use std::io;
+use std::sync::OnceLock;
+
+/// The handler type for SA_SIGINFO handlers.
+pub type SigInfoHandler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+
+struct SavedAction(libc::sigaction);
+// SAFETY: the saved action is written once before our handler is installed and only read
+// afterwards; it holds plain integers and function addresses, nothing thread-bound.
+unsafe impl Sync for SavedAction {}
+// SAFETY: as above, the value carries no thread affinity.
+unsafe impl Send for SavedAction {}
+
+static PREVIOUS: OnceLock<SavedAction> = OnceLock::new();
+
+fn current_action(sig: libc::c_int) -> io::Result<libc::sigaction> {
+    // SAFETY: an all-zero sigaction is a valid value for the kernel to overwrite.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a NULL new action only queries; `old` is a valid out-pointer.
+    if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
+/// Install `handler` for SIGSEGV once per process, remembering the previous action so that
+/// faults which are not ours reach it unchanged.
+pub fn install_segv_handler(handler: SigInfoHandler) -> io::Result<()> {
+    static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+    let r = INSTALLED.get_or_init(|| {
+        let old = current_action(libc::SIGSEGV).map_err(|e| e.raw_os_error().unwrap_or(0))?;
+        let _ = PREVIOUS.set(SavedAction(old));
+        // SAFETY: zeroed sigaction is valid; we fill handler, flags and an empty mask.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = handler as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        // SAFETY: sa.sa_mask is a valid sigset_t to initialise.
+        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+        // SAFETY: `sa` is fully initialised and `handler` is async-signal-safe by contract.
+        if unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) } != 0 {
+            return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
+        }
+        Ok(())
+    });
+    r.map_err(io::Error::from_raw_os_error)
+}
+
+/// Whether `handler` is still the process's SIGSEGV handler (the application may have
+/// replaced it after ickpt started, which would silently stop write tracking).
+pub fn segv_handler_is(handler: SigInfoHandler) -> io::Result<bool> {
+    Ok(current_action(libc::SIGSEGV)?.sa_sigaction == handler as usize)
+}
+
+/// The faulting address of a SIGSEGV.
+///
+/// # Safety
+/// `info` must be the siginfo pointer the kernel passed to the handler.
+pub unsafe fn fault_address(info: *const libc::siginfo_t) -> usize {
+    // SAFETY: the caller passes the kernel-provided siginfo, valid for the handler's duration.
+    unsafe { (*info).si_addr() as usize }
+}
+
+/// True when the fault is a permission fault raised by the MMU (SEGV_ACCERR), the only kind
+/// write tracking causes. Signals sent by kill(2) or faults on unmapped memory are not ours.
+///
+/// # Safety
+/// `info` must be the siginfo pointer the kernel passed to the handler.
+pub unsafe fn is_access_error(info: *const libc::siginfo_t) -> bool {
+    const SEGV_ACCERR: libc::c_int = 2;
+    // SAFETY: as for `fault_address`.
+    unsafe { (*info).si_code == SEGV_ACCERR }
+}
+
+/// Hand a signal that is not ours to the handler the application had before ickpt, or to
+/// the default action, so a genuine segfault behaves exactly as it would without ickpt.
+///
+/// # Safety
+/// Must be called from a SIGSEGV handler with the arguments the kernel passed to it.
+pub unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let prev = PREVIOUS.get().map(|s| s.0.sa_sigaction);
+    let flags = PREVIOUS.get().map(|s| s.0.sa_flags).unwrap_or(0);
+    match prev {
+        Some(h) if h != libc::SIG_DFL && h != libc::SIG_IGN => {
+            if flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the application installed this address as an SA_SIGINFO handler.
+                let f: SigInfoHandler = unsafe { std::mem::transmute::<usize, SigInfoHandler>(h) };
+                f(sig, info, ctx);
+            } else {
+                // SAFETY: the application installed this address as a plain handler.
+                let f: extern "C" fn(libc::c_int) =
+                    unsafe { std::mem::transmute::<usize, extern "C" fn(libc::c_int)>(h) };
+                f(sig);
+            }
+        }
+        _ => {
+            // Default action: restore it, then let the fault happen again (or, for a signal
+            // that was sent rather than raised by the MMU, raise it again) so the process
+            // dies by SIGSEGV with a core dump, as it would have without ickpt.
+            // SAFETY: zeroed sigaction with SIG_DFL (0) is the default disposition.
+            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+            sa.sa_sigaction = libc::SIG_DFL;
+            // SAFETY: sigaction and raise are async-signal-safe; `sa` is initialised.
+            unsafe {
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+                if (*info).si_code <= 0 {
+                    libc::raise(sig);
+                }
+            }
+        }
+    }
+}
+
+/// Write a fixed message to stderr from a signal handler.
+pub fn signal_safe_message(msg: &[u8]) {
+    // SAFETY: write(2) is async-signal-safe; the buffer is valid for its length.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+    }
+}

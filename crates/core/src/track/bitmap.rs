@@ -1,0 +1,162 @@
+//! A fixed-size bitmap updated with atomics, so the fault handler can set bits without locks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct AtomicBitmap {
+    words: Box<[AtomicU64]>,
+    bits: usize,
+}
+
+impl AtomicBitmap {
+    pub fn new(bits: usize) -> Self {
+        AtomicBitmap {
+            words: (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            bits,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.bits
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bits == 0
+    }
+
+    /// Signal-safe.
+    #[inline]
+    pub fn set(&self, i: usize) {
+        self.words[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
+    }
+
+    /// Signal-safe.
+    pub fn set_all(&self) {
+        for (w, word) in self.words.iter().enumerate() {
+            word.store(full_word(self.bits, w), Ordering::SeqCst);
+        }
+    }
+
+    /// Move every set bit into `out` (resized to fit) and clear it here.
+    pub fn take_into(&self, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(self.words.iter().map(|w| w.swap(0, Ordering::SeqCst)));
+    }
+
+    /// Put bits back (a checkpoint that failed must not forget what was dirty).
+    pub fn merge(&self, bits: &[u64]) {
+        for (w, b) in self.words.iter().zip(bits) {
+            if *b != 0 {
+                w.fetch_or(*b, Ordering::SeqCst);
+            }
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.words
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
+            .sum()
+    }
+}
+
+/// Word `w` of a bitmap of `bits` bits with every valid bit set.
+pub fn full_word(bits: usize, w: usize) -> u64 {
+    let valid = bits.saturating_sub(w * 64).min(64);
+    if valid == 64 {
+        u64::MAX
+    } else {
+        (1u64 << valid) - 1
+    }
+}
+
+/// Words of a plain bitmap of `bits` bits, all set.
+pub fn all_set(bits: usize) -> Vec<u64> {
+    (0..bits.div_ceil(64)).map(|w| full_word(bits, w)).collect()
+}
+
+/// Maximal runs of set bits as (first, count), in ascending order.
+pub fn runs(words: &[u64], bits: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        i = next_set(words, i, bits)?;
+        let start = i;
+        i = next_clear(words, i, bits);
+        Some((start, i - start))
+    })
+}
+
+fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
+    let mut w = from / 64;
+    if w >= words.len() {
+        return None;
+    }
+    let mut cur = words[w] & (u64::MAX << (from % 64));
+    loop {
+        if cur != 0 {
+            let i = w * 64 + cur.trailing_zeros() as usize;
+            return (i < bits).then_some(i);
+        }
+        w += 1;
+        if w >= words.len() {
+            return None;
+        }
+        cur = words[w];
+    }
+}
+
+fn next_clear(words: &[u64], from: usize, bits: usize) -> usize {
+    let mut w = from / 64;
+    if w >= words.len() {
+        return bits;
+    }
+    let mut cur = !words[w] & (u64::MAX << (from % 64));
+    loop {
+        if cur != 0 {
+            return (w * 64 + cur.trailing_zeros() as usize).min(bits);
+        }
+        w += 1;
+        if w >= words.len() {
+            return bits;
+        }
+        cur = !words[w];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_find_every_maximal_run() {
+        let bits = 200;
+        let mut model = vec![false; bits];
+        for i in [0, 1, 2, 63, 64, 65, 127, 128, 199] {
+            model[i] = true;
+        }
+        let mut words = vec![0u64; bits.div_ceil(64)];
+        for (i, &b) in model.iter().enumerate() {
+            if b {
+                words[i / 64] |= 1 << (i % 64);
+            }
+        }
+        let got: Vec<_> = runs(&words, bits).collect();
+        assert_eq!(got, vec![(0, 3), (63, 3), (127, 2), (199, 1)]);
+        let all = all_set(130);
+        assert_eq!(runs(&all, 130).collect::<Vec<_>>(), vec![(0, 130)]);
+    }
+
+    #[test]
+    fn take_clears_and_merge_restores() {
+        let b = AtomicBitmap::new(100);
+        b.set(3);
+        b.set(99);
+        let mut out = Vec::new();
+        b.take_into(&mut out);
+        assert_eq!(b.count(), 0);
+        assert_eq!(runs(&out, 100).collect::<Vec<_>>(), vec![(3, 1), (99, 1)]);
+        b.merge(&out);
+        assert_eq!(b.count(), 2);
+        b.set_all();
+        assert_eq!(b.count(), 100);
+    }
+}

@@ -1,0 +1,77 @@
+//! Write tracking: which pages of the protected regions were written since the last
+//! checkpoint. One trait; each kernel mechanism is a backend behind it.
+
+pub mod bitmap;
+mod mprotect;
+pub mod region;
+mod registry;
+
+pub use mprotect::MprotectTracker;
+pub use region::TrackedRegion;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// How writes are tracked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Probe the kernel and choose the best available backend.
+    Auto,
+    /// mprotect + SIGSEGV (paper 000 §3.4); works everywhere.
+    Mprotect,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Mprotect => "mprotect",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "auto" => Some(Backend::Auto),
+            "mprotect" => Some(Backend::Mprotect),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum TrackError {
+    #[error("memory overlaps protected region {0}")]
+    Overlap(u64),
+    #[error("changing page protection failed: {0}")]
+    Protect(#[source] std::io::Error),
+    #[error("installing the SIGSEGV handler failed: {0}")]
+    Signal(#[source] std::io::Error),
+}
+
+/// A write-tracking mechanism. Every backend passes the same conformance tests.
+pub trait Tracker: Send + Sync {
+    fn backend(&self) -> Backend;
+    /// Start tracking `r`: from now on writes to it are recorded.
+    fn attach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError>;
+    /// Stop tracking `r` and leave its memory writable.
+    fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError>;
+    /// Move the set of pages written since the last call into `out` (one bit per page) and
+    /// re-arm tracking so the next epoch starts clean.
+    fn collect(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError>;
+    /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking
+    /// resumes at the next `collect`.
+    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;
+    /// False when something replaced the mechanism behind ickpt's back (for mprotect: the
+    /// application installed its own SIGSEGV handler after ickpt started).
+    fn handler_intact(&self) -> Result<bool, TrackError>;
+}
+
+/// The backend `requested` resolves to on this kernel. `ICKPT_BACKEND` overrides, so tests
+/// can force every fallback.
+pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
+    let forced = std::env::var("ICKPT_BACKEND")
+        .ok()
+        .and_then(|s| Backend::parse(&s));
+    match forced.unwrap_or(requested) {
+        Backend::Auto | Backend::Mprotect => Ok(Arc::new(MprotectTracker::new()?)),
+    }
+}

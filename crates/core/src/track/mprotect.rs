@@ -1,0 +1,112 @@
+//! Write tracking by page protection (AI-Ckpt §3.4): tracked pages are read-only; the first
+//! write to one raises SIGSEGV, the handler records the page as dirty and makes it writable.
+
+use super::region::TrackedRegion;
+use super::{registry, Backend, TrackError, Tracker};
+use crate::sys::{mem, page_size, signal};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomic bit sets and
+/// mprotect(2). Faults outside tracked memory go to the previous handler or default action.
+extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: `info` is the kernel's siginfo for this signal.
+    let ours = unsafe { signal::is_access_error(info) } && {
+        // SAFETY: as above.
+        let addr = unsafe { signal::fault_address(info) };
+        let mut all_ok = true;
+        let found = registry::with_regions_containing(addr, |r| {
+            all_ok &= open_page(r, addr);
+        });
+        found && all_ok
+    };
+    if !ours {
+        // SAFETY: called from the SIGSEGV handler with the kernel's arguments.
+        unsafe { signal::chain(sig, info, ctx) };
+    }
+}
+
+/// Record the page at `addr` as written and make it writable. Signal-safe.
+fn open_page(r: &TrackedRegion, addr: usize) -> bool {
+    let ps = page_size();
+    let page = (addr - r.base) / ps;
+    r.dirty.set(page);
+    r.faults.fetch_add(1, Ordering::Relaxed);
+    if mem::protect(r.page_addr(page), ps, mem::PROT_OPEN).is_ok() {
+        return true;
+    }
+    // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
+    // page granularity for this region until the next checkpoint rather than crash: mark
+    // it all dirty and open it whole, which also merges its mappings back into one.
+    r.dirty.set_all();
+    if mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok() {
+        return true;
+    }
+    signal::signal_safe_message(b"ickpt: cannot unprotect a tracked page; see docs/design.md\n");
+    false
+}
+
+/// The mprotect + SIGSEGV backend.
+pub struct MprotectTracker;
+
+impl MprotectTracker {
+    pub fn new() -> Result<Self, TrackError> {
+        signal::install_segv_handler(on_segv).map_err(TrackError::Signal)?;
+        Ok(MprotectTracker)
+    }
+
+    /// Mark pages `neighbours` share with `r` as dirty in them before `r`'s pages are opened,
+    /// since their writes to those shared pages will no longer trap.
+    fn mark_shared_pages_dirty(r: &TrackedRegion) {
+        for o in registry::neighbours_sharing_pages(r) {
+            for page in 0..o.npages {
+                let a = o.page_addr(page);
+                if a >= r.base && a < r.span_end() {
+                    o.dirty.set(page);
+                }
+            }
+        }
+    }
+}
+
+impl Tracker for MprotectTracker {
+    fn backend(&self) -> Backend {
+        Backend::Mprotect
+    }
+
+    fn attach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+        registry::insert(r.clone()).map_err(|o| TrackError::Overlap(o.other_id))?;
+        if let Err(e) = mem::protect(r.base, r.span_len(), mem::PROT_TRACKED) {
+            registry::remove(r);
+            return Err(TrackError::Protect(e));
+        }
+        Ok(())
+    }
+
+    fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+        Self::mark_shared_pages_dirty(r);
+        let opened = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+        registry::remove(r);
+        opened.map_err(TrackError::Protect)
+    }
+
+    fn collect(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError> {
+        // Take the bits first, then protect: a write between the two lands in a page that is
+        // still open and is saved by the copy that follows; a write after faults into the
+        // new epoch. Nothing is lost either way.
+        r.dirty.take_into(out);
+        mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(|e| {
+            r.dirty.merge(out);
+            TrackError::Protect(e)
+        })
+    }
+
+    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        Self::mark_shared_pages_dirty(r);
+        mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect)
+    }
+
+    fn handler_intact(&self) -> Result<bool, TrackError> {
+        signal::segv_handler_is(on_segv).map_err(TrackError::Signal)
+    }
+}

@@ -1,0 +1,55 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A fresh, empty directory under the target dir, unique per call.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let base = std::env::var_os("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let d = base.join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Memory owned by a test, page-aligned, freed on drop.
+pub struct Buf {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+impl Buf {
+    pub fn new(len: usize) -> Buf {
+        let ptr = ickpt::sys::mem::map_anonymous(len.max(1)).expect("mmap");
+        Buf { ptr, len }
+    }
+
+    pub fn slice(&self) -> &[u8] {
+        // SAFETY: the mapping is live and len bytes long.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    pub fn slice_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is live and len bytes long; &mut self makes it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `new`; tests unprotect or drop the engine first.
+        let _ = unsafe { ickpt::sys::mem::unmap(self.ptr, self.len.max(1)) };
+    }
+}
+
+// SAFETY: test buffers are plain memory; tests coordinate access explicitly.
+unsafe impl Send for Buf {}
+// SAFETY: as above.
+unsafe impl Sync for Buf {}

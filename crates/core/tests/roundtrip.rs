@@ -1,0 +1,86 @@
+mod common;
+use common::{scratch_dir, Buf};
+use ickpt::format::Kind;
+use ickpt::{Config, Engine, Error};
+
+const PS: usize = 4096;
+
+#[test]
+fn incremental_chain_restores_bit_identical() {
+    let dir = scratch_dir("roundtrip");
+    let mut a = Buf::new(64 * PS);
+    let mut expect;
+    {
+        let e = Engine::open(Config::new(&dir)).unwrap();
+        // SAFETY: `a` is mapped and outlives the engine.
+        unsafe { e.protect(1, a.ptr, a.len).unwrap() };
+        a.slice_mut()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8);
+        let c1 = e.checkpoint().unwrap();
+        assert_eq!((c1.kind, c1.pages), (Kind::Full, 64));
+        a.slice_mut()[5 * PS + 7] = 0xAA;
+        a.slice_mut()[40 * PS] = 0xBB;
+        let c2 = e.checkpoint().unwrap();
+        assert_eq!(
+            (c2.kind, c2.pages, c2.parent),
+            (Kind::Incremental, 2, c1.version)
+        );
+        let c3 = e.checkpoint().unwrap();
+        assert_eq!(c3.pages, 0);
+        a.slice_mut()[63 * PS + 100] = 0xCC;
+        e.checkpoint().unwrap();
+        expect = a.slice().to_vec();
+        assert!(e.stats().faults >= 3);
+    }
+    a.slice_mut().fill(0);
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    // SAFETY: as above.
+    unsafe { e.protect(1, a.ptr, a.len).unwrap() };
+    let latest = e.latest().unwrap().unwrap();
+    let r = e.restore(latest).unwrap();
+    assert_eq!(r.chain_len, 4);
+    assert_eq!(r.pages, 64, "each page read once");
+    assert_eq!(a.slice(), &expect[..]);
+    // The chain continues from the restored version.
+    a.slice_mut()[0] = 1;
+    expect[0] = 1;
+    let c = e.checkpoint().unwrap();
+    assert_eq!((c.kind, c.parent, c.pages), (Kind::Incremental, latest, 1));
+    drop(e);
+    a.slice_mut().fill(9);
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    // SAFETY: as above.
+    unsafe { e.protect(1, a.ptr, a.len).unwrap() };
+    e.restore(c.version).unwrap();
+    assert_eq!(a.slice(), &expect[..]);
+}
+
+#[test]
+fn restore_checks_regions_before_writing() {
+    let dir = scratch_dir("mismatch");
+    let a = Buf::new(4 * PS);
+    {
+        let e = Engine::open(Config::new(&dir)).unwrap();
+        // SAFETY: mapped, outlives the engine.
+        unsafe { e.protect(7, a.ptr, a.len).unwrap() };
+        e.checkpoint().unwrap();
+    }
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    // SAFETY: mapped, outlives the engine.
+    unsafe { e.protect(7, a.ptr, 3 * PS).unwrap() };
+    assert!(matches!(
+        e.restore(1),
+        Err(Error::RegionMismatch { id: 7, .. })
+    ));
+    e.unprotect(7).unwrap();
+    assert!(matches!(
+        e.restore(1),
+        Err(Error::RegionMismatch { id: 7, .. })
+    ));
+    assert!(matches!(
+        e.restore(99),
+        Err(Error::NotFound { version: 99, .. })
+    ));
+}

@@ -1,0 +1,31 @@
+//! The ickpt on-disk format, version 1: one self-describing file per checkpoint version.
+//!
+//! `docs/FORMAT.md` holds the byte diagram; the structs in [`layout`] mirror it field for field.
+//! This crate only turns bytes into checked values and back. It never touches memory protection
+//! and never trusts a length or offset before checking it against the file's size.
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod layout;
+mod reader;
+mod verify;
+mod writer;
+
+pub use error::FormatError;
+pub use layout::{
+    Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, HEADER_LEN,
+    MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
+};
+pub use reader::{read_meta, ReadAt, VersionMeta};
+pub use verify::{verify_data, VerifyProgress};
+pub use writer::VersionLayout;
+
+/// CRC-32C (Castagnoli), hardware-accelerated where the CPU has it.
+pub fn crc(bytes: &[u8]) -> u32 {
+    crc32c::crc32c(bytes)
+}
+
+/// Continue a CRC-32C over more bytes.
+pub fn crc_append(crc: u32, bytes: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc, bytes)
+}

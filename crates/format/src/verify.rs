@@ -1,0 +1,51 @@
+//! Full data check of a version: every page against its stored CRC.
+
+use crate::reader::{ReadAt, VersionMeta};
+use crate::FormatError;
+use std::sync::Arc;
+
+/// Called with (bytes checked so far, bytes to check) so long checks can show progress.
+pub type VerifyProgress<'a> = &'a mut dyn FnMut(u64, u64);
+
+/// Check every stored page of `meta` against its CRC, reading in chunks of at most 8 MiB.
+pub fn verify_data(
+    meta: &VersionMeta,
+    src: &dyn ReadAt,
+    progress: VerifyProgress<'_>,
+) -> Result<(), FormatError> {
+    let ps = meta.page_size() as usize;
+    let total = meta.data_bytes();
+    let chunk_pages = (8 << 20) / ps;
+    let mut buf = vec![0u8; chunk_pages.max(1) * ps];
+    let mut done = 0u64;
+    for (run, crcs) in meta.runs_with_crcs() {
+        let mut page = 0usize;
+        while page < crcs.len() {
+            let n = (crcs.len() - page).min(chunk_pages.max(1));
+            let offset = run.data_offset + (page * ps) as u64;
+            let b = &mut buf[..n * ps];
+            src.read_exact_at(b, offset).map_err(|e| FormatError::Io {
+                offset,
+                source: Arc::new(e),
+            })?;
+            for (i, data) in b.chunks_exact(ps).enumerate() {
+                let stored = crcs[page + i];
+                let computed = crate::crc(data);
+                if stored != computed {
+                    return Err(FormatError::corrupt(
+                        offset + (i * ps) as u64,
+                        format!(
+                            "page {} of region {} fails its checksum (stored {stored:08x}, computed {computed:08x})",
+                            run.first_page + (page + i) as u64,
+                            meta.regions[run.region_index as usize].id
+                        ),
+                    ));
+                }
+            }
+            page += n;
+            done += (n * ps) as u64;
+            progress(done, total);
+        }
+    }
+    Ok(())
+}

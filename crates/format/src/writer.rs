@@ -1,0 +1,122 @@
+//! Builds the metadata of a version file around page data that the caller streams itself.
+//! Pure: produces byte vectors, performs no I/O.
+
+use crate::layout::{
+    Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION, HEADER_LEN,
+};
+
+/// The layout of one version file while it is being written: header and region table first,
+/// then page data in flush order, then the index, the page-CRC table and the footer.
+#[derive(Debug)]
+pub struct VersionLayout {
+    header: Header,
+    regions: Vec<RegionEntry>,
+    runs: Vec<Run>,
+    crcs: Vec<u32>,
+    data_end: u64,
+}
+
+impl VersionLayout {
+    pub fn new(
+        kind: Kind,
+        page_size: u32,
+        version: u64,
+        parent: u64,
+        chain_depth: u32,
+        created_unix_ns: u64,
+        regions: Vec<RegionEntry>,
+    ) -> Self {
+        let region_count = u32::try_from(regions.len()).expect("fewer than 2^32 regions");
+        let data_offset = Header::data_offset_for(region_count, page_size);
+        VersionLayout {
+            header: Header {
+                format_version: FORMAT_VERSION,
+                kind,
+                page_size,
+                version,
+                parent,
+                chain_depth,
+                region_count,
+                created_unix_ns,
+                data_offset,
+            },
+            regions,
+            runs: Vec::new(),
+            crcs: Vec::new(),
+            data_end: data_offset,
+        }
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Header, region table and zero padding up to the first page of data.
+    pub fn prefix(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.header.data_offset as usize);
+        b.extend_from_slice(&self.header.encode());
+        for r in &self.regions {
+            b.extend_from_slice(&r.encode());
+        }
+        b.resize(self.header.data_offset as usize, 0);
+        b
+    }
+
+    /// Record that the next page written to the data section is `page` of region
+    /// `region_index`, with CRC `crc`. Consecutive pages of a region join one run.
+    pub fn push_page(&mut self, region_index: u32, page: u64, crc: u32) {
+        match self.runs.last_mut() {
+            Some(run)
+                if run.region_index == region_index
+                    && run.first_page + run.page_count as u64 == page
+                    && run.page_count < u32::MAX =>
+            {
+                run.page_count += 1;
+            }
+            _ => self.runs.push(Run {
+                region_index,
+                page_count: 1,
+                first_page: page,
+                data_offset: self.data_end,
+            }),
+        }
+        self.crcs.push(crc);
+        self.data_end += self.header.page_size as u64;
+    }
+
+    pub fn page_count(&self) -> u64 {
+        self.crcs.len() as u64
+    }
+
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Index, page-CRC table and footer: what follows the last page of data.
+    pub fn trailer(&self) -> Vec<u8> {
+        let index_offset = self.data_end;
+        let mut b = Vec::with_capacity(
+            self.runs.len() * crate::RUN_ENTRY_LEN + self.crcs.len() * 4 + FOOTER_LEN,
+        );
+        for run in &self.runs {
+            b.extend_from_slice(&run.encode());
+        }
+        for c in &self.crcs {
+            b.extend_from_slice(&c.to_le_bytes());
+        }
+        let file_length = index_offset + b.len() as u64 + FOOTER_LEN as u64;
+        let footer = Footer {
+            index_offset,
+            run_count: self.runs.len() as u64,
+            page_count: self.crcs.len() as u64,
+            file_length,
+            meta_crc: 0,
+        };
+        b.extend_from_slice(&footer.encode_without_crc());
+        let meta_crc = crate::crc_append(crate::crc(&self.prefix()), &b);
+        b.extend_from_slice(&meta_crc.to_le_bytes());
+        debug_assert_eq!(index_offset + b.len() as u64, file_length);
+        let _ = HEADER_LEN;
+        b
+    }
+}
