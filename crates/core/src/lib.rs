@@ -13,6 +13,7 @@ pub mod restore;
 pub mod store;
 pub mod sys;
 pub mod track;
+pub mod verify;
 
 pub use engine::{CheckpointInfo, Config, Engine, RestoreInfo, Stats};
 pub use error::{Error, Result};

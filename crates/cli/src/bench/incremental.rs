@@ -1,0 +1,219 @@
+//! Issue 2's benchmark: what an incremental checkpoint costs against writing the same bytes
+//! plainly, what tracking a first write costs, and what a reverse-scan restart costs.
+
+use super::util::{machine, median, ms, plain_write, random_pages, touch_pages, PAGE};
+use crate::{human, CmdResult};
+use ickpt::{Config, Engine};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Scratch directory (emptied first) on the storage to measure.
+    #[arg(long, default_value = "build/bench")]
+    dir: PathBuf,
+    /// Protected memory in MiB.
+    #[arg(long, default_value_t = 256)]
+    size_mib: usize,
+    /// Repetitions per case; the median is reported.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+struct Case {
+    pct: usize,
+    pages: usize,
+    ckpt_bytes: u64,
+    ckpt: Duration,
+    plain: Duration,
+    tracked_write: Duration,
+    plain_write: Duration,
+}
+
+fn fresh(dir: &Path) -> std::io::Result<PathBuf> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    Ok(dir.to_path_buf())
+}
+
+fn engine(dir: &Path, full_every: u32) -> ickpt::Result<Engine> {
+    let mut c = Config::new(dir);
+    c.full_every = full_every;
+    c.keep_chains = 1;
+    Engine::open(c)
+}
+
+pub fn run(a: &Args) -> CmdResult {
+    let size = a.size_mib << 20;
+    let pages = size / PAGE;
+    let reps = a.reps.max(1);
+    let base = fresh(&a.dir)?;
+    let baseline_dir = fresh(&base.join("baseline"))?;
+    let buf = vec![0x5au8; 8 << 20];
+
+    // Checkpoints of 1..100% dirty pages.
+    let e = engine(&fresh(&base.join("incr"))?, u32::MAX)?;
+    let mem = e.alloc(1, size)?;
+    // SAFETY: `mem` is `size` bytes from alloc, live until the engine drops.
+    unsafe { touch_pages(mem, &(0..pages).collect::<Vec<_>>(), 1) };
+    let full = e.checkpoint()?;
+    let plain_mem = ickpt::sys::mem::map_anonymous(size)?;
+    // SAFETY: as above, for the unprotected comparison buffer (pre-faulted here).
+    unsafe { touch_pages(plain_mem, &(0..pages).collect::<Vec<_>>(), 1) };
+    let mut cases = Vec::new();
+    for pct in [1usize, 10, 50, 100] {
+        let n = (pages * pct / 100).max(1);
+        let (mut ck, mut pl, mut tw, mut pw) = (vec![], vec![], vec![], vec![]);
+        let mut ckpt_bytes = 0;
+        for rep in 0..reps {
+            let list = random_pages(pages, n, (pct * 1000 + rep) as u64);
+            let v = (rep + 2) as u8;
+            // SAFETY: page numbers are below `pages`; both buffers are `size` bytes.
+            tw.push(unsafe { touch_pages(mem, &list, v) });
+            // SAFETY: as above.
+            pw.push(unsafe { touch_pages(plain_mem, &list, v) });
+            let info = e.checkpoint()?;
+            assert_eq!(
+                info.pages as usize, n,
+                "an increment holds exactly the dirty pages"
+            );
+            ck.push(info.duration);
+            ckpt_bytes = info.bytes;
+            pl.push(plain_write(&baseline_dir, info.bytes, &buf)?);
+        }
+        cases.push(Case {
+            pct,
+            pages: n,
+            ckpt_bytes,
+            ckpt: median(ck),
+            plain: median(pl),
+            tracked_write: median(tw),
+            plain_write: median(pw),
+        });
+    }
+    drop(e);
+    // SAFETY: mapped above, no longer used.
+    unsafe { ickpt::sys::mem::unmap(plain_mem, size)? };
+
+    // Restart: full + 9 increments of 10% each, against one full of the same memory.
+    let chain_dir = fresh(&base.join("chain"))?;
+    {
+        let e = engine(&chain_dir, 10)?;
+        let m = e.alloc(1, size)?;
+        // SAFETY: `m` is `size` bytes from alloc.
+        unsafe { touch_pages(m, &(0..pages).collect::<Vec<_>>(), 1) };
+        e.checkpoint()?;
+        for i in 0..9 {
+            // SAFETY: as above.
+            unsafe { touch_pages(m, &random_pages(pages, pages / 10, 77 + i), i as u8) };
+            e.checkpoint()?;
+        }
+    }
+    let full_dir = fresh(&base.join("full"))?;
+    {
+        let e = engine(&full_dir, 1)?;
+        let m = e.alloc(1, size)?;
+        // SAFETY: as above.
+        unsafe { touch_pages(m, &(0..pages).collect::<Vec<_>>(), 1) };
+        e.checkpoint()?;
+    }
+    let restore_time = |dir: &Path| -> Result<(Duration, u64, u32), Box<dyn std::error::Error>> {
+        let mut times = Vec::new();
+        let mut last = None;
+        for _ in 0..reps {
+            let e = Engine::open(Config::new(dir))?;
+            e.alloc(1, size)?;
+            let v = e.latest()?.expect("a version");
+            let t = Instant::now();
+            let info = e.restore(v)?;
+            times.push(t.elapsed());
+            last = Some(info);
+        }
+        let info = last.expect("reps >= 1");
+        Ok((median(times), info.pages, info.chain_len))
+    };
+    let (chain_t, chain_pages, chain_len) = restore_time(&chain_dir)?;
+    let (full_t, full_pages, _) = restore_time(&full_dir)?;
+    let _ = std::fs::remove_dir_all(&base);
+
+    if a.json {
+        let rows: Vec<_> = cases
+            .iter()
+            .map(|c| {
+                json!({
+                    "dirty_percent": c.pct, "pages": c.pages, "checkpoint_bytes": c.ckpt_bytes,
+                    "checkpoint_ms": ms(c.ckpt), "plain_write_ms": ms(c.plain),
+                    "ratio": c.ckpt.as_secs_f64() / c.plain.as_secs_f64(),
+                    "tracked_first_write_ns_per_page": c.tracked_write.as_nanos() as f64 / c.pages as f64,
+                    "plain_write_ns_per_page": c.plain_write.as_nanos() as f64 / c.pages as f64,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "machine": machine(), "size_mib": a.size_mib, "reps": reps,
+                "full_checkpoint": {"bytes": full.bytes, "ms": ms(full.duration)},
+                "cases": rows,
+                "restart": {
+                    "chain_versions": chain_len, "chain_ms": ms(chain_t), "chain_pages_read": chain_pages,
+                    "full_ms": ms(full_t), "full_pages_read": full_pages,
+                    "ratio": chain_t.as_secs_f64() / full_t.as_secs_f64(),
+                },
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "ickpt bench incremental: {} MiB protected, median of {reps}, on {}",
+        a.size_mib,
+        machine()
+    );
+    println!(
+        "full checkpoint: {} in {}",
+        human::bytes(full.bytes),
+        human::duration(full.duration)
+    );
+    println!();
+    let rows: Vec<Vec<String>> = cases
+        .iter()
+        .map(|c| {
+            vec![
+                format!("{}%", c.pct),
+                c.pages.to_string(),
+                human::bytes(c.ckpt_bytes),
+                format!("{:.1}", ms(c.ckpt)),
+                format!("{:.1}", ms(c.plain)),
+                format!("{:.2}", c.ckpt.as_secs_f64() / c.plain.as_secs_f64()),
+                format!("{:.0}", c.tracked_write.as_nanos() as f64 / c.pages as f64),
+                format!("{:.1}", c.plain_write.as_nanos() as f64 / c.pages as f64),
+            ]
+        })
+        .collect();
+    human::table(
+        &[
+            "DIRTY",
+            "PAGES",
+            "CKPT-SIZE",
+            "CKPT-MS",
+            "PLAIN-WRITE-MS",
+            "RATIO",
+            "TRACKED-NS/PAGE",
+            "PLAIN-NS/PAGE",
+        ],
+        &rows,
+    );
+    println!();
+    println!(
+        "restart: full+{} increments {:.1} ms ({chain_pages} pages read), one full {:.1} ms ({full_pages} pages read), ratio {:.2}",
+        chain_len - 1,
+        ms(chain_t),
+        ms(full_t),
+        chain_t.as_secs_f64() / full_t.as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,22 @@
+//! `ickpt bench …`: measurements whose figures go into docs/benchmarks.md. Every figure is
+//! printed next to a baseline measured in the same run, as a ratio.
+
+mod incremental;
+mod util;
+
+use crate::CmdResult;
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Checkpoint size and time for 1/10/50/100% dirty pages against a plain sequential write
+    /// of the same bytes; first-write tracking cost; restart from full+9 increments against
+    /// restart from one full.
+    Incremental(incremental::Args),
+}
+
+pub fn run(cmd: BenchCmd) -> CmdResult {
+    match cmd {
+        BenchCmd::Incremental(a) => incremental::run(&a),
+    }
+}

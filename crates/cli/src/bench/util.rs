@@ -1,0 +1,78 @@
+//! Small helpers shared by the benchmarks.
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+pub const PAGE: usize = 4096;
+
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// `n` distinct page numbers below `pages`, in random order.
+pub fn random_pages(pages: usize, n: usize, seed: u64) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..pages).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    all.shuffle(&mut rng);
+    all.truncate(n);
+    all
+}
+
+/// Write one byte into each listed page of `base`, returning the elapsed time.
+///
+/// # Safety
+/// `base` must point to at least `(max page + 1) * PAGE` writable bytes.
+pub unsafe fn touch_pages(base: *mut u8, pages: &[usize], value: u8) -> Duration {
+    let t = Instant::now();
+    for &p in pages {
+        // SAFETY: the caller guarantees every listed page lies within the buffer.
+        unsafe { std::ptr::write_volatile(base.add(p * PAGE + 64), value) };
+    }
+    t.elapsed()
+}
+
+/// The baseline a checkpoint is compared with: write `bytes` sequentially to a new file in
+/// `dir`, fsync it and its directory (the same durability a committed version gets).
+pub fn plain_write(dir: &Path, bytes: u64, buf: &[u8]) -> std::io::Result<Duration> {
+    let path = dir.join("baseline.bin");
+    let t = Instant::now();
+    let mut f = File::create(&path)?;
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        f.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    f.sync_all()?;
+    File::open(dir)?.sync_all()?;
+    let d = t.elapsed();
+    std::fs::remove_file(&path)?;
+    Ok(d)
+}
+
+/// One line describing the machine, for the record.
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown cpu".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores, Linux {kernel}")
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}

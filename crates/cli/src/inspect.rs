@@ -1,0 +1,98 @@
+use crate::{human, open_store, pick_version, CmdResult, StoreArgs};
+use ickpt::catalog;
+use serde_json::json;
+use std::process::ExitCode;
+
+pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
+    let store = open_store(s)?;
+    let v = pick_version(&store, version)?;
+    let ov = catalog::open(&store, v)?;
+    let m = &ov.meta;
+    let h = &m.header;
+    let chain: Result<Vec<u64>, _> =
+        catalog::chain(&store, v).map(|c| c.iter().map(|o| o.version).collect());
+    let mut stored = vec![0u64; m.regions.len()];
+    for r in &m.runs {
+        stored[r.region_index as usize] += r.page_count as u64;
+    }
+    if s.json {
+        let regions: Vec<_> = m
+            .regions
+            .iter()
+            .zip(&stored)
+            .map(|(r, n)| {
+                json!({"id": r.id, "born": r.born, "length": r.length,
+                       "page_offset": r.page_offset, "pages": r.page_count(h.page_size),
+                       "pages_stored": n})
+            })
+            .collect();
+        let out = json!({
+            "version": v, "file": ickpt::store::Store::describe(&store, &ickpt::store::version_name(v)),
+            "format_version": h.format_version, "kind": h.kind.as_str(), "parent": h.parent,
+            "chain_depth": h.chain_depth, "page_size": h.page_size,
+            "created_unix_ns": h.created_unix_ns, "bytes": ov.file.len(),
+            "pages": m.footer.page_count, "runs": m.footer.run_count,
+            "meta_crc": format!("{:08x}", m.footer.meta_crc),
+            "regions": regions,
+            "chain": chain.as_ref().ok(),
+            "chain_error": chain.as_ref().err().map(|e| e.to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("version      {v}");
+    println!(
+        "file         {}",
+        ickpt::store::Store::describe(&store, &ickpt::store::version_name(v))
+    );
+    println!("format       {}", h.format_version);
+    println!("kind         {}", h.kind.as_str());
+    println!(
+        "parent       {}",
+        if h.parent == 0 {
+            "-".into()
+        } else {
+            h.parent.to_string()
+        }
+    );
+    println!("chain depth  {}", h.chain_depth);
+    println!("created      {}", human::utc(h.created_unix_ns));
+    println!("page size    {}", h.page_size);
+    println!(
+        "size         {} ({} pages in {} runs)",
+        human::bytes(ov.file.len()),
+        m.footer.page_count,
+        m.footer.run_count
+    );
+    match &chain {
+        Ok(c) => println!(
+            "chain        {}",
+            c.iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join(" <- ")
+        ),
+        Err(e) => println!("chain        BROKEN: {e}"),
+    }
+    println!();
+    let rows: Vec<Vec<String>> = m
+        .regions
+        .iter()
+        .zip(&stored)
+        .map(|(r, n)| {
+            vec![
+                r.id.to_string(),
+                human::bytes(r.length),
+                r.page_count(h.page_size).to_string(),
+                n.to_string(),
+                r.born.to_string(),
+                r.page_offset.to_string(),
+            ]
+        })
+        .collect();
+    human::table(
+        &["REGION", "LENGTH", "PAGES", "STORED", "BORN", "PAGE-OFFSET"],
+        &rows,
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,50 @@
+use crate::{human, open_store, progress, CmdResult, StoreArgs};
+use serde_json::json;
+use std::process::ExitCode;
+
+pub fn run(s: &StoreArgs) -> CmdResult {
+    let store = open_store(s)?;
+    let pb = progress::bytes_bar("verifying");
+    let report = ickpt::verify::verify_store(&store, &mut |done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })?;
+    pb.finish_and_clear();
+    let ok = report.problems.is_empty();
+    if s.json {
+        let problems: Vec<_> = report
+            .problems
+            .iter()
+            .map(|p| json!({"version": p.version, "file": p.file, "offset": p.offset, "what": p.what}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "dir": s.dir, "ok": ok, "versions": report.versions,
+                "bytes_checked": report.bytes_checked, "problems": problems,
+            }))?
+        );
+    } else {
+        for p in &report.problems {
+            match p.offset {
+                Some(o) => println!(
+                    "PROBLEM version {}: {} (offset {o}): {}",
+                    p.version, p.file, p.what
+                ),
+                None => println!("PROBLEM version {}: {}: {}", p.version, p.file, p.what),
+            }
+        }
+        println!(
+            "{}: {} versions, {} of page data checked, {} problem(s)",
+            if ok { "OK" } else { "FAILED" },
+            report.versions.len(),
+            human::bytes(report.bytes_checked),
+            report.problems.len()
+        );
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what building and testing ickpt needs, only when it is missing (Debian).
+set -euo pipefail
+need=()
+for tool in cc:gcc make:make pkg-config:pkg-config; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "deps: installing ${need[*]} with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    echo "deps: cargo is in $HOME/.cargo/bin; add it to PATH" >&2
+  else
+    echo "deps: installing Rust (cargo) from Debian"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq cargo rustc
+  fi
+fi
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    rustup component add rustfmt clippy
+  fi
+fi
