@@ -141,7 +141,7 @@ enum ickpt_result ickpt_latest(uint64_t *version);
 enum ickpt_result ickpt_restore(uint64_t version);
 
 // Running totals since `ickpt_init`.
-enum ickpt_result ickpt_stats(struct ickpt_stats *out);
+enum ickpt_result ickpt_get_stats(struct ickpt_stats *out);
 
 // The message of the last failed call on this thread ("" if none). Valid until the next
 // ickpt call on this thread.

@@ -13,7 +13,7 @@ pub trait ReadAt {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
 }
 
-impl ReadAt for [u8] {
+impl ReadAt for &[u8] {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         let start = usize::try_from(offset).map_err(|_| std::io::ErrorKind::UnexpectedEof)?;
         let end = start

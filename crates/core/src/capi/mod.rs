@@ -177,7 +177,7 @@ pub extern "C" fn ickpt_restore(version: u64) -> ickpt_result {
 
 /// Running totals since `ickpt_init`.
 #[no_mangle]
-pub extern "C" fn ickpt_stats(out: *mut ickpt_stats) -> ickpt_result {
+pub extern "C" fn ickpt_get_stats(out: *mut ickpt_stats) -> ickpt_result {
     guard(|| {
         let out = out_ptr(out, "out")?;
         let s = with_engine(&ENGINE, |e| Ok(e.stats()))?;
