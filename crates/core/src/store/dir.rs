@@ -125,9 +125,12 @@ impl Store for DirStore {
         let tmp = self
             .dir
             .join(format!("{TMP_PREFIX}{name}.{}", std::process::id()));
+        // Truncate rather than create_new: a temporary of the same name can only be left by
+        // an abandoned attempt of this process, and we hold the store's lock.
         let file = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .custom_flags(libc::O_CLOEXEC)
             .open(&tmp)?;
         Ok(Box::new(DirWriter {

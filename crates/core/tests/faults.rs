@@ -1,0 +1,138 @@
+//! A failed checkpoint returns an error, never harms committed versions, and loses no dirty
+//! page: the next checkpoint that succeeds holds everything written since the last commit.
+
+mod common;
+use common::{scratch_dir, Buf};
+use ickpt::format::Kind;
+use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
+use ickpt::{catalog, Config, Engine, Error};
+use std::sync::Arc;
+
+const PS: usize = 4096;
+
+fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>) -> Engine {
+    let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
+        DirStore::open_write(dir).unwrap(),
+        plan.clone(),
+    ));
+    Engine::with_store(Config::new(dir), store).unwrap()
+}
+
+fn temp_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".tmp-")
+        })
+        .count()
+}
+
+fn check_fault(fault: Fault, expect: fn(&Error) -> bool, first_fails: bool) {
+    let dir = scratch_dir("faults");
+    let plan = FaultPlan::new();
+    let mut buf = Buf::new(32 * PS);
+    let e = open(&dir, &plan);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    buf.slice_mut().fill(1);
+    let mut committed = Vec::new();
+    if !first_fails {
+        committed.push(e.checkpoint().unwrap().version);
+        buf.slice_mut()[3 * PS] = 2;
+        buf.slice_mut()[20 * PS + 5] = 3;
+    }
+    plan.arm(fault);
+    let err = e.checkpoint().unwrap_err();
+    assert!(expect(&err), "{fault:?}: unexpected error {err}");
+    assert!(
+        err.to_string().contains(&dir.display().to_string()),
+        "error names the file: {err}"
+    );
+    assert_eq!(
+        catalog::versions(e.store()).unwrap(),
+        committed,
+        "{fault:?}: nothing new listed"
+    );
+    let report = ickpt::verify::verify_store(e.store(), &mut |_, _| {}).unwrap();
+    assert!(
+        report.problems.is_empty(),
+        "{fault:?}: {:?}",
+        report.problems
+    );
+    let left = usize::from(matches!(fault, Fault::CrashAfter(_)));
+    assert_eq!(
+        temp_files(&dir),
+        left,
+        "{fault:?}: only an abandoned writer leaves a temporary"
+    );
+
+    buf.slice_mut()[31 * PS] = 4;
+    let retry = e.checkpoint().unwrap();
+    if first_fails {
+        assert_eq!(retry.kind, Kind::Full);
+    } else {
+        assert_eq!(
+            (retry.kind, retry.pages),
+            (Kind::Incremental, 3),
+            "{fault:?}: dirty pages kept"
+        );
+    }
+    let expect_mem = buf.slice().to_vec();
+    drop(e);
+    assert_eq!(
+        temp_files(&dir),
+        0,
+        "{fault:?}: the retry reused or removed the temporary"
+    );
+
+    buf.slice_mut().fill(0);
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    // SAFETY: as above.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    e.restore(e.latest().unwrap().unwrap()).unwrap();
+    assert!(
+        buf.slice() == &expect_mem[..],
+        "{fault:?}: restored bytes differ"
+    );
+}
+
+fn no_space(e: &Error) -> bool {
+    matches!(e, Error::NoSpace { .. })
+}
+fn io(e: &Error) -> bool {
+    matches!(e, Error::Io { .. })
+}
+
+#[test]
+fn enospc_at_every_stage_of_the_file() {
+    // In the header, in the page data, and at the very end of the file.
+    for at in [0, 100, PS as u64 + 10, 2 * PS as u64, 3 * PS as u64 + 7] {
+        check_fault(Fault::NoSpaceAfter(at), no_space, false);
+    }
+    check_fault(Fault::NoSpaceAfter(10), no_space, true);
+}
+
+#[test]
+fn eio_and_failed_fsync() {
+    check_fault(Fault::IoErrorAfter(PS as u64 + 1), io, false);
+    check_fault(Fault::CommitFails, io, false);
+    check_fault(Fault::CommitFails, io, true);
+}
+
+#[test]
+fn abandoned_writer_leaves_only_a_temporary_file() {
+    check_fault(Fault::CrashAfter(2 * PS as u64), io, false);
+}
+
+#[test]
+fn env_switch_parses() {
+    assert_eq!(Fault::parse("enospc@12"), Some(Fault::NoSpaceAfter(12)));
+    assert_eq!(Fault::parse("eio@0"), Some(Fault::IoErrorAfter(0)));
+    assert_eq!(Fault::parse("commit-eio"), Some(Fault::CommitFails));
+    assert_eq!(Fault::parse("crash@5"), Some(Fault::CrashAfter(5)));
+    assert_eq!(Fault::parse("bogus"), None);
+}
