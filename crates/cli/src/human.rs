@@ -79,7 +79,7 @@ mod tests {
     fn utc_formats_known_instants() {
         assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(
-            super::utc(1_795_239_315 * 1_000_000_000),
+            super::utc(1_795_232_115 * 1_000_000_000),
             "2026-11-21 03:35:15 UTC"
         );
         assert_eq!(super::bytes(1536), "1.5 KiB");

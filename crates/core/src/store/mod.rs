@@ -4,7 +4,7 @@
 pub(crate) mod dir;
 mod faulty;
 
-pub use dir::DirStore;
+pub use dir::{DirStore, OpenError};
 pub use faulty::{Fault, FaultPlan, FaultyStore};
 use ickpt_format::ReadAt;
 use std::io;

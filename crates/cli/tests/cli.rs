@@ -1,0 +1,246 @@
+//! The `ickpt` command against real stores: listing, inspecting, verifying, restoring, and
+//! refusing damaged stores with the file and offset named.
+
+use ickpt::store::version_name;
+use ickpt::{Config, Engine};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const PS: usize = 4096;
+const PAGES: usize = 16;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A store with versions 1 (full), 2, 3, 4 (increments). Returns region 1's bytes at each.
+fn make_store(dir: &Path) -> Vec<Vec<u8>> {
+    let e = Engine::open(Config::new(dir)).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    // SAFETY: alloc returned PAGES*PS bytes, live while `e` lives.
+    let mem = unsafe { std::slice::from_raw_parts_mut(p, PAGES * PS) };
+    let mut snaps = Vec::new();
+    for (i, pages) in [vec![], vec![2usize, 3], vec![5], vec![2, 9]]
+        .iter()
+        .enumerate()
+    {
+        if i == 0 {
+            mem.iter_mut().enumerate().for_each(|(k, b)| *b = k as u8);
+        }
+        for &pg in pages {
+            mem[pg * PS..(pg + 1) * PS].fill(0x10 * i as u8 + pg as u8);
+        }
+        e.checkpoint().unwrap();
+        snaps.push(mem.to_vec());
+    }
+    snaps
+}
+
+fn ickpt(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ickpt"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize] ^= 0x40;
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn ls_inspect_verify_restore_on_a_healthy_store() {
+    let dir = scratch("healthy");
+    let snaps = make_store(&dir);
+    let d = dir.to_str().unwrap();
+
+    let ls = json(&ickpt(&["ls", "--dir", d, "--json"]));
+    let vs = ls["versions"].as_array().unwrap();
+    assert_eq!(vs.len(), 4);
+    assert_eq!(vs[0]["kind"], "full");
+    assert_eq!(vs[0]["pages"], PAGES as u64);
+    assert_eq!(vs[1]["kind"], "incremental");
+    assert_eq!(vs[1]["parent"], 1);
+    assert_eq!(vs[1]["pages"], 2);
+    let table = text(&ickpt(&["ls", "--dir", d]));
+    assert!(
+        table.contains("VERSION") && table.contains("incremental"),
+        "{table}"
+    );
+
+    let insp = json(&ickpt(&["inspect", "--dir", d, "--json", "4"]));
+    assert_eq!(insp["chain"], serde_json::json!([4, 3, 2, 1]));
+    assert_eq!(insp["regions"][0]["pages_stored"], 2);
+
+    let v = ickpt(&["verify", "--dir", d, "--json"]);
+    assert!(v.status.success(), "{}", text(&v));
+    assert_eq!(json(&v)["ok"], true);
+
+    for (version, snap) in snaps.iter().enumerate() {
+        let out = dir.join(format!("r{version}.bin"));
+        let r = ickpt(&[
+            "restore",
+            "--dir",
+            d,
+            "--version",
+            &(version + 1).to_string(),
+            "--region",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(r.status.success(), "{}", text(&r));
+        assert!(
+            std::fs::read(&out).unwrap() == *snap,
+            "version {} restored wrong bytes",
+            version + 1
+        );
+    }
+    let r = ickpt(&[
+        "restore",
+        "--dir",
+        d,
+        "--region",
+        "7",
+        "--out",
+        dir.join("x").to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    assert!(text(&r).contains("no region 7"), "{}", text(&r));
+}
+
+#[test]
+fn a_flipped_byte_is_reported_with_file_and_offset_and_restore_refuses() {
+    let dir = scratch("flip");
+    make_store(&dir);
+    let d = dir.to_str().unwrap();
+    // Version 3 stores page 5 only; it is not overwritten by version 4, so restore needs it.
+    let file = dir.join(version_name(3));
+    let page_at = 4096u64; // the first stored page of a version with one region
+    flip(&file, page_at + 100);
+    let v = ickpt(&["verify", "--dir", d, "--json"]);
+    assert!(!v.status.success());
+    let j = json(&v);
+    assert_eq!(j["ok"], false);
+    let p = &j["problems"][0];
+    assert_eq!(p["version"], 3);
+    assert_eq!(p["offset"], page_at);
+    assert!(p["file"].as_str().unwrap().ends_with("v00000003.ickpt"));
+    let human = text(&ickpt(&["verify", "--dir", d]));
+    assert!(
+        human.contains("v00000003.ickpt") && human.contains("FAILED"),
+        "{human}"
+    );
+
+    let out = dir.join("out.bin");
+    let r = ickpt(&[
+        "restore",
+        "--dir",
+        d,
+        "--region",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    assert!(
+        text(&r).contains("v00000003.ickpt") && text(&r).contains("checksum"),
+        "{}",
+        text(&r)
+    );
+
+    // The library refuses too, before returning any wrong byte.
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    e.alloc(1, PAGES * PS).unwrap();
+    let err = e.restore(4).unwrap_err();
+    assert!(matches!(err, ickpt::Error::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn a_flipped_header_byte_and_a_truncated_file_are_rejected() {
+    let dir = scratch("trunc");
+    make_store(&dir);
+    let d = dir.to_str().unwrap();
+    flip(&dir.join(version_name(2)), 20);
+    let f4 = dir.join(version_name(4));
+    let len = std::fs::metadata(&f4).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f4)
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
+    let j = json(&ickpt(&["verify", "--dir", d, "--json"]));
+    let versions: Vec<u64> = j["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["version"].as_u64().unwrap())
+        .collect();
+    assert!(versions.contains(&2) && versions.contains(&4), "{j}");
+    // Version 3's chain runs through the damaged version 2.
+    assert!(versions.contains(&3), "{j}");
+    let ls = text(&ickpt(&["ls", "--dir", d]));
+    assert!(ls.contains("DAMAGED"), "{ls}");
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    e.alloc(1, PAGES * PS).unwrap();
+    assert!(matches!(e.restore(4), Err(ickpt::Error::Corrupt { .. })));
+    assert!(matches!(e.restore(3), Err(ickpt::Error::Corrupt { .. })));
+    e.restore(1).unwrap();
+}
+
+#[test]
+fn a_deleted_middle_increment_breaks_the_chain_and_says_so() {
+    let dir = scratch("missing");
+    let snaps = make_store(&dir);
+    let d = dir.to_str().unwrap();
+    std::fs::remove_file(dir.join(version_name(2))).unwrap();
+    let v = ickpt(&["verify", "--dir", d]);
+    assert!(!v.status.success());
+    let t = text(&v);
+    assert!(t.contains("needs version 2, which is missing"), "{t}");
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    let err = e.restore(4).unwrap_err();
+    assert!(
+        matches!(err, ickpt::Error::ChainBroken { missing: 2, .. }),
+        "{err}"
+    );
+    e.restore(1).unwrap();
+    // SAFETY: alloc returned PAGES*PS bytes.
+    assert!(unsafe { std::slice::from_raw_parts(p, PAGES * PS) } == &snaps[0][..]);
+}
+
+#[test]
+fn not_a_store_is_refused_with_a_hint() {
+    let dir = scratch("notstore");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("data.txt"), "x").unwrap();
+    let out = ickpt(&["ls", "--dir", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("not an ickpt store"), "{}", text(&out));
+    assert!(matches!(
+        Engine::open(Config::new(&dir)),
+        Err(ickpt::Error::Store(
+            ickpt::store::OpenError::NotAStore { .. }
+        ))
+    ));
+}
