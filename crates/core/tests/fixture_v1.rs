@@ -1,0 +1,106 @@
+//! Format v1 stays readable: a store written by ickpt 0.1.0 is checked in under
+//! tests/fixtures/format-v1 and must restore to the bytes it was made from forever.
+//! `ICKPT_WRITE_FIXTURE=1` regenerates it (only ever for a new format version's fixture).
+
+mod common;
+use common::Buf;
+use ickpt::{Config, Engine};
+use std::path::PathBuf;
+
+const PS: usize = 4096;
+const BIG: usize = 3 * PS;
+const SMALL: usize = 100;
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1")
+}
+
+/// Region contents at version `v` (1 = full, 2 and 3 increments).
+fn expected(v: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut big: Vec<u8> = (0..BIG).map(|i| (i % 251) as u8).collect();
+    let mut small: Vec<u8> = (0..SMALL).map(|i| (i * 3) as u8).collect();
+    if v >= 2 {
+        big[PS + 10..PS + 20].fill(0xEE);
+        small[50] = 0x77;
+    }
+    if v >= 3 {
+        big[2 * PS + 4095] = 0x42;
+    }
+    (big, small)
+}
+
+#[test]
+fn format_v1_fixture_still_restores() {
+    let dir = fixture_dir();
+    if std::env::var_os("ICKPT_WRITE_FIXTURE").is_some() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = Engine::open(Config::new(&dir)).unwrap();
+        let mut big = Buf::new(BIG);
+        let mut small = Buf::new(PS);
+        // SAFETY: both buffers outlive the engine; the small region sits 17 bytes into a page.
+        unsafe {
+            e.protect(1, big.ptr, BIG).unwrap();
+            e.protect(2, small.ptr.add(17), SMALL).unwrap();
+        }
+        for v in 1..=3 {
+            let (b, s) = expected(v);
+            // Only the bytes that change, so versions 2 and 3 are real increments.
+            let write = |dst: &mut [u8], src: &[u8]| {
+                for (d, s) in dst.iter_mut().zip(src) {
+                    if d != s {
+                        *d = *s;
+                    }
+                }
+            };
+            write(big.slice_mut(), &b);
+            write(&mut small.slice_mut()[17..17 + SMALL], &s);
+            e.checkpoint().unwrap();
+        }
+    }
+    // Read from a copy: the fixture itself stays untouched (opening for restore takes a lock
+    // and cleans temporaries).
+    let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fixture-v1-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in std::fs::read_dir(&dir).expect("fixture present") {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), copy.join(f.file_name())).unwrap();
+    }
+    let sizes: Vec<u64> = (1..=3)
+        .map(|v| {
+            std::fs::metadata(copy.join(ickpt::store::version_name(v)))
+                .unwrap()
+                .len()
+        })
+        .collect();
+    assert!(
+        sizes[1] < sizes[0] && sizes[2] < sizes[1],
+        "increments are smaller: {sizes:?}"
+    );
+    for v in 1..=3 {
+        let e = Engine::open(Config::new(&copy)).unwrap();
+        let big = e.alloc(1, BIG).unwrap();
+        let small = e.alloc(2, SMALL).unwrap();
+        e.restore(v).unwrap();
+        let (b, s) = expected(v);
+        // SAFETY: alloc returned buffers of these lengths.
+        unsafe {
+            assert!(
+                std::slice::from_raw_parts(big, BIG) == &b[..],
+                "v{v} region 1"
+            );
+            assert!(
+                std::slice::from_raw_parts(small, SMALL) == &s[..],
+                "v{v} region 2"
+            );
+        }
+    }
+    let report = ickpt::verify::verify_store(
+        &ickpt::store::DirStore::open_read(&copy).unwrap(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(report.problems.is_empty());
+    assert_eq!(report.versions, vec![1, 2, 3]);
+}
