@@ -84,3 +84,34 @@ fn restore_checks_regions_before_writing() {
         Err(Error::NotFound { version: 99, .. })
     ));
 }
+
+#[test]
+fn garbage_collection_keeps_the_newest_chains_only() {
+    let dir = scratch_dir("gc");
+    let mut a = Buf::new(8 * PS);
+    let mut c = Config::new(&dir);
+    c.full_every = 2;
+    c.keep_chains = 2;
+    let e = Engine::open(c).unwrap();
+    // SAFETY: `a` outlives the engine.
+    unsafe { e.protect(1, a.ptr, a.len).unwrap() };
+    let mut snaps = Vec::new();
+    for v in 1..=7u8 {
+        a.slice_mut()[(v as usize % 8) * PS] = v;
+        let info = e.checkpoint().unwrap();
+        snaps.push(a.slice().to_vec());
+        let on_disk = ickpt::catalog::versions(e.store()).unwrap();
+        // Fulls are 1, 3, 5, 7; after full 5 the chain of 1 goes, after full 7 that of 3.
+        let expect: Vec<u64> = match info.version {
+            1..=4 => (1..=info.version).collect(),
+            5 | 6 => (3..=info.version).collect(),
+            _ => vec![5, 6, 7],
+        };
+        assert_eq!(on_disk, expect, "after version {}", info.version);
+    }
+    // Every version kept still restores exactly.
+    for v in [5u64, 6, 7] {
+        e.restore(v).unwrap();
+        assert!(a.slice() == &snaps[v as usize - 1][..], "version {v}");
+    }
+}
