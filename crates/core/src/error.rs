@@ -50,6 +50,8 @@ pub enum Error {
     HandlerReplaced,
     #[error("ickpt is not initialised; call ickpt_init first")]
     NotInitialized,
+    #[error("this process is a fork of the one that called ickpt_init, whose store it must not write; call ickpt_init here with a directory of its own")]
+    ForkedChild,
     #[error("ickpt is already initialised; call ickpt_finalize first")]
     AlreadyInitialized,
     #[error("internal error: {0}")]

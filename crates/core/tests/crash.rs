@@ -62,14 +62,8 @@ fn crash_child() {
 
 #[test]
 fn sigkill_during_commits_keeps_the_last_committed_version() {
-    let trials: u64 = std::env::var("ICKPT_CRASH_TRIALS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
-    let seed: u64 = std::env::var("ICKPT_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20261121);
+    let trials: u64 = common::env_knob("ICKPT_CRASH_TRIALS", 50);
+    let seed: u64 = common::env_knob("ICKPT_CRASH_SEED", 20261121);
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let exe = std::env::current_exe().unwrap();
     for trial in 0..trials {

@@ -28,6 +28,11 @@ enum Op {
         threads: usize,
     },
     Checkpoint,
+    /// Threads write while a checkpoint runs; then a quiet checkpoint must hold everything.
+    RacingCheckpoint {
+        writes: Vec<(usize, usize, usize)>,
+        threads: usize,
+    },
     Restore {
         pick: prop::sample::Index,
     },
@@ -44,6 +49,8 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (prop::collection::vec((any::<usize>(), any::<usize>(), 1usize..3 * PS), 1..12), 1usize..4)
             .prop_map(|(writes, threads)| Op::Write { writes, threads }),
         4 => Just(Op::Checkpoint),
+        2 => (prop::collection::vec((any::<usize>(), any::<usize>(), 1usize..3 * PS), 1..12), 1usize..4)
+            .prop_map(|(writes, threads)| Op::RacingCheckpoint { writes, threads }),
         1 => any::<prop::sample::Index>().prop_map(|pick| Op::Restore { pick }),
         1 => (0usize..PS).prop_map(|offset| Op::Restart { offset }),
     ]
@@ -88,17 +95,90 @@ fn value(epoch: u64, id: u64, at: usize) -> u8 {
     (epoch as u8).wrapping_mul(31) ^ (at as u8).wrapping_mul(7) ^ (id as u8) ^ 0x5a
 }
 
+/// Region id → contents.
+type Snapshot = BTreeMap<u64, Vec<u8>>;
+
 struct World {
     dir: std::path::PathBuf,
     engine: Option<Engine>,
     live: BTreeMap<u64, Live>,
-    /// Committed versions with the region contents they hold.
-    versions: Vec<(u64, BTreeMap<u64, Vec<u8>>)>,
+    /// Committed versions with the region contents they hold (None: taken while threads
+    /// wrote, so its exact content is unknown).
+    versions: Vec<(u64, Option<Snapshot>)>,
     epoch: u64,
     full_every: u32,
 }
 
 impl World {
+    fn snapshot(&self) -> Snapshot {
+        self.live
+            .iter()
+            .map(|(id, l)| (*id, l.model.clone()))
+            .collect()
+    }
+
+    /// Apply random writes from `threads` threads; with `racing`, a checkpoint runs on this
+    /// thread while they write (each writer makes three passes so writes land before, during
+    /// and after it).
+    fn write(&mut self, writes: &[(usize, usize, usize)], threads: usize, racing: bool) {
+        if self.live.is_empty() {
+            return;
+        }
+        self.epoch += 1;
+        let ids: Vec<u64> = self.live.keys().copied().collect();
+        let plan: Vec<(u64, usize, usize)> = writes
+            .iter()
+            .map(|&(sel, start, len)| {
+                let id = ids[sel % ids.len()];
+                let l = &self.live[&id];
+                let start = start % l.len;
+                (id, start, len.min(l.len - start))
+            })
+            .collect();
+        for &(id, start, len) in &plan {
+            let m = &mut self.live.get_mut(&id).unwrap().model;
+            for (at, b) in m.iter_mut().enumerate().skip(start).take(len) {
+                *b = value(self.epoch, id, at);
+            }
+        }
+        let ptrs: BTreeMap<u64, usize> = self
+            .live
+            .iter()
+            .map(|(id, l)| (*id, l.ptr() as usize))
+            .collect();
+        let epoch = self.epoch;
+        let engine = self.engine.as_ref().unwrap();
+        let raced = std::thread::scope(|s| {
+            for t in 0..threads {
+                let (plan, ptrs) = (&plan, &ptrs);
+                let passes = if racing { 3 } else { 1 };
+                s.spawn(move || {
+                    for (k, &(id, start, len)) in
+                        plan.iter().enumerate().cycle().take(plan.len() * passes)
+                    {
+                        if k % threads != t {
+                            continue;
+                        }
+                        for at in start..start + len {
+                            // SAFETY: `at` is inside region `id`, whose memory lives
+                            // for the scope; concurrent writers store equal values.
+                            unsafe {
+                                std::ptr::write_volatile(
+                                    (ptrs[&id] + at) as *mut u8,
+                                    value(epoch, id, at),
+                                )
+                            };
+                        }
+                    }
+                });
+            }
+            racing.then(|| engine.checkpoint().unwrap().version)
+        });
+        if let Some(v) = raced {
+            self.versions.push((v, None));
+        }
+    }
+
     fn engine(&self) -> &Engine {
         self.engine.as_ref().unwrap()
     }
@@ -150,70 +230,29 @@ impl World {
                     Err(Error::UnknownRegion(_))
                 )),
             },
-            Op::Write { writes, threads } => {
-                if self.live.is_empty() {
-                    return;
-                }
-                self.epoch += 1;
-                let ids: Vec<u64> = self.live.keys().copied().collect();
-                let plan: Vec<(u64, usize, usize)> = writes
-                    .iter()
-                    .map(|&(sel, start, len)| {
-                        let id = ids[sel % ids.len()];
-                        let l = &self.live[&id];
-                        let start = start % l.len;
-                        (id, start, len.min(l.len - start))
-                    })
-                    .collect();
-                for &(id, start, len) in &plan {
-                    let m = &mut self.live.get_mut(&id).unwrap().model;
-                    for (at, b) in m.iter_mut().enumerate().skip(start).take(len) {
-                        *b = value(self.epoch, id, at);
-                    }
-                }
-                let ptrs: BTreeMap<u64, usize> = self
-                    .live
-                    .iter()
-                    .map(|(id, l)| (*id, l.ptr() as usize))
-                    .collect();
-                let epoch = self.epoch;
-                std::thread::scope(|s| {
-                    for t in 0..*threads {
-                        let (plan, ptrs) = (&plan, &ptrs);
-                        s.spawn(move || {
-                            for (k, &(id, start, len)) in plan.iter().enumerate() {
-                                if k % threads != t {
-                                    continue;
-                                }
-                                for at in start..start + len {
-                                    // SAFETY: `at` is inside region `id`, whose memory lives
-                                    // for the scope; concurrent writers store equal values.
-                                    unsafe {
-                                        std::ptr::write_volatile(
-                                            (ptrs[&id] + at) as *mut u8,
-                                            value(epoch, id, at),
-                                        )
-                                    };
-                                }
-                            }
-                        });
-                    }
-                });
+            Op::Write { writes, threads } => self.write(writes, *threads, false),
+            Op::RacingCheckpoint { writes, threads } => {
+                self.write(writes, *threads, true);
+                // Nothing is written now: this version must hold every write, including
+                // those that raced with the previous checkpoint, and restore them exactly.
+                let info = self.engine().checkpoint().unwrap();
+                self.versions.push((info.version, Some(self.snapshot())));
+                self.engine().restore(info.version).unwrap();
             }
             Op::Checkpoint => {
                 let info = self.engine().checkpoint().unwrap();
-                let snap = self
-                    .live
-                    .iter()
-                    .map(|(id, l)| (*id, l.model.clone()))
-                    .collect();
-                self.versions.push((info.version, snap));
+                self.versions.push((info.version, Some(self.snapshot())));
             }
             Op::Restore { pick } => {
-                if self.versions.is_empty() {
+                let exact: Vec<_> = self
+                    .versions
+                    .iter()
+                    .filter_map(|(v, s)| s.clone().map(|s| (*v, s)))
+                    .collect();
+                if exact.is_empty() {
                     return;
                 }
-                let (v, snap) = self.versions[pick.index(self.versions.len())].clone();
+                let (v, snap) = exact[pick.index(exact.len())].clone();
                 let on_disk = catalog::versions(self.engine().store()).unwrap();
                 let shapes_match = snap.len() == self.live.len()
                     && snap
@@ -238,7 +277,7 @@ impl World {
                 self.engine = None;
                 self.live.clear();
                 let e = Self::open(&self.dir, self.full_every);
-                if let Some((v, snap)) = self.versions.last().cloned() {
+                if let Some((v, Some(snap))) = self.versions.last().cloned() {
                     assert_eq!(e.latest().unwrap(), Some(v));
                     for (id, m) in &snap {
                         // Fresh memory at another address and in-page offset, full of garbage.
@@ -259,10 +298,7 @@ impl World {
 }
 
 fn cases() -> u32 {
-    std::env::var("ICKPT_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(32)
+    common::env_knob("ICKPT_PROPTEST_CASES", 32)
 }
 
 proptest! {

@@ -43,12 +43,13 @@ pub fn guard(f: impl FnOnce() -> Result<(), Error>) -> ickpt_result {
 
 /// Run `f` on the process's engine, or fail with ICKPT_ERR_NOT_INITIALIZED.
 pub fn with_engine<T>(
-    engine: &RwLock<Option<Engine>>,
+    engine: &RwLock<Option<(u32, Engine)>>,
     f: impl FnOnce(&Engine) -> Result<T, Error>,
 ) -> Result<T, Error> {
     let g = engine.read().unwrap_or_else(|e| e.into_inner());
     match &*g {
-        Some(e) => f(e),
+        Some((pid, e)) if *pid == std::process::id() => f(e),
+        Some(_) => Err(Error::ForkedChild),
         None => Err(Error::NotInitialized),
     }
 }

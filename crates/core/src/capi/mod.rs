@@ -18,7 +18,9 @@ use boundary::{guard, with_engine};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::RwLock;
 
-static ENGINE: RwLock<Option<Engine>> = RwLock::new(None);
+/// The process's engine, with the pid of the process that created it: a child forked after
+/// `ickpt_init` inherits this memory but must not write into its parent's store.
+static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
 
 /// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
 /// (then `ICKPT_DIR` is used).
@@ -43,6 +45,16 @@ pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
     guard(|| {
+        let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
+        match &*slot {
+            Some((pid, _)) if *pid == std::process::id() => return Err(Error::AlreadyInitialized),
+            Some(_) => {
+                // Inherited through fork: the parent still owns it (regions, store lock).
+                // Dropping it here would unmap ickpt_malloc memory the child may still use.
+                std::mem::forget(slot.take());
+            }
+            None => {}
+        }
         let mut c = Config::new("");
         let mut dir = None;
         if !cfg.is_null() {
@@ -78,11 +90,7 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 Error::InvalidArgument("no store directory: set cfg->dir or ICKPT_DIR".into())
             })?
             .into();
-        let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
-        if slot.is_some() {
-            return Err(Error::AlreadyInitialized);
-        }
-        *slot = Some(Engine::open(c)?);
+        *slot = Some((std::process::id(), Engine::open(c)?));
         Ok(())
     })
 }
@@ -91,8 +99,18 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_finalize() -> ickpt_result {
     guard(|| {
-        let engine = ENGINE.write().unwrap_or_else(|e| e.into_inner()).take();
-        engine.ok_or(Error::NotInitialized).map(drop)
+        let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
+        match slot.take() {
+            Some((pid, e)) if pid == std::process::id() => {
+                drop(e);
+                Ok(())
+            }
+            Some(inherited) => {
+                std::mem::forget(inherited);
+                Err(Error::ForkedChild)
+            }
+            None => Err(Error::NotInitialized),
+        }
     })
 }
 

@@ -149,7 +149,7 @@ pub fn code_of(e: &Error) -> ickpt_result {
     use ickpt_result::*;
     match e {
         Error::InvalidArgument(_) => ICKPT_ERR_INVALID_ARGUMENT,
-        Error::NotInitialized => ICKPT_ERR_NOT_INITIALIZED,
+        Error::NotInitialized | Error::ForkedChild => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
         Error::UnknownRegion(_) => ICKPT_ERR_UNKNOWN_REGION,
         Error::RegionExists(_) => ICKPT_ERR_REGION_EXISTS,

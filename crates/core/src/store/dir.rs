@@ -100,6 +100,9 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 impl Store for DirStore {
     fn describe(&self, name: &str) -> String {
+        if name.is_empty() {
+            return self.shown();
+        }
         self.dir.join(name).display().to_string()
     }
 

@@ -26,20 +26,26 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     }
 }
 
-/// Record the page at `addr` as written and make it writable. Signal-safe.
+/// Make the page at `addr` writable and record it as written. Signal-safe.
+///
+/// Open first, mark second: if a checkpoint's `collect` (take bits, then re-protect) runs in
+/// between, either it re-protects the page after we opened it and our bit lands in the new
+/// epoch (the retried write faults again), or it took the bits before we set ours. Marking
+/// first would let `collect` take the bit and re-protect before we open the page, leaving it
+/// writable with no bit: every later write to it in the epoch would be lost.
 fn open_page(r: &TrackedRegion, addr: usize) -> bool {
     let ps = page_size();
     let page = (addr - r.base) / ps;
-    r.dirty.set(page);
     r.faults.fetch_add(1, Ordering::Relaxed);
     if mem::protect(r.page_addr(page), ps, mem::PROT_OPEN).is_ok() {
+        r.dirty.set(page);
         return true;
     }
     // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
-    // page granularity for this region until the next checkpoint rather than crash: mark
-    // it all dirty and open it whole, which also merges its mappings back into one.
-    r.dirty.set_all();
+    // page granularity for this region until the next checkpoint rather than crash: open it
+    // whole, which also merges its mappings back into one, and mark it all dirty.
     if mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok() {
+        r.dirty.set_all();
         return true;
     }
     signal::signal_safe_message(b"ickpt: cannot unprotect a tracked page; see docs/design.md\n");

@@ -53,3 +53,11 @@ impl Drop for Buf {
 unsafe impl Send for Buf {}
 // SAFETY: as above.
 unsafe impl Sync for Buf {}
+
+/// A numeric test knob from the environment (`ICKPT_CRASH_TRIALS=500`), or `default`.
+pub fn env_knob<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
