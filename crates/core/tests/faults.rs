@@ -72,6 +72,13 @@ fn check_fault(fault: Fault, expect: fn(&Error) -> bool, first_fails: bool) {
 
     buf.slice_mut()[31 * PS] = 4;
     let retry = e.checkpoint().unwrap();
+    // The failed attempt's number is never reused: its commit may have failed after the
+    // rename, and a committed name is never replaced.
+    assert_eq!(
+        retry.version,
+        committed.last().copied().unwrap_or(0) + 2,
+        "{fault:?}"
+    );
     if first_fails {
         assert_eq!(retry.kind, Kind::Full);
     } else {
@@ -85,12 +92,17 @@ fn check_fault(fault: Fault, expect: fn(&Error) -> bool, first_fails: bool) {
     drop(e);
     assert_eq!(
         temp_files(&dir),
-        0,
-        "{fault:?}: the retry reused or removed the temporary"
+        left,
+        "{fault:?}: an abandoned temporary waits for a reopen"
     );
 
     buf.slice_mut().fill(0);
     let e = Engine::open(Config::new(&dir)).unwrap();
+    assert_eq!(
+        temp_files(&dir),
+        0,
+        "{fault:?}: opening the store removes temporaries"
+    );
     // SAFETY: as above.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     e.restore(e.latest().unwrap().unwrap()).unwrap();

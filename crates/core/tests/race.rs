@@ -58,3 +58,48 @@ fn writes_racing_checkpoints_are_never_lost() {
         );
     }
 }
+
+/// A first write that traps just before its region is unprotected finds the region gone
+/// when the handler looks: it must retry the write (the page is open now), not treat it as
+/// a genuine segfault and reset the SIGSEGV disposition for the whole process.
+#[test]
+fn unprotect_racing_first_writes_keeps_tracking_alive() {
+    let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
+    let dir = scratch_dir("race-unprotect");
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    for round in 0..rounds {
+        let mut buf = common::Buf::new(PAGES * PS);
+        let base = buf.ptr as usize;
+        // SAFETY: `buf` outlives the region (unprotected below, before it drops).
+        unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let stop = &stop;
+                s.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        for p in 0..PAGES {
+                            // SAFETY: inside `buf`; each thread owns its bytes.
+                            unsafe {
+                                std::ptr::write_volatile(
+                                    (base + p * PS + t * 8) as *mut u32,
+                                    round as u32,
+                                )
+                            };
+                        }
+                    }
+                });
+            }
+            e.unprotect(1).unwrap();
+            stop.store(true, Ordering::Relaxed);
+        });
+        buf.slice_mut()[0] = 1;
+    }
+    // Tracking still works: a new region's writes are trapped and checkpointed.
+    let mut buf = common::Buf::new(4 * PS);
+    // SAFETY: as above.
+    unsafe { e.protect(2, buf.ptr, buf.len).unwrap() };
+    e.checkpoint().unwrap();
+    buf.slice_mut()[PS] = 9;
+    assert_eq!(e.checkpoint().unwrap().pages, 1);
+}

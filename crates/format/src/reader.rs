@@ -163,29 +163,11 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         ));
     }
 
-    let mut coverage: Vec<Vec<bool>> = regions
-        .iter()
-        .map(|r| Vec::with_capacity(r.page_count(header.page_size).min(file_len / ps) as usize))
-        .collect();
-    for (c, r) in coverage.iter_mut().zip(&regions) {
-        let n = r.page_count(header.page_size);
-        if n > data_len / ps && (header.kind == crate::Kind::Full || r.born == header.version) {
-            return Err(FormatError::corrupt(
-                HEADER_LEN as u64,
-                format!(
-                    "region {} must be stored whole but the file is too small",
-                    r.id
-                ),
-            ));
-        }
-        c.resize(n.min(u32::MAX as u64) as usize, false);
-    }
     let mut runs = Vec::with_capacity(footer.run_count as usize);
     let mut next_data = header.data_offset;
     for i in 0..footer.run_count as usize {
         let at = footer.index_offset + (i * RUN_ENTRY_LEN) as u64;
-        let e = &trailer[i * RUN_ENTRY_LEN..(i + 1) * RUN_ENTRY_LEN];
-        let run = Run::decode(e);
+        let run = Run::decode(&trailer[i * RUN_ENTRY_LEN..(i + 1) * RUN_ENTRY_LEN]);
         let region = regions.get(run.region_index as usize).ok_or_else(|| {
             FormatError::corrupt(at, format!("run names region index {}", run.region_index))
         })?;
@@ -211,12 +193,6 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
                 "run data runs into the index",
             ));
         }
-        let cov = &mut coverage[run.region_index as usize];
-        for p in run.first_page..run.first_page + run.page_count as u64 {
-            if std::mem::replace(&mut cov[p as usize], true) {
-                return Err(FormatError::corrupt(at, format!("page {p} stored twice")));
-            }
-        }
         runs.push(run);
     }
     if next_data != footer.index_offset {
@@ -225,18 +201,7 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
             "runs do not fill the data section",
         ));
     }
-    for (r, cov) in regions.iter().zip(&coverage) {
-        let must_be_whole = header.kind == crate::Kind::Full || r.born == header.version;
-        if must_be_whole && cov.iter().any(|&c| !c) {
-            return Err(FormatError::corrupt(
-                HEADER_LEN as u64,
-                format!(
-                    "region {} is new or the version is full, but pages are missing",
-                    r.id
-                ),
-            ));
-        }
-    }
+    check_coverage(&header, &regions, &runs, footer.index_offset)?;
     let crc_at = footer.run_count as usize * RUN_ENTRY_LEN;
     let page_crcs = trailer[crc_at..crc_at + footer.page_count as usize * 4]
         .chunks_exact(4)
@@ -249,4 +214,46 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         page_crcs,
         footer,
     })
+}
+
+/// No page is stored twice, and a region that must be stored whole (full version, or first
+/// stored in this version) is. Works on the runs alone, so memory is bounded by the file size
+/// whatever lengths the region table claims.
+fn check_coverage(
+    header: &Header,
+    regions: &[RegionEntry],
+    runs: &[Run],
+    index_offset: u64,
+) -> Result<(), FormatError> {
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_unstable_by_key(|&i| (runs[i].region_index, runs[i].first_page));
+    let mut stored = vec![0u64; regions.len()];
+    for (k, &i) in order.iter().enumerate() {
+        let r = &runs[i];
+        if let Some(&j) = k.checked_sub(1).map(|p| &order[p]) {
+            let prev = &runs[j];
+            if prev.region_index == r.region_index
+                && prev.first_page + prev.page_count as u64 > r.first_page
+            {
+                return Err(FormatError::corrupt(
+                    index_offset + (i * RUN_ENTRY_LEN) as u64,
+                    format!("page {} stored twice", r.first_page),
+                ));
+            }
+        }
+        stored[r.region_index as usize] += r.page_count as u64;
+    }
+    for (r, &n) in regions.iter().zip(&stored) {
+        let must_be_whole = header.kind == crate::Kind::Full || r.born == header.version;
+        if must_be_whole && n != r.page_count(header.page_size) {
+            return Err(FormatError::corrupt(
+                HEADER_LEN as u64,
+                format!(
+                    "region {} is new or the version is full, but pages are missing",
+                    r.id
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

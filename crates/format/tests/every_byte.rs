@@ -86,3 +86,46 @@ fn errors_name_an_offset() {
     assert_eq!(e.offset(), Some(4096));
     assert!(e.to_string().contains("page 1 of region 3"), "{e}");
 }
+
+#[test]
+fn huge_claimed_lengths_cost_nothing_and_far_pages_do_not_panic() {
+    // A valid (checksummed) incremental version whose region claims 2^56 bytes and stores a
+    // page far past 2^32: the reader must check it without allocating per claimed page.
+    let regions = vec![RegionEntry {
+        id: 1,
+        born: 1,
+        length: 1 << 56,
+        page_offset: 0,
+    }];
+    let mut l = VersionLayout::new(Kind::Incremental, PS as u32, 2, 1, 1, 0, regions);
+    let page = vec![7u8; PS];
+    l.push_page(0, (u32::MAX as u64) + 5, ickpt_format::crc(&page));
+    let mut f = l.prefix();
+    f.extend_from_slice(&page);
+    f.extend_from_slice(&l.trailer());
+    let m = read_meta(&f, f.len() as u64).unwrap();
+    assert_eq!(m.runs[0].first_page, u32::MAX as u64 + 5);
+    verify_data(&m, &f, &mut |_, _| {}).unwrap();
+}
+
+#[test]
+fn a_page_stored_twice_is_rejected() {
+    let regions = vec![RegionEntry {
+        id: 1,
+        born: 1,
+        length: (4 * PS) as u64,
+        page_offset: 0,
+    }];
+    let mut l = VersionLayout::new(Kind::Incremental, PS as u32, 2, 1, 1, 0, regions);
+    let page = vec![1u8; PS];
+    for p in [2u64, 0, 2] {
+        l.push_page(0, p, ickpt_format::crc(&page));
+    }
+    let mut f = l.prefix();
+    for _ in 0..3 {
+        f.extend_from_slice(&page);
+    }
+    f.extend_from_slice(&l.trailer());
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("stored twice"), "{e}");
+}

@@ -14,11 +14,14 @@ thread_local! {
 
 fn set_last_error(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
-    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+    // During thread teardown the slot may be gone; the code alone must then do.
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = c);
 }
 
 pub fn last_error_ptr() -> *const c_char {
-    LAST_ERROR.with(|e| e.borrow().as_ptr())
+    LAST_ERROR
+        .try_with(|e| e.borrow().as_ptr())
+        .unwrap_or(c"(no message: the thread is exiting)".as_ptr())
 }
 
 /// Run `f`, turning its error or panic into a result code and a message.

@@ -49,9 +49,11 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
         match &*slot {
             Some((pid, _)) if *pid == std::process::id() => return Err(Error::AlreadyInitialized),
             Some(_) => {
-                // Inherited through fork: the parent still owns it (regions, store lock).
-                // Dropping it here would unmap ickpt_malloc memory the child may still use.
-                std::mem::forget(slot.take());
+                // Inherited through fork: the parent owns its store. Stop tracking its
+                // regions here without unmapping memory the child may still use.
+                if let Some((_, inherited)) = slot.take() {
+                    inherited.abandon_after_fork();
+                }
             }
             None => {}
         }

@@ -76,16 +76,19 @@ impl Engine {
                     duration: started.elapsed(),
                 };
                 st.stats.record_checkpoint(&info);
-                drop(st);
                 if kind == Kind::Full {
-                    // Collection failing leaves extra old versions, never a broken one.
-                    let _ = self.collect_garbage();
+                    // Under the engine lock, so no restore can move the head into a chain
+                    // being deleted. Failing leaves extra old versions, never a broken one.
+                    let _ = self.collect_garbage_locked();
                 }
                 Ok(info)
             }
             Err(e) => {
                 restore_dirty(&st, &plans);
-                st.stats.failed_checkpoints += 1;
+                st.stats.failed_checkpoint();
+                // Never reuse the number: a commit can fail after its rename (directory
+                // fsync), leaving the version listed. Gaps in numbering are harmless.
+                st.next_version = version + 1;
                 Err(e)
             }
         }
@@ -196,6 +199,10 @@ fn restore_dirty(st: &State, plans: &[Plan]) {
 }
 
 impl super::Stats {
+    fn failed_checkpoint(&mut self) {
+        self.failed_checkpoints += 1;
+    }
+
     fn record_checkpoint(&mut self, info: &CheckpointInfo) {
         self.checkpoints += 1;
         match info.kind {

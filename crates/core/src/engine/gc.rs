@@ -10,6 +10,12 @@ use ickpt_format::{Header, HEADER_LEN};
 impl Engine {
     /// Delete versions no restore of a kept chain can need. Returns what was deleted.
     pub fn collect_garbage(&self) -> Result<Vec<u64>> {
+        let _st = self.lock();
+        self.collect_garbage_locked()
+    }
+
+    /// As `collect_garbage`, for a caller already holding the engine lock.
+    pub(super) fn collect_garbage_locked(&self) -> Result<Vec<u64>> {
         let store = &*self.store;
         let mut known = Vec::new();
         for v in catalog::versions(store)? {

@@ -150,13 +150,27 @@ impl Engine {
         if st.regions.contains_key(&id) {
             return Err(Error::RegionExists(id));
         }
-        let tr = Arc::new(TrackedRegion::new(id, ptr, len));
+        let ps = page_size();
+        let base = ptr & !(ps - 1);
+        let not_mapped = || {
+            Error::InvalidArgument(format!(
+                "region {id}: memory at {ptr:#x}+{len} is not entirely mapped"
+            ))
+        };
+        // Before allocating anything sized by `len`: a bogus length is the caller's error.
+        let span = (ptr + len - base)
+            .checked_next_multiple_of(ps)
+            .ok_or_else(not_mapped)?;
+        mem::check_mapped(base, span).map_err(|_| not_mapped())?;
+        let tr = Arc::new(
+            TrackedRegion::new(id, ptr, len)
+                .map_err(|e| Error::io("tracking bitmap", "mmap", e))?,
+        );
         self.tracker.attach(&tr).map_err(|e| match e {
-            track::TrackError::Protect(io) if io.raw_os_error() == Some(libc::ENOMEM) => {
-                Error::InvalidArgument(format!(
-                    "region {id}: memory at {ptr:#x}+{len} is not entirely mapped"
-                ))
-            }
+            track::TrackError::NotMapped(_) => not_mapped(),
+            track::TrackError::OwnMemory => Error::InvalidArgument(format!(
+                "region {id}: memory at {ptr:#x}+{len} covers ickpt's own tracking memory"
+            )),
             other => other.into(),
         })?;
         st.regions.insert(
@@ -175,7 +189,7 @@ impl Engine {
     pub fn unprotect(&self, id: u64) -> Result<()> {
         let mut st = self.lock();
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
-        st.stats.faults_of_removed += slot.tr.faults.load(std::sync::atomic::Ordering::Relaxed);
+        st.stats.faults_of_removed += slot.tr.dirty.faults();
         self.tracker.detach(&slot.tr)?;
         Ok(())
     }
@@ -210,7 +224,7 @@ impl Engine {
                 Error::InvalidArgument(format!("{ptr:p} was not returned by ickpt_malloc"))
             })?;
         let slot = st.regions.remove(&id).expect("found above");
-        st.stats.faults_of_removed += slot.tr.faults.load(std::sync::atomic::Ordering::Relaxed);
+        st.stats.faults_of_removed += slot.tr.dirty.faults();
         self.tracker.detach(&slot.tr)?;
         let (p, len) = slot.owned.expect("owned");
         // SAFETY: the mapping was made by `alloc` and the caller hands it back for good.
@@ -231,7 +245,7 @@ impl Engine {
         s.faults = st
             .regions
             .values()
-            .map(|r| r.tr.faults.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|r| r.tr.dirty.faults())
             .sum::<u64>()
             + st.stats.faults_of_removed;
         s.backend = self.backend().as_str();
@@ -244,6 +258,20 @@ impl Engine {
         st.regions
             .get(&id)
             .map(|r| (r.tr.user_ptr as *mut u8, r.tr.user_len))
+    }
+}
+
+impl Engine {
+    /// In a child forked from the process that made this engine: stop tracking the parent's
+    /// regions here (their memory stays mapped and becomes writable) and let go of the engine
+    /// without touching the parent's store or unmapping memory the child may still use.
+    pub fn abandon_after_fork(self) {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for slot in st.regions.values() {
+            let _ = self.tracker.detach(&slot.tr);
+        }
+        drop(st);
+        std::mem::forget(self);
     }
 }
 

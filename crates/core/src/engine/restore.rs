@@ -58,13 +58,15 @@ impl Engine {
                 (t.user_ptr, t.user_len)
             })
             .collect();
-        for s in st.regions.values() {
-            self.tracker.open_for_restore(&s.tr)?;
-        }
-        // Memory no longer matches any version until the scan completes.
+        // From here memory matches no version until the scan completes, and opened regions
+        // no longer record writes: forget the head first, so that whatever fails below, the
+        // next checkpoint is full and stores every region whole.
         st.head = None;
         for s in st.regions.values_mut() {
             s.born = None;
+        }
+        for s in st.regions.values() {
+            self.tracker.open_for_restore(&s.tr)?;
         }
         let describe = |v: u64| store.describe(&version_name(v));
         let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<()> {
@@ -81,14 +83,16 @@ impl Engine {
         let report = reverse_scan(&chain, &describe, &|_| true, &mut sink, &mut |_, _| {})?;
 
         let mut scratch = Vec::new();
+        // A version written with another page size cannot be continued page for page.
+        let same_pages = newest.page_size() as usize == crate::sys::page_size();
         for r in &newest.regions {
             let s = st.regions.get_mut(&r.id).expect("checked above");
             self.tracker.collect(&s.tr, &mut scratch)?;
             // Same in-page offset: the stored pages line up with this process's pages, so the
             // chain continues. Otherwise the next checkpoint stores the region whole.
-            s.born = (r.page_offset as usize == s.tr.page_offset()).then_some(r.born);
+            s.born = (same_pages && r.page_offset as usize == s.tr.page_offset()).then_some(r.born);
         }
-        st.head = Some(Head {
+        st.head = same_pages.then_some(Head {
             version,
             chain_depth: newest.header.chain_depth,
         });

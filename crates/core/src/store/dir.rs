@@ -73,6 +73,7 @@ impl DirStore {
         if !crate::sys::fs::try_lock_exclusive(&lock).map_err(io_err)? {
             return Err(OpenError::Locked { dir: shown });
         }
+        crate::sys::fs::register_lock(std::os::fd::AsRawFd::as_raw_fd(&lock));
         for e in fs::read_dir(dir).map_err(io_err)? {
             let e = e.map_err(io_err)?;
             if e.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
@@ -91,6 +92,14 @@ impl DirStore {
 
     fn shown(&self) -> String {
         self.dir.display().to_string()
+    }
+}
+
+impl Drop for DirStore {
+    fn drop(&mut self) {
+        if let Some(l) = &self._lock {
+            crate::sys::fs::unregister_lock(std::os::fd::AsRawFd::as_raw_fd(l));
+        }
     }
 }
 
@@ -186,7 +195,7 @@ impl StoreWriter for DirWriter {
         let file = self.file.take().expect("commit once");
         file.sync_all()?;
         drop(file);
-        fs::rename(&self.tmp, &self.dest)?;
+        crate::sys::fs::rename_noreplace(&self.tmp, &self.dest)?;
         // Committed from here on, even if the directory sync below fails.
         self.tmp = PathBuf::new();
         sync_dir(&self.dir)

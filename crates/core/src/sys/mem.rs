@@ -69,3 +69,13 @@ pub unsafe fn copy_out(dst: &mut [u8], src: usize) {
     // SAFETY: the caller guarantees the source range is mapped and readable.
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) }
 }
+
+/// Fail unless every page of `addr..addr+len` (page-aligned) is mapped. msync(MS_ASYNC) on
+/// anonymous memory does no I/O and reports ENOMEM for any hole.
+pub fn check_mapped(addr: usize, len: usize) -> io::Result<()> {
+    // SAFETY: msync with MS_ASYNC only inspects the range; a bad range is an error.
+    if unsafe { libc::msync(addr as *mut libc::c_void, len, libc::MS_ASYNC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

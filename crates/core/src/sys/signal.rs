@@ -39,8 +39,11 @@ pub fn install_segv_handler(handler: SigInfoHandler) -> io::Result<()> {
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = handler as usize;
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+        // Block every signal while the handler runs: another signal's handler writing
+        // tracked memory would fault with SIGSEGV blocked (fatal), and one that longjmps out
+        // would leave the registry's in-flight count raised for good.
         // SAFETY: sa.sa_mask is a valid sigset_t to initialise.
-        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+        unsafe { libc::sigfillset(&mut sa.sa_mask) };
         // SAFETY: `sa` is fully initialised and `handler` is async-signal-safe by contract.
         if unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) } != 0 {
             return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
@@ -82,36 +85,64 @@ pub unsafe fn is_access_error(info: *const libc::siginfo_t) -> bool {
 /// # Safety
 /// Must be called from a SIGSEGV handler with the arguments the kernel passed to it.
 pub unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let prev = PREVIOUS.get().map(|s| s.0.sa_sigaction);
-    let flags = PREVIOUS.get().map(|s| s.0.sa_flags).unwrap_or(0);
-    match prev {
-        Some(h) if h != libc::SIG_DFL && h != libc::SIG_IGN => {
-            if flags & libc::SA_SIGINFO != 0 {
-                // SAFETY: the application installed this address as an SA_SIGINFO handler.
-                let f: SigInfoHandler = unsafe { std::mem::transmute::<usize, SigInfoHandler>(h) };
-                f(sig, info, ctx);
-            } else {
-                // SAFETY: the application installed this address as a plain handler.
-                let f: extern "C" fn(libc::c_int) =
-                    unsafe { std::mem::transmute::<usize, extern "C" fn(libc::c_int)>(h) };
-                f(sig);
-            }
+    let Some(prev) = PREVIOUS.get().map(|s| &s.0) else {
+        // SAFETY: forwarded from our caller's contract.
+        return unsafe { default_action(sig, info) };
+    };
+    let h = prev.sa_sigaction;
+    if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        // SAFETY: forwarded from our caller's contract.
+        return unsafe { default_action(sig, info) };
+    }
+    // Run the application's handler as the kernel would have: with its own mask (plus the
+    // signal itself unless SA_NODEFER), and reset first if it asked for SA_RESETHAND.
+    // SAFETY: sigset operations on local, initialised sets; pthread_sigmask and sigaction
+    // are async-signal-safe.
+    unsafe {
+        let mut mask = prev.sa_mask;
+        if prev.sa_flags & libc::SA_NODEFER == 0 {
+            libc::sigaddset(&mut mask, sig);
         }
-        _ => {
-            // Default action: restore it, then let the fault happen again (or, for a signal
-            // that was sent rather than raised by the MMU, raise it again) so the process
-            // dies by SIGSEGV with a core dump, as it would have without ickpt.
-            // SAFETY: zeroed sigaction with SIG_DFL (0) is the default disposition.
-            let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-            sa.sa_sigaction = libc::SIG_DFL;
-            // SAFETY: sigaction and raise are async-signal-safe; `sa` is initialised.
-            unsafe {
-                libc::sigaction(sig, &sa, std::ptr::null_mut());
-                if (*info).si_code <= 0 {
-                    libc::raise(sig);
-                }
-            }
+        if prev.sa_flags & libc::SA_RESETHAND != 0 {
+            set_default(sig);
         }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
+    }
+    if prev.sa_flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: the application installed this address as an SA_SIGINFO handler.
+        let f: SigInfoHandler = unsafe { std::mem::transmute::<usize, SigInfoHandler>(h) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: the application installed this address as a plain handler.
+        let f: extern "C" fn(libc::c_int) =
+            unsafe { std::mem::transmute::<usize, extern "C" fn(libc::c_int)>(h) };
+        f(sig);
+    }
+}
+
+/// Restore the default action and let the fault happen again (or, for a signal that was
+/// sent rather than raised by the MMU, raise it again), so the process dies by SIGSEGV with
+/// a core dump, as it would have without ickpt.
+///
+/// # Safety
+/// As for `chain`.
+unsafe fn default_action(sig: libc::c_int, info: *mut libc::siginfo_t) {
+    // SAFETY: async-signal-safe calls; `info` is the kernel's siginfo.
+    unsafe {
+        set_default(sig);
+        if (*info).si_code <= 0 {
+            libc::raise(sig);
+        }
+    }
+}
+
+fn set_default(sig: libc::c_int) {
+    // SAFETY: zeroed sigaction with SIG_DFL (0) is the default disposition; sigaction is
+    // async-signal-safe.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
     }
 }
 

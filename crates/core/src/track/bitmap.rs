@@ -1,18 +1,30 @@
 //! A fixed-size bitmap updated with atomics, so the fault handler can set bits without locks.
+//! It lives in a mapping of ickpt's own (see `own_mem`), with one more word counting faults.
 
+use super::own_mem::OwnWords;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct AtomicBitmap {
-    words: Box<[AtomicU64]>,
+    /// Word 0 counts faults; words 1.. are the bits.
+    mem: OwnWords,
     bits: usize,
 }
 
 impl AtomicBitmap {
-    pub fn new(bits: usize) -> Self {
-        AtomicBitmap {
-            words: (0..bits.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+    pub fn new(bits: usize) -> io::Result<Self> {
+        let words = bits
+            .div_ceil(64)
+            .checked_add(1)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        Ok(AtomicBitmap {
+            mem: OwnWords::new(words)?,
             bits,
-        }
+        })
+    }
+
+    fn bit_words(&self) -> &[AtomicU64] {
+        &self.mem.words()[1..]
     }
 
     pub fn len(&self) -> usize {
@@ -26,12 +38,12 @@ impl AtomicBitmap {
     /// Signal-safe.
     #[inline]
     pub fn set(&self, i: usize) {
-        self.words[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
+        self.bit_words()[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
     }
 
     /// Signal-safe.
     pub fn set_all(&self) {
-        for (w, word) in self.words.iter().enumerate() {
+        for (w, word) in self.bit_words().iter().enumerate() {
             word.store(full_word(self.bits, w), Ordering::SeqCst);
         }
     }
@@ -39,12 +51,12 @@ impl AtomicBitmap {
     /// Move every set bit into `out` (resized to fit) and clear it here.
     pub fn take_into(&self, out: &mut Vec<u64>) {
         out.clear();
-        out.extend(self.words.iter().map(|w| w.swap(0, Ordering::SeqCst)));
+        out.extend(self.bit_words().iter().map(|w| w.swap(0, Ordering::SeqCst)));
     }
 
     /// Put bits back (a checkpoint that failed must not forget what was dirty).
     pub fn merge(&self, bits: &[u64]) {
-        for (w, b) in self.words.iter().zip(bits) {
+        for (w, b) in self.bit_words().iter().zip(bits) {
             if *b != 0 {
                 w.fetch_or(*b, Ordering::SeqCst);
             }
@@ -52,10 +64,24 @@ impl AtomicBitmap {
     }
 
     pub fn count(&self) -> usize {
-        self.words
+        self.bit_words()
             .iter()
             .map(|w| w.load(Ordering::Relaxed).count_ones() as usize)
             .sum()
+    }
+
+    /// Signal-safe.
+    pub fn count_fault(&self) {
+        self.mem.words()[0].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn faults(&self) -> u64 {
+        self.mem.words()[0].load(Ordering::Relaxed)
+    }
+
+    /// The mapping holding the bits, which no protected region may cover.
+    pub fn span(&self) -> (usize, usize) {
+        self.mem.span()
     }
 }
 
@@ -147,7 +173,7 @@ mod tests {
 
     #[test]
     fn take_clears_and_merge_restores() {
-        let b = AtomicBitmap::new(100);
+        let b = AtomicBitmap::new(100).unwrap();
         b.set(3);
         b.set(99);
         let mut out = Vec::new();

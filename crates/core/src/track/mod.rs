@@ -3,11 +3,13 @@
 
 pub mod bitmap;
 mod mprotect;
+mod own_mem;
 pub mod region;
 mod registry;
 
 pub use mprotect::MprotectTracker;
 pub use region::TrackedRegion;
+pub(crate) use registry::reset_after_fork;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -41,6 +43,10 @@ impl Backend {
 pub enum TrackError {
     #[error("memory overlaps protected region {0}")]
     Overlap(u64),
+    #[error("the range is not entirely mapped memory: {0}")]
+    NotMapped(#[source] std::io::Error),
+    #[error("the range covers ickpt's own tracking memory; protect a smaller range")]
+    OwnMemory,
     #[error("changing page protection failed: {0}")]
     Protect(#[source] std::io::Error),
     #[error("installing the SIGSEGV handler failed: {0}")]

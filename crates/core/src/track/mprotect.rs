@@ -4,26 +4,24 @@
 use super::region::TrackedRegion;
 use super::{registry, Backend, TrackError, Tracker};
 use crate::sys::{mem, page_size, signal};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomic bit sets and
 /// mprotect(2). Faults outside tracked memory go to the previous handler or default action.
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: `info` is the kernel's siginfo for this signal.
-    let ours = unsafe { signal::is_access_error(info) } && {
+    if unsafe { signal::is_access_error(info) } {
         // SAFETY: as above.
         let addr = unsafe { signal::fault_address(info) };
         let mut all_ok = true;
-        let found = registry::with_regions_containing(addr, |r| {
-            all_ok &= open_page(r, addr);
-        });
-        found && all_ok
-    };
-    if !ours {
-        // SAFETY: called from the SIGSEGV handler with the kernel's arguments.
-        unsafe { signal::chain(sig, info, ctx) };
+        match registry::with_regions_containing(addr, |r| all_ok &= open_page(r, addr)) {
+            registry::Lookup::Tracked if all_ok => return,
+            registry::Lookup::Retry => return,
+            _ => {}
+        }
     }
+    // SAFETY: called from the SIGSEGV handler with the kernel's arguments.
+    unsafe { signal::chain(sig, info, ctx) };
 }
 
 /// Make the page at `addr` writable and record it as written. Signal-safe.
@@ -36,9 +34,9 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 fn open_page(r: &TrackedRegion, addr: usize) -> bool {
     let ps = page_size();
     let page = (addr - r.base) / ps;
-    r.faults.fetch_add(1, Ordering::Relaxed);
     if mem::protect(r.page_addr(page), ps, mem::PROT_OPEN).is_ok() {
         r.dirty.set(page);
+        r.dirty.count_fault();
         return true;
     }
     // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
@@ -46,6 +44,7 @@ fn open_page(r: &TrackedRegion, addr: usize) -> bool {
     // whole, which also merges its mappings back into one, and mark it all dirty.
     if mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok() {
         r.dirty.set_all();
+        r.dirty.count_fault();
         return true;
     }
     signal::signal_safe_message(b"ickpt: cannot unprotect a tracked page; see docs/design.md\n");
@@ -81,8 +80,18 @@ impl Tracker for MprotectTracker {
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        registry::insert(r.clone()).map_err(|o| TrackError::Overlap(o.other_id))?;
+        // mprotect does not roll back: on a range with a hole it would leave the mapped part
+        // read-only and untracked. Check the whole span is mapped first.
+        mem::check_mapped(r.base, r.span_len()).map_err(TrackError::NotMapped)?;
+        registry::insert(r.clone()).map_err(|e| match e {
+            registry::Refused::Overlap { other_id } => TrackError::Overlap(other_id),
+            registry::Refused::OwnMemory => TrackError::OwnMemory,
+            registry::Refused::OutOfMemory => {
+                TrackError::Protect(std::io::Error::from_raw_os_error(libc::ENOMEM))
+            }
+        })?;
         if let Err(e) = mem::protect(r.base, r.span_len(), mem::PROT_TRACKED) {
+            let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
             registry::remove(r);
             return Err(TrackError::Protect(e));
         }

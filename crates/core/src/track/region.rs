@@ -2,7 +2,7 @@
 
 use super::bitmap::AtomicBitmap;
 use crate::sys::page_size;
-use std::sync::atomic::AtomicU64;
+use std::io;
 
 /// One protected region. The fault handler reaches it through the registry and touches
 /// only its atomics.
@@ -14,26 +14,23 @@ pub struct TrackedRegion {
     /// First byte of the first covering page.
     pub base: usize,
     pub npages: usize,
-    /// Pages written since the last collection.
+    /// Pages written since the last collection, and the count of write faults taken.
     pub dirty: AtomicBitmap,
-    /// Write faults taken on this region.
-    pub faults: AtomicU64,
 }
 
 impl TrackedRegion {
-    pub fn new(id: u64, ptr: usize, len: usize) -> Self {
+    pub fn new(id: u64, ptr: usize, len: usize) -> io::Result<Self> {
         let ps = page_size();
         let base = ptr & !(ps - 1);
         let npages = (ptr + len - base).div_ceil(ps);
-        TrackedRegion {
+        Ok(TrackedRegion {
             id,
             user_ptr: ptr,
             user_len: len,
             base,
             npages,
-            dirty: AtomicBitmap::new(npages),
-            faults: AtomicU64::new(0),
-        }
+            dirty: AtomicBitmap::new(npages)?,
+        })
     }
 
     /// Offset of the region's first byte within its first page.

@@ -1,13 +1,17 @@
 //! The process-wide table of tracked regions, readable from a signal handler without locks.
 //!
-//! Writers (protect/unprotect, ordinary code) serialise on a mutex, build a new sorted
-//! snapshot and publish it with one atomic swap. The handler counts itself in `IN_FLIGHT`
-//! before loading the snapshot; a writer frees a replaced snapshot (and the regions that left
-//! it) only once no handler is in flight, so the handler never reads freed memory.
+//! Writers (protect/unprotect, ordinary code) serialise on a spin lock, build a new sorted
+//! snapshot and publish it with one atomic swap. The handler counts itself in the in-flight
+//! counter before loading the snapshot; a writer frees a replaced snapshot (and the regions
+//! that left it) only once no handler is in flight, so the handler never reads freed memory.
+//!
+//! Everything the handler writes (the in-flight counter, tombstone hit counts) lives in a page
+//! ickpt mapped itself, never on a page an application may protect.
 
+use super::own_mem::OwnWords;
 use super::region::TrackedRegion;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 struct Snapshot {
     /// Sorted by `base`; user ranges never overlap, so ends are sorted too.
@@ -15,13 +19,62 @@ struct Snapshot {
 }
 
 static CURRENT: AtomicPtr<Snapshot> = AtomicPtr::new(std::ptr::null_mut());
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
-static WRITER: Mutex<()> = Mutex::new(());
+/// A spin lock rather than a Mutex so a child forked while it was held can reset it.
+static WRITER: AtomicBool = AtomicBool::new(false);
 
-/// The user range of an already tracked region overlaps the requested one.
+/// Recently untracked spans. A fault that raced `unprotect` (the page was read-only when the
+/// write trapped, but the region left the registry before the handler looked) finds its
+/// address here and simply retries the write, now that the page is open. Each tombstone
+/// absorbs a bounded number of faults, so a genuine segfault there still crashes.
+const TOMBSTONES: usize = 32;
+const TOMBSTONE_HITS: u64 = 1024;
+/// Handler page layout: word 0 in-flight count, word 1 next tombstone slot, then
+/// (start, end, hits) triples.
+const W_IN_FLIGHT: usize = 0;
+const W_NEXT_TOMB: usize = 1;
+const W_TOMBS: usize = 2;
+
+static PAGE: OnceLock<OwnWords> = OnceLock::new();
+
+/// Map the handler page if it is not mapped yet (ordinary code only).
+fn handler_page() -> Option<&'static OwnWords> {
+    if PAGE.get().is_none() {
+        let w = OwnWords::new(W_TOMBS + 3 * TOMBSTONES).ok()?;
+        let _ = PAGE.set(w);
+    }
+    PAGE.get()
+}
+
+/// Signal-safe: `OnceLock::get` is an atomic load; it never initialises.
+fn handler_page_if_ready() -> Option<&'static [AtomicU64]> {
+    PAGE.get().map(|p| p.words())
+}
+
+/// The user range of an already tracked region overlaps the requested one, or the range
+/// covers memory ickpt itself writes from the fault handler.
 #[derive(Debug)]
-pub struct Overlap {
-    pub other_id: u64,
+pub enum Refused {
+    Overlap { other_id: u64 },
+    OwnMemory,
+    OutOfMemory,
+}
+
+struct WriterGuard;
+
+fn lock_writers() -> WriterGuard {
+    while WRITER
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::thread::yield_now();
+    }
+    WriterGuard
+}
+
+impl Drop for WriterGuard {
+    fn drop(&mut self) {
+        WRITER.store(false, Ordering::Release);
+    }
 }
 
 fn snapshot_regions() -> Vec<Arc<TrackedRegion>> {
@@ -36,27 +89,44 @@ fn snapshot_regions() -> Vec<Arc<TrackedRegion>> {
 fn publish(regions: Vec<Arc<TrackedRegion>>) {
     let new = Box::into_raw(Box::new(Snapshot { regions }));
     let old = CURRENT.swap(new, Ordering::SeqCst);
-    // A handler that loaded `old` incremented IN_FLIGHT before loading; wait it out.
-    while IN_FLIGHT.load(Ordering::SeqCst) != 0 {
-        std::thread::yield_now();
+    if let Some(w) = handler_page_if_ready() {
+        // A handler that loaded `old` incremented the counter before loading; wait it out.
+        while w[W_IN_FLIGHT].load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
     }
     if !old.is_null() {
         // SAFETY: `old` came from Box::into_raw in an earlier publish and no handler can
-        // still hold it (IN_FLIGHT drained after the swap); writers are serialised.
+        // still hold it (in-flight drained after the swap); writers are serialised.
         drop(unsafe { Box::from_raw(old) });
     }
 }
 
-/// Add a region; fails if its user range overlaps a tracked one.
-pub fn insert(region: Arc<TrackedRegion>) -> Result<(), Overlap> {
-    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+fn intersects(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// Add a region; refused if its user range overlaps a tracked one or its covering pages
+/// cover memory the fault handler writes.
+pub fn insert(region: Arc<TrackedRegion>) -> Result<(), Refused> {
+    let page = handler_page().ok_or(Refused::OutOfMemory)?;
+    let _w = lock_writers();
     let mut regions = snapshot_regions();
     let (start, end) = (region.user_ptr, region.user_ptr + region.user_len);
     if let Some(o) = regions
         .iter()
         .find(|o| o.user_ptr < end && start < o.user_ptr + o.user_len)
     {
-        return Err(Overlap { other_id: o.id });
+        return Err(Refused::Overlap { other_id: o.id });
+    }
+    let span = (region.base, region.span_end());
+    let own = regions
+        .iter()
+        .chain(std::iter::once(&region))
+        .map(|r| r.dirty.span())
+        .chain(std::iter::once(page.span()));
+    if own.into_iter().any(|s| intersects(s, span)) {
+        return Err(Refused::OwnMemory);
     }
     let at = regions.partition_point(|o| o.user_ptr < region.user_ptr);
     regions.insert(at, region);
@@ -64,9 +134,18 @@ pub fn insert(region: Arc<TrackedRegion>) -> Result<(), Overlap> {
     Ok(())
 }
 
-/// Remove a region. Once this returns, no fault handler refers to it.
+/// Remove a region. Once this returns, no fault handler refers to it. Faults that trapped
+/// on its pages before it left are retried (see TOMBSTONES).
 pub fn remove(region: &Arc<TrackedRegion>) {
-    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    let _w = lock_writers();
+    if let Some(w) = handler_page_if_ready() {
+        let slot = w[W_NEXT_TOMB].fetch_add(1, Ordering::SeqCst) as usize % TOMBSTONES;
+        let t = &w[W_TOMBS + 3 * slot..W_TOMBS + 3 * slot + 3];
+        t[0].store(0, Ordering::SeqCst);
+        t[1].store(region.span_end() as u64, Ordering::SeqCst);
+        t[2].store(0, Ordering::SeqCst);
+        t[0].store(region.base as u64, Ordering::SeqCst);
+    }
     let mut regions = snapshot_regions();
     regions.retain(|o| !Arc::ptr_eq(o, region));
     publish(regions);
@@ -75,7 +154,7 @@ pub fn remove(region: &Arc<TrackedRegion>) {
 /// Other tracked regions whose covering pages share a page with `region`'s (a page that
 /// holds the end of one small allocation and the start of the next).
 pub fn neighbours_sharing_pages(region: &TrackedRegion) -> Vec<Arc<TrackedRegion>> {
-    let _w = WRITER.lock().unwrap_or_else(|e| e.into_inner());
+    let _w = lock_writers();
     snapshot_regions()
         .into_iter()
         .filter(|o| !std::ptr::eq(Arc::as_ptr(o), region))
@@ -83,15 +162,26 @@ pub fn neighbours_sharing_pages(region: &TrackedRegion) -> Vec<Arc<TrackedRegion
         .collect()
 }
 
-/// Call `f` on every tracked region whose covering pages contain `addr`; returns whether
-/// there was one. Async-signal-safe: atomics and reads of a snapshot that cannot be freed
-/// while we are counted in IN_FLIGHT.
-pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -> bool {
-    IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+/// What the handler found at a faulting address.
+pub enum Lookup {
+    /// Regions were found and `f` ran on each.
+    Tracked,
+    /// The address was tracked until an unprotect that raced this fault: retry the write.
+    Retry,
+    NotOurs,
+}
+
+/// Call `f` on every tracked region whose covering pages contain `addr`. Async-signal-safe:
+/// atomics and reads of a snapshot that cannot be freed while we are counted in flight.
+pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -> Lookup {
+    let Some(w) = handler_page_if_ready() else {
+        return Lookup::NotOurs;
+    };
+    w[W_IN_FLIGHT].fetch_add(1, Ordering::SeqCst);
     let p = CURRENT.load(Ordering::SeqCst);
     let mut found = false;
     if !p.is_null() {
-        // SAFETY: the snapshot stays alive while IN_FLIGHT counts us (see `publish`).
+        // SAFETY: the snapshot stays alive while the in-flight count includes us.
         let regions = unsafe { &(*p).regions };
         let mut i = regions.partition_point(|r| r.base <= addr);
         while i > 0 {
@@ -106,6 +196,28 @@ pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -
             }
         }
     }
-    IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
-    found
+    // Decrement before anything can chain to an application handler that may longjmp.
+    w[W_IN_FLIGHT].fetch_sub(1, Ordering::SeqCst);
+    if found {
+        return Lookup::Tracked;
+    }
+    for t in w[W_TOMBS..].chunks_exact(3) {
+        let (start, end) = (t[0].load(Ordering::SeqCst), t[1].load(Ordering::SeqCst));
+        if start as usize <= addr
+            && addr < end as usize
+            && t[2].fetch_add(1, Ordering::SeqCst) < TOMBSTONE_HITS
+        {
+            return Lookup::Retry;
+        }
+    }
+    Lookup::NotOurs
+}
+
+/// In a child just forked: only the forking thread exists, so no handler is in flight and
+/// no writer holds the lock, whatever the parent's other threads were doing.
+pub fn reset_after_fork() {
+    WRITER.store(false, Ordering::SeqCst);
+    if let Some(w) = handler_page_if_ready() {
+        w[W_IN_FLIGHT].store(0, Ordering::SeqCst);
+    }
 }
