@@ -15,7 +15,7 @@ pub mod sys;
 pub mod track;
 pub mod verify;
 
-pub use engine::{CheckpointInfo, Config, Engine, RestoreInfo, Stats};
+pub use engine::{CheckpointInfo, Config, Engine, Phases, RestoreInfo, Stats};
 pub use error::{Error, Result};
 pub use ickpt_format as format;
 pub use track::Backend;

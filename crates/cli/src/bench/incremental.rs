@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long, default_value_t = 256)]
     size_mib: usize,
     /// Repetitions per case; the median is reported.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     reps: usize,
     #[arg(long)]
     json: bool,
@@ -26,6 +26,8 @@ pub struct Args {
 
 struct Case {
     pct: usize,
+    /// Median of each phase: collect, copy, write, commit.
+    phases: [Duration; 4],
     pages: usize,
     ckpt_bytes: u64,
     ckpt: Duration,
@@ -68,6 +70,7 @@ pub fn run(a: &Args) -> CmdResult {
     for pct in [1usize, 10, 50, 100] {
         let n = (pages * pct / 100).max(1);
         let (mut ck, mut pl, mut tw, mut pw) = (vec![], vec![], vec![], vec![]);
+        let mut ph: [Vec<Duration>; 4] = Default::default();
         let mut ckpt_bytes = 0;
         for rep in 0..reps {
             let list = random_pages(pages, n, (pct * 1000 + rep) as u64);
@@ -89,6 +92,10 @@ pub fn run(a: &Args) -> CmdResult {
                 "an increment holds exactly the dirty pages"
             );
             ck.push(info.duration);
+            let p = &info.phases;
+            for (v, d) in ph.iter_mut().zip([p.collect, p.copy, p.write, p.commit]) {
+                v.push(d);
+            }
             ckpt_bytes = info.bytes;
             if rep % 2 == 0 {
                 settle();
@@ -97,6 +104,7 @@ pub fn run(a: &Args) -> CmdResult {
         }
         cases.push(Case {
             pct,
+            phases: ph.map(median),
             pages: n,
             ckpt_bytes,
             ckpt: median(ck),
@@ -169,6 +177,8 @@ pub fn run(a: &Args) -> CmdResult {
                 json!({
                     "dirty_percent": c.pct, "pages": c.pages, "checkpoint_bytes": c.ckpt_bytes,
                     "checkpoint_ms": ms(c.ckpt), "plain_write_ms": ms(c.plain),
+                    "phases_ms": {"collect": ms(c.phases[0]), "copy_and_crc": ms(c.phases[1]),
+                                  "write": ms(c.phases[2]), "commit": ms(c.phases[3])},
                     "ratio": c.ckpt.as_secs_f64() / c.plain.as_secs_f64(),
                     "tracked_first_write_ns_per_page": c.tracked_write.as_nanos() as f64 / c.pages as f64,
                     "plain_write_ns_per_page": c.plain_write.as_nanos() as f64 / c.pages as f64,
@@ -231,6 +241,20 @@ pub fn run(a: &Args) -> CmdResult {
             "TRACKED-NS/PAGE",
             "PLAIN-NS/PAGE",
         ],
+        &rows,
+    );
+    println!();
+    println!("where a checkpoint's time goes (ms, medians):");
+    let rows: Vec<Vec<String>> = cases
+        .iter()
+        .map(|c| {
+            let mut r = vec![format!("{}%", c.pct)];
+            r.extend(c.phases.iter().map(|d| format!("{:.1}", ms(*d))));
+            r
+        })
+        .collect();
+    human::table(
+        &["DIRTY", "COLLECT", "COPY+CRC", "WRITE", "COMMIT(FSYNC)"],
         &rows,
     );
     println!(

@@ -1,6 +1,6 @@
 //! Synchronous checkpoint: collect the epoch's dirty pages, write them as one version file.
 
-use super::{CheckpointInfo, Engine, State};
+use super::{CheckpointInfo, Engine, Phases, State};
 use crate::error::{Error, Result};
 use crate::policy::{self, Head};
 use crate::store::{version_name, StoreWriter};
@@ -38,6 +38,8 @@ impl Engine {
             _ => (0, 0),
         };
 
+        let mut phases = Phases::default();
+        let t = Instant::now();
         let mut plans = Vec::with_capacity(st.regions.len());
         for (id, slot) in &st.regions {
             let mut bits = Vec::new();
@@ -52,8 +54,9 @@ impl Engine {
                 whole,
             });
         }
+        phases.collect = t.elapsed();
 
-        match self.write_version(&mut st, version, kind, parent, depth, &plans) {
+        match self.write_version(&mut st, version, kind, parent, depth, &plans, &mut phases) {
             Ok((pages, bytes)) => {
                 for p in &plans {
                     st.regions
@@ -67,6 +70,13 @@ impl Engine {
                     chain_depth: depth,
                 });
                 st.next_version = version + 1;
+                if kind == Kind::Full {
+                    // Under the engine lock, so no restore can move the head into a chain
+                    // being deleted. Failing leaves extra old versions, never a broken one.
+                    let t = Instant::now();
+                    let _ = self.collect_garbage_locked();
+                    phases.gc = t.elapsed();
+                }
                 let info = CheckpointInfo {
                     version,
                     kind,
@@ -74,13 +84,9 @@ impl Engine {
                     pages,
                     bytes,
                     duration: started.elapsed(),
+                    phases,
                 };
                 st.stats.record_checkpoint(&info);
-                if kind == Kind::Full {
-                    // Under the engine lock, so no restore can move the head into a chain
-                    // being deleted. Failing leaves extra old versions, never a broken one.
-                    let _ = self.collect_garbage_locked();
-                }
                 Ok(info)
             }
             Err(e) => {
@@ -94,6 +100,7 @@ impl Engine {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn write_version(
         &self,
         st: &mut State,
@@ -102,6 +109,7 @@ impl Engine {
         parent: u64,
         depth: u32,
         plans: &[Plan],
+        phases: &mut Phases,
     ) -> Result<(u64, u64)> {
         let ps = page_size();
         let name = version_name(version);
@@ -128,8 +136,8 @@ impl Engine {
             .create(&name)
             .map_err(|e| Error::io(&file, "create", e))?;
         let io = |e| Error::io(&file, "write", e);
-        w.write_all(&layout.prefix()).map_err(io)?;
-        let mut bytes = layout.header().data_offset;
+        let mut bytes = 0;
+        flush(&mut *w, &layout.prefix(), &mut bytes, phases).map_err(io)?;
 
         let mut staging = std::mem::take(&mut st.staging);
         staging.resize(STAGING_BYTES.max(ps), 0);
@@ -149,9 +157,10 @@ impl Engine {
                     let mut done = 0;
                     while done < count {
                         if fill == cap_pages * ps {
-                            flush(&mut *w, &staging[..fill], &mut bytes).map_err(io)?;
+                            flush(&mut *w, &staging[..fill], &mut bytes, phases).map_err(io)?;
                             fill = 0;
                         }
+                        let t = Instant::now();
                         let n = (count - done).min(cap_pages - fill / ps);
                         let page = first + done;
                         let dst = &mut staging[fill..fill + n * ps];
@@ -168,24 +177,34 @@ impl Engine {
                         }
                         fill += n * ps;
                         done += n;
+                        phases.copy += t.elapsed();
                     }
                 }
             }
-            flush(&mut *w, &staging[..fill], &mut bytes).map_err(io)?;
+            flush(&mut *w, &staging[..fill], &mut bytes, phases).map_err(io)?;
             let trailer = layout.trailer();
-            flush(&mut *w, &trailer, &mut bytes).map_err(io)?;
+            flush(&mut *w, &trailer, &mut bytes, phases).map_err(io)?;
             Ok::<_, Error>(())
         })();
         st.staging = staging;
         result?;
+        let t = Instant::now();
         w.commit().map_err(|e| Error::io(&file, "commit", e))?;
+        phases.commit = t.elapsed();
         Ok((layout.page_count(), bytes))
     }
 }
 
-fn flush(w: &mut dyn StoreWriter, buf: &[u8], bytes: &mut u64) -> std::io::Result<()> {
+fn flush(
+    w: &mut dyn StoreWriter,
+    buf: &[u8],
+    bytes: &mut u64,
+    phases: &mut Phases,
+) -> std::io::Result<()> {
     if !buf.is_empty() {
+        let t = Instant::now();
         w.write_all(buf)?;
+        phases.write += t.elapsed();
         *bytes += buf.len() as u64;
     }
     Ok(())

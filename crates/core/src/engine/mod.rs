@@ -5,7 +5,7 @@ mod gc;
 mod restore;
 mod stats;
 
-pub use stats::{CheckpointInfo, RestoreInfo, Stats};
+pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
 use crate::catalog;
 use crate::error::{Error, Result};

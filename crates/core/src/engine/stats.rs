@@ -12,6 +12,23 @@ pub struct CheckpointInfo {
     /// Size of the version file.
     pub bytes: u64,
     pub duration: Duration,
+    /// Where the time went.
+    pub phases: Phases,
+}
+
+/// Time spent in each phase of a checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// Taking the dirty sets and write-protecting the regions again.
+    pub collect: Duration,
+    /// Copying pages into the staging buffer and checksumming them.
+    pub copy: Duration,
+    /// Handing bytes to the store (page cache for a local directory).
+    pub write: Duration,
+    /// Making the version durable and visible: fsync, rename, directory fsync.
+    pub commit: Duration,
+    /// Garbage collection after a full version.
+    pub gc: Duration,
 }
 
 /// What one restore read.
