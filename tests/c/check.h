@@ -11,6 +11,7 @@
 #define ICKPT_TEST_CHECK_H
 
 #include <ickpt.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,5 +145,23 @@ static inline long first_diff(const void *a, const void *b, size_t n) {
                   t_at_ < 0 ? 0 : ((const unsigned char *)(got))[t_at_],                   \
                   t_at_ < 0 ? 0 : ((const unsigned char *)(want))[t_at_]);                 \
     } while (0)
+
+
+/* Install `handler` for SIGSEGV as an application would: SA_SIGINFO handlers go in
+ * sa_sigaction, plain ones in sa_handler. */
+static inline int set_segv_handler(void (*plain)(int),
+                                   void (*info)(int, siginfo_t *, void *), int flags) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    if (info != NULL) {
+        sa.sa_sigaction = info;
+        flags |= SA_SIGINFO;
+    } else {
+        sa.sa_handler = plain;
+    }
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGSEGV, &sa, NULL);
+}
 
 #endif

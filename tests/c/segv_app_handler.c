@@ -43,12 +43,7 @@ static int faulting_write(volatile unsigned char *p, unsigned char v) {
 
 int main(void) {
     const size_t ps = page_size();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = app_handler;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
+    CHECK(set_segv_handler(NULL, app_handler, 0) == 0);
 
     unsigned char *ro = mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(ro != MAP_FAILED);
@@ -103,12 +98,7 @@ int main(void) {
     const uint64_t last_ok = info.version;
 
     /* A handler installed after ickpt_init: tracking is broken, and checkpoint says so. */
-    struct sigaction late;
-    memset(&late, 0, sizeof late);
-    late.sa_sigaction = late_handler;
-    late.sa_flags = SA_SIGINFO;
-    sigemptyset(&late.sa_mask);
-    CHECK(sigaction(SIGSEGV, &late, NULL) == 0);
+    CHECK(set_segv_handler(NULL, late_handler, 0) == 0);
     memset(&info, 0x3C, sizeof info);
     ickpt_checkpoint_info info0 = info;
     CHECK_RC(ickpt_checkpoint(&info), ICKPT_ERR_TRACKING);

@@ -12,12 +12,7 @@ static void on_segv(int sig) {
 }
 
 int main(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_segv;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    CHECK(sigaction(SIGSEGV, &sa, NULL) == 0);
+    CHECK(set_segv_handler(on_segv, NULL, SA_RESETHAND) == 0);
     OK(test_init(test_dir(), 0));
     void *p;
     OK(ickpt_malloc(1, 4096, &p));
