@@ -63,6 +63,9 @@ typedef struct ickpt_config {
   uint32_t keep_chains;
   // Store directory; NULL means the environment variable ICKPT_DIR.
   const char *dir;
+  // Emulated storage bandwidth in bytes per second for experiments; 0 means unlimited
+  // (the environment variable ICKPT_BANDWIDTH, e.g. "200M", sets it too).
+  uint64_t bandwidth;
 } ickpt_config;
 
 // What `ickpt_checkpoint` committed.
@@ -105,7 +108,7 @@ extern "C" {
 #endif // __cplusplus
 
 // Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
-// (then `ICKPT_DIR` is used).
+// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited).
 enum ickpt_result ickpt_config_init(struct ickpt_config *cfg);
 
 // Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is

@@ -136,3 +136,26 @@ fn bad_ranges_fail_cleanly_and_leave_memory_writable() {
                            // SAFETY: `a` outlives the engine.
     unsafe { e.protect(1, a.ptr, PS).unwrap() };
 }
+
+#[test]
+fn a_bandwidth_limited_store_keeps_every_byte() {
+    let dir = scratch_dir("bandwidth");
+    let mut a = Buf::new(16 * PS);
+    let mut c = Config::new(&dir);
+    // Fast enough to keep the test quick; the pacing itself is unit-tested with a fake clock.
+    c.bandwidth = Some(1 << 30);
+    let e = Engine::open(c).unwrap();
+    // SAFETY: `a` outlives the engine.
+    unsafe { e.protect(1, a.ptr, a.len).unwrap() };
+    a.slice_mut()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i * 7) as u8);
+    e.checkpoint().unwrap();
+    a.slice_mut()[9 * PS] = 1;
+    let v = e.checkpoint().unwrap().version;
+    let expect = a.slice().to_vec();
+    a.slice_mut().fill(0);
+    e.restore(v).unwrap();
+    assert!(a.slice() == &expect[..]);
+}

@@ -23,7 +23,7 @@ use std::sync::RwLock;
 static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
 
 /// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
-/// (then `ICKPT_DIR` is used).
+/// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited).
 #[no_mangle]
 pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
     guard(|| {
@@ -35,6 +35,7 @@ pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
             full_every: d.full_every,
             keep_chains: d.keep_chains,
             dir: std::ptr::null(),
+            bandwidth: 0,
         };
         Ok(())
     })
@@ -75,6 +76,7 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             };
             c.full_every = cfg.full_every;
             c.keep_chains = cfg.keep_chains;
+            c.bandwidth = (cfg.bandwidth != 0).then_some(cfg.bandwidth);
             if !cfg.dir.is_null() {
                 // SAFETY: non-NULL, and the contract says a NUL-terminated string.
                 let s = unsafe { CStr::from_ptr(cfg.dir) };

@@ -58,6 +58,9 @@ pub struct ickpt_config {
     pub keep_chains: u32,
     /// Store directory; NULL means the environment variable ICKPT_DIR.
     pub dir: *const c_char,
+    /// Emulated storage bandwidth in bytes per second for experiments; 0 means unlimited
+    /// (the environment variable ICKPT_BANDWIDTH, e.g. "200M", sets it too).
+    pub bandwidth: u64,
 }
 
 /// What `ickpt_checkpoint` committed.

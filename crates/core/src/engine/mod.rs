@@ -10,7 +10,9 @@ pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 use crate::catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
-use crate::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
+use crate::store::{
+    parse_bandwidth, DirStore, Fault, FaultPlan, FaultyStore, Store, ThrottledStore,
+};
 use crate::sys::{mem, page_size};
 use crate::track::{self, Backend, TrackedRegion, Tracker};
 use std::collections::BTreeMap;
@@ -26,6 +28,9 @@ pub struct Config {
     pub full_every: u32,
     /// Full chains kept on disk; older ones are deleted when a new full version commits.
     pub keep_chains: u32,
+    /// Emulate storage of this many bytes per second (experiments; `ICKPT_BANDWIDTH` sets
+    /// it too, e.g. `200M`). None: as fast as the directory's device.
+    pub bandwidth: Option<u64>,
     /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too).
     pub fault: Option<Fault>,
 }
@@ -37,6 +42,7 @@ impl Config {
             backend: Backend::Auto,
             full_every: 10,
             keep_chains: 2,
+            bandwidth: None,
             fault: None,
         }
     }
@@ -71,19 +77,29 @@ pub struct Engine {
 impl Engine {
     /// Open (or create) the store directory and start tracking with the configured backend.
     pub fn open(cfg: Config) -> Result<Engine> {
-        let dir = DirStore::open_write(&cfg.dir)?;
+        let mut store: Box<dyn Store> = Box::new(DirStore::open_write(&cfg.dir)?);
+        let env_bandwidth = std::env::var("ICKPT_BANDWIDTH").ok();
+        let bandwidth = match (cfg.bandwidth, env_bandwidth) {
+            (Some(b), _) => Some(b),
+            (None, Some(s)) => Some(parse_bandwidth(&s).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "ICKPT_BANDWIDTH={s:?}: expected bytes per second, e.g. 200M"
+                ))
+            })?),
+            (None, None) => None,
+        };
+        if let Some(rate) = bandwidth {
+            store = Box::new(ThrottledStore::new(store, rate));
+        }
         let env_fault = std::env::var("ICKPT_FAULT")
             .ok()
             .and_then(|s| Fault::parse(&s));
-        let store: Arc<dyn Store> = match cfg.fault.or(env_fault) {
-            Some(f) => {
-                let plan = FaultPlan::new();
-                plan.arm(f);
-                Arc::new(FaultyStore::new(dir, plan))
-            }
-            None => Arc::new(dir),
-        };
-        Self::with_store(cfg, store)
+        if let Some(f) = cfg.fault.or(env_fault) {
+            let plan = FaultPlan::new();
+            plan.arm(f);
+            store = Box::new(FaultyStore::new(store, plan));
+        }
+        Self::with_store(cfg, Arc::from(store))
     }
 
     /// An engine over any store (tests use this to inject faults).

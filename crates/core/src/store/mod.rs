@@ -3,11 +3,13 @@
 
 pub(crate) mod dir;
 mod faulty;
+mod throttled;
 
 pub use dir::{DirStore, OpenError};
 pub use faulty::{Fault, FaultPlan, FaultyStore};
 use ickpt_format::ReadAt;
 use std::io;
+pub use throttled::{parse_bandwidth, ThrottledStore, TokenBucket};
 
 /// A flat namespace of immutable objects, each created whole and then committed atomically.
 pub trait Store: Send + Sync {
@@ -20,6 +22,24 @@ pub trait Store: Send + Sync {
     /// dropping the writer uncommitted discards it.
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>>;
     fn remove(&self, name: &str) -> io::Result<()>;
+}
+
+impl Store for Box<dyn Store> {
+    fn describe(&self, name: &str) -> String {
+        (**self).describe(name)
+    }
+    fn list(&self) -> io::Result<Vec<String>> {
+        (**self).list()
+    }
+    fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
+        (**self).open(name)
+    }
+    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
+        (**self).create(name)
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        (**self).remove(name)
+    }
 }
 
 /// A committed object, read by offset.
