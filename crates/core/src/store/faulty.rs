@@ -2,7 +2,7 @@
 //! fails writes with ENOSPC or EIO after a byte budget, leaving a torn object behind, fails
 //! the commit, or "crashes" by abandoning a writer without cleanup.
 
-use super::{Store, StoreFile, StoreWriter};
+use super::{Store, StoreWriter};
 use std::io;
 use std::sync::{Arc, Mutex};
 
@@ -70,15 +70,8 @@ impl<S: Store> FaultyStore<S> {
 }
 
 impl<S: Store> Store for FaultyStore<S> {
-    fn describe(&self, name: &str) -> String {
-        self.inner.describe(name)
-    }
-    fn list(&self) -> io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
-        self.inner.open(name)
-    }
+    pass_through_to!(inner);
+
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
         let inner = self.inner.create(name)?;
         Ok(Box::new(FaultyWriter {
@@ -86,9 +79,6 @@ impl<S: Store> Store for FaultyStore<S> {
             fault: self.plan.take(),
             written: 0,
         }))
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        self.inner.remove(name)
     }
 }
 

@@ -1,6 +1,25 @@
 //! Where checkpoint bytes go. Every byte ickpt writes or reads passes through [`Store`], so
 //! tests can inject ENOSPC, EIO, torn writes and crashes at any point.
 
+/// The methods a wrapping store passes through to the store it wraps (`$inner`); it then
+/// writes only `create`.
+macro_rules! pass_through_to {
+    ($inner:ident) => {
+        fn describe(&self, name: &str) -> String {
+            self.$inner.describe(name)
+        }
+        fn list(&self) -> std::io::Result<Vec<String>> {
+            self.$inner.list()
+        }
+        fn open(&self, name: &str) -> std::io::Result<Box<dyn super::StoreFile>> {
+            self.$inner.open(name)
+        }
+        fn remove(&self, name: &str) -> std::io::Result<()> {
+            self.$inner.remove(name)
+        }
+    };
+}
+
 pub(crate) mod dir;
 mod faulty;
 mod throttled;

@@ -2,7 +2,7 @@
 //! at a set rate, so a commit takes as long as it would on a parallel file system or a slow
 //! disk, and an asynchronous commit overlaps several iterations as in the paper.
 
-use super::{Store, StoreFile, StoreWriter};
+use super::{Store, StoreWriter};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -81,23 +81,13 @@ impl<S: Store> ThrottledStore<S> {
 }
 
 impl<S: Store> Store for ThrottledStore<S> {
-    fn describe(&self, name: &str) -> String {
-        self.inner.describe(name)
-    }
-    fn list(&self) -> io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
-        self.inner.open(name)
-    }
+    pass_through_to!(inner);
+
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
         Ok(Box::new(ThrottledWriter {
             inner: self.inner.create(name)?,
             bucket: self.bucket.clone(),
         }))
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        self.inner.remove(name)
     }
 }
 
