@@ -80,6 +80,39 @@ static pid_t spawn_exec_child(const char *self, const char *dir, int want) {
     return pid;
 }
 
+/* Fork a process that opens the store and holds it until *release is closed (then exits
+ * without ickpt_finalize). Returns its pid once it holds the store, or -1. */
+static pid_t start_holder(const char *dir, int *release) {
+    int held[2], rel[2];
+    if (pipe(held) != 0 || pipe(rel) != 0)
+        return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        close(held[0]);
+        close(rel[1]);
+        if (test_init(dir, 0) != ICKPT_OK) {
+            fprintf(stderr, "holder: init: %s\n", ickpt_last_error());
+            _exit(97);
+        }
+        if (write(held[1], "h", 1) != 1)
+            _exit(96);
+        char ch;
+        while (read(rel[0], &ch, 1) > 0) {
+        }
+        _exit(0);
+    }
+    close(held[1]);
+    close(rel[0]);
+    char ch;
+    ssize_t n = read(held[0], &ch, 1);
+    close(held[0]);
+    *release = rel[1];
+    return n == 1 ? pid : -1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--try-init") == 0)
         return child_try_init(argv[2], atoi(argv[3]), 0);
@@ -132,67 +165,28 @@ int main(int argc, char **argv) {
     CHECK_CHILD(spawn_exec_child(self, dir, ICKPT_OK), "exec'd process after the parent finalized");
 
     /* 4. A live holder that exits without finalize: locked while it lives, free after. */
-    int held[2], release[2];
-    CHECK(pipe(held) == 0 && pipe(release) == 0);
-    fflush(NULL);
-    pid_t d = fork();
-    CHECK(d >= 0);
-    if (d == 0) {
-        close(held[0]);
-        close(release[1]);
-        if (test_init(dir, 0) != ICKPT_OK) {
-            fprintf(stderr, "holder: init: %s\n", ickpt_last_error());
-            _exit(97);
-        }
-        if (write(held[1], "h", 1) != 1)
-            _exit(96);
-        char ch;
-        while (read(release[0], &ch, 1) > 0) {
-        }
-        _exit(0); /* no ickpt_finalize */
-    }
-    close(held[1]);
-    close(release[0]);
-    char ch;
-    CHECK_MSG(read(held[0], &ch, 1) == 1, "the holder process failed to open the store");
-    close(held[0]);
+    int release;
+    pid_t d = start_holder(dir, &release);
+    CHECK_MSG(d > 0, "the holder process failed to open the store");
     CHECK_RC(test_init(dir, 0), ICKPT_ERR_STORE_LOCKED);
     CHECK(strstr(ickpt_last_error(), dir) != NULL); /* names the directory */
     uint64_t v = 0;
     CHECK_RC(ickpt_latest(&v), ICKPT_ERR_NOT_INITIALIZED);
     CHECK_CHILD(spawn_exec_child(self, dir, ICKPT_ERR_STORE_LOCKED),
                 "exec'd process while another process holds the store");
-    close(release[1]);
+    close(release);
     CHECK_CHILD(d, "holder");
     OK(test_init(dir, 0));
     OK(ickpt_finalize());
 
     /* 5. A holder killed with SIGKILL. */
-    CHECK(pipe(held) == 0 && pipe(release) == 0);
-    fflush(NULL);
-    pid_t e = fork();
-    CHECK(e >= 0);
-    if (e == 0) {
-        close(held[0]);
-        close(release[1]);
-        if (test_init(dir, 0) != ICKPT_OK)
-            _exit(97);
-        if (write(held[1], "h", 1) != 1)
-            _exit(96);
-        char c2;
-        while (read(release[0], &c2, 1) > 0) {
-        }
-        _exit(0);
-    }
-    close(held[1]);
-    close(release[0]);
-    CHECK_MSG(read(held[0], &ch, 1) == 1, "the second holder failed to open the store");
-    close(held[0]);
+    pid_t e = start_holder(dir, &release);
+    CHECK_MSG(e > 0, "the second holder failed to open the store");
     CHECK_RC(test_init(dir, 0), ICKPT_ERR_STORE_LOCKED);
     CHECK(kill(e, SIGKILL) == 0);
     int st;
     CHECK(waitpid(e, &st, 0) == e && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-    close(release[1]);
+    close(release);
     OK(test_init(dir, 0));
     /* Everything committed so far is still there: parent's version plus the child's. */
     OK(ickpt_latest(&v));

@@ -3,7 +3,6 @@
 
 use crate::catalog::OpenVersion;
 use crate::error::{Error, Result};
-use crate::track::bitmap;
 use ickpt_format::{FormatError, RegionEntry};
 
 /// Bytes to read per call while scanning.
@@ -142,22 +141,15 @@ pub fn reverse_scan(
         report.pages += read_here;
     }
     if remaining != 0 {
-        let (li, region) = live
+        let region = live
             .iter()
-            .enumerate()
-            .find_map(|(i, r)| {
-                r.filter(|r| {
-                    bitmap::runs(&restored[i], r.page_count(ps as u32) as usize).count() != 1
-                        || restored[i]
-                            .iter()
-                            .map(|w| w.count_ones() as u64)
-                            .sum::<u64>()
-                            != r.page_count(ps as u32)
-                })
-                .map(|r| (i, r))
+            .zip(&restored)
+            .find_map(|(r, done)| {
+                let r = (*r)?;
+                let got: u64 = done.iter().map(|w| w.count_ones() as u64).sum();
+                (got != r.page_count(ps as u32)).then_some(r)
             })
             .expect("some region is incomplete");
-        let _ = li;
         return Err(Error::format(
             describe(chain[chain.len() - 1].version),
             FormatError::Corrupt {

@@ -1,9 +1,7 @@
 //! Builds the metadata of a version file around page data that the caller streams itself.
 //! Pure: produces byte vectors, performs no I/O.
 
-use crate::layout::{
-    Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION, HEADER_LEN,
-};
+use crate::layout::{Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION};
 
 /// The layout of one version file while it is being written: header and region table first,
 /// then page data in flush order, then the index, the page-CRC table and the footer.
@@ -116,7 +114,6 @@ impl VersionLayout {
         let meta_crc = crate::crc_append(crate::crc(&self.prefix()), &b);
         b.extend_from_slice(&meta_crc.to_le_bytes());
         debug_assert_eq!(index_offset + b.len() as u64, file_length);
-        let _ = HEADER_LEN;
         b
     }
 }

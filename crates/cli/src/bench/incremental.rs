@@ -56,16 +56,17 @@ pub fn run(a: &Args) -> CmdResult {
     let base = fresh(&a.dir)?;
     let baseline_dir = fresh(&base.join("baseline"))?;
     let buf = vec![0x5au8; 8 << 20];
+    let all: Vec<usize> = (0..pages).collect();
 
     // Checkpoints of 1..100% dirty pages.
     let e = engine(&fresh(&base.join("incr"))?, u32::MAX)?;
     let mem = e.alloc(1, size)?;
     // SAFETY: `mem` is `size` bytes from alloc, live until the engine drops.
-    unsafe { touch_pages(mem, &(0..pages).collect::<Vec<_>>(), 1) };
+    unsafe { touch_pages(mem, &all, 1) };
     let full = e.checkpoint()?;
     let plain_mem = ickpt::sys::mem::map_anonymous(size)?;
     // SAFETY: as above, for the unprotected comparison buffer (pre-faulted here).
-    unsafe { touch_pages(plain_mem, &(0..pages).collect::<Vec<_>>(), 1) };
+    unsafe { touch_pages(plain_mem, &all, 1) };
     let mut cases = Vec::new();
     for pct in [1usize, 10, 50, 100] {
         let n = (pages * pct / 100).max(1);
@@ -115,7 +116,6 @@ pub fn run(a: &Args) -> CmdResult {
     }
     // First-write cost in address order over every page (the cases above write in random
     // order), tracked against the same loop on unprotected memory.
-    let all: Vec<usize> = (0..pages).collect();
     let (mut seq_t, mut seq_p) = (vec![], vec![]);
     for rep in 0..reps {
         e.checkpoint()?; // re-arm: every page is clean and protected again
@@ -135,7 +135,7 @@ pub fn run(a: &Args) -> CmdResult {
         let e = engine(&chain_dir, 10)?;
         let m = e.alloc(1, size)?;
         // SAFETY: `m` is `size` bytes from alloc.
-        unsafe { touch_pages(m, &(0..pages).collect::<Vec<_>>(), 1) };
+        unsafe { touch_pages(m, &all, 1) };
         e.checkpoint()?;
         for i in 0..9 {
             // SAFETY: as above.
@@ -148,7 +148,7 @@ pub fn run(a: &Args) -> CmdResult {
         let e = engine(&full_dir, 1)?;
         let m = e.alloc(1, size)?;
         // SAFETY: as above.
-        unsafe { touch_pages(m, &(0..pages).collect::<Vec<_>>(), 1) };
+        unsafe { touch_pages(m, &all, 1) };
         e.checkpoint()?;
     }
     let restore_time = |dir: &Path| -> Result<(Duration, u64, u32), Box<dyn std::error::Error>> {

@@ -174,41 +174,28 @@ pub fn code_of(e: &Error) -> ickpt_result {
 
 pub fn result_name(code: i32) -> &'static CStr {
     use ickpt_result::*;
-    const ALL: [ickpt_result; 15] = [
-        ICKPT_OK,
-        ICKPT_ERR_INVALID_ARGUMENT,
-        ICKPT_ERR_NOT_INITIALIZED,
-        ICKPT_ERR_ALREADY_INITIALIZED,
-        ICKPT_ERR_UNKNOWN_REGION,
-        ICKPT_ERR_REGION_EXISTS,
-        ICKPT_ERR_REGION_MISMATCH,
-        ICKPT_ERR_NOT_FOUND,
-        ICKPT_ERR_CORRUPT,
-        ICKPT_ERR_IO,
-        ICKPT_ERR_NO_SPACE,
-        ICKPT_ERR_NOT_A_STORE,
-        ICKPT_ERR_STORE_LOCKED,
-        ICKPT_ERR_TRACKING,
-        ICKPT_ERR_INTERNAL,
+    const NAMES: [(ickpt_result, &CStr); 15] = [
+        (ICKPT_OK, c"ICKPT_OK"),
+        (ICKPT_ERR_INVALID_ARGUMENT, c"ICKPT_ERR_INVALID_ARGUMENT"),
+        (ICKPT_ERR_NOT_INITIALIZED, c"ICKPT_ERR_NOT_INITIALIZED"),
+        (
+            ICKPT_ERR_ALREADY_INITIALIZED,
+            c"ICKPT_ERR_ALREADY_INITIALIZED",
+        ),
+        (ICKPT_ERR_UNKNOWN_REGION, c"ICKPT_ERR_UNKNOWN_REGION"),
+        (ICKPT_ERR_REGION_EXISTS, c"ICKPT_ERR_REGION_EXISTS"),
+        (ICKPT_ERR_REGION_MISMATCH, c"ICKPT_ERR_REGION_MISMATCH"),
+        (ICKPT_ERR_NOT_FOUND, c"ICKPT_ERR_NOT_FOUND"),
+        (ICKPT_ERR_CORRUPT, c"ICKPT_ERR_CORRUPT"),
+        (ICKPT_ERR_IO, c"ICKPT_ERR_IO"),
+        (ICKPT_ERR_NO_SPACE, c"ICKPT_ERR_NO_SPACE"),
+        (ICKPT_ERR_NOT_A_STORE, c"ICKPT_ERR_NOT_A_STORE"),
+        (ICKPT_ERR_STORE_LOCKED, c"ICKPT_ERR_STORE_LOCKED"),
+        (ICKPT_ERR_TRACKING, c"ICKPT_ERR_TRACKING"),
+        (ICKPT_ERR_INTERNAL, c"ICKPT_ERR_INTERNAL"),
     ];
-    let Some(&r) = ALL.iter().find(|r| **r as i32 == code) else {
-        return c"unknown";
-    };
-    match r {
-        ICKPT_OK => c"ICKPT_OK",
-        ICKPT_ERR_INVALID_ARGUMENT => c"ICKPT_ERR_INVALID_ARGUMENT",
-        ICKPT_ERR_NOT_INITIALIZED => c"ICKPT_ERR_NOT_INITIALIZED",
-        ICKPT_ERR_ALREADY_INITIALIZED => c"ICKPT_ERR_ALREADY_INITIALIZED",
-        ICKPT_ERR_UNKNOWN_REGION => c"ICKPT_ERR_UNKNOWN_REGION",
-        ICKPT_ERR_REGION_EXISTS => c"ICKPT_ERR_REGION_EXISTS",
-        ICKPT_ERR_REGION_MISMATCH => c"ICKPT_ERR_REGION_MISMATCH",
-        ICKPT_ERR_NOT_FOUND => c"ICKPT_ERR_NOT_FOUND",
-        ICKPT_ERR_CORRUPT => c"ICKPT_ERR_CORRUPT",
-        ICKPT_ERR_IO => c"ICKPT_ERR_IO",
-        ICKPT_ERR_NO_SPACE => c"ICKPT_ERR_NO_SPACE",
-        ICKPT_ERR_NOT_A_STORE => c"ICKPT_ERR_NOT_A_STORE",
-        ICKPT_ERR_STORE_LOCKED => c"ICKPT_ERR_STORE_LOCKED",
-        ICKPT_ERR_TRACKING => c"ICKPT_ERR_TRACKING",
-        ICKPT_ERR_INTERNAL => c"ICKPT_ERR_INTERNAL",
-    }
+    NAMES
+        .iter()
+        .find(|(r, _)| *r as i32 == code)
+        .map_or(c"unknown", |(_, name)| name)
 }

@@ -153,11 +153,6 @@ impl Engine {
                 "protect needs a non-NULL pointer and a non-zero length".into(),
             ));
         }
-        if (ptr as usize).checked_add(len).is_none() {
-            return Err(Error::InvalidArgument(
-                "range wraps the address space".into(),
-            ));
-        }
         self.insert(id, ptr as usize, len, None)
     }
 
@@ -166,29 +161,17 @@ impl Engine {
         if st.regions.contains_key(&id) {
             return Err(Error::RegionExists(id));
         }
-        let ps = page_size();
-        let base = ptr & !(ps - 1);
-        let not_mapped = || {
-            Error::InvalidArgument(format!(
+        let refused = |e| match e {
+            track::TrackError::NotMapped(_) => Error::InvalidArgument(format!(
                 "region {id}: memory at {ptr:#x}+{len} is not entirely mapped"
-            ))
-        };
-        // Before allocating anything sized by `len`: a bogus length is the caller's error.
-        let span = (ptr + len - base)
-            .checked_next_multiple_of(ps)
-            .ok_or_else(not_mapped)?;
-        mem::check_mapped(base, span).map_err(|_| not_mapped())?;
-        let tr = Arc::new(
-            TrackedRegion::new(id, ptr, len)
-                .map_err(|e| Error::io("tracking bitmap", "mmap", e))?,
-        );
-        self.tracker.attach(&tr).map_err(|e| match e {
-            track::TrackError::NotMapped(_) => not_mapped(),
+            )),
             track::TrackError::OwnMemory => Error::InvalidArgument(format!(
                 "region {id}: memory at {ptr:#x}+{len} covers ickpt's own tracking memory"
             )),
             other => other.into(),
-        })?;
+        };
+        let tr = Arc::new(TrackedRegion::new(id, ptr, len).map_err(refused)?);
+        self.tracker.attach(&tr).map_err(refused)?;
         st.regions.insert(
             id,
             RegionSlot {

@@ -47,6 +47,8 @@ pub enum TrackError {
     NotMapped(#[source] std::io::Error),
     #[error("the range covers ickpt's own tracking memory; protect a smaller range")]
     OwnMemory,
+    #[error("allocating tracking memory failed: {0}")]
+    OwnAlloc(#[source] std::io::Error),
     #[error("changing page protection failed: {0}")]
     Protect(#[source] std::io::Error),
     #[error("installing the SIGSEGV handler failed: {0}")]

@@ -63,12 +63,13 @@ impl MprotectTracker {
     /// Mark pages `neighbours` share with `r` as dirty in them before `r`'s pages are opened,
     /// since their writes to those shared pages will no longer trap.
     fn mark_shared_pages_dirty(r: &TrackedRegion) {
+        let ps = page_size();
         for o in registry::neighbours_sharing_pages(r) {
-            for page in 0..o.npages {
-                let a = o.page_addr(page);
-                if a >= r.base && a < r.span_end() {
-                    o.dirty.set(page);
-                }
+            // Only pages both spans cover: at most the first and last of `o`.
+            let first = (r.base.max(o.base) - o.base) / ps;
+            let end = (r.span_end().min(o.span_end()) - o.base) / ps;
+            for page in first..end {
+                o.dirty.set(page);
             }
         }
     }
@@ -80,9 +81,6 @@ impl Tracker for MprotectTracker {
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        // mprotect does not roll back: on a range with a hole it would leave the mapped part
-        // read-only and untracked. Check the whole span is mapped first.
-        mem::check_mapped(r.base, r.span_len()).map_err(TrackError::NotMapped)?;
         registry::insert(r.clone()).map_err(|e| match e {
             registry::Refused::Overlap { other_id } => TrackError::Overlap(other_id),
             registry::Refused::OwnMemory => TrackError::OwnMemory,

@@ -1,8 +1,8 @@
 //! A region of application memory whose pages are tracked.
 
 use super::bitmap::AtomicBitmap;
-use crate::sys::page_size;
-use std::io;
+use super::TrackError;
+use crate::sys::{mem, page_size};
 
 /// One protected region. The fault handler reaches it through the registry and touches
 /// only its atomics.
@@ -19,17 +19,26 @@ pub struct TrackedRegion {
 }
 
 impl TrackedRegion {
-    pub fn new(id: u64, ptr: usize, len: usize) -> io::Result<Self> {
+    /// A region over `len` bytes at `ptr`, which must all be mapped. Checked before anything
+    /// sized by `len` is allocated, so a bogus length is an error rather than an abort; and
+    /// since mprotect does not roll back, a range with a hole must never reach it (it would
+    /// leave the mapped part read-only and untracked).
+    pub fn new(id: u64, ptr: usize, len: usize) -> Result<Self, TrackError> {
         let ps = page_size();
         let base = ptr & !(ps - 1);
-        let npages = (ptr + len - base).div_ceil(ps);
+        let not_mapped = || TrackError::NotMapped(std::io::Error::from_raw_os_error(libc::ENOMEM));
+        let span = (ptr.checked_add(len).ok_or_else(not_mapped)? - base)
+            .checked_next_multiple_of(ps)
+            .ok_or_else(not_mapped)?;
+        mem::check_mapped(base, span).map_err(TrackError::NotMapped)?;
+        let npages = span / ps;
         Ok(TrackedRegion {
             id,
             user_ptr: ptr,
             user_len: len,
             base,
             npages,
-            dirty: AtomicBitmap::new(npages)?,
+            dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
         })
     }
 
