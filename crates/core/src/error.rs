@@ -54,8 +54,6 @@ pub enum Error {
     ForkedChild,
     #[error("ickpt is already initialised; call ickpt_finalize first")]
     AlreadyInitialized,
-    #[error("internal error: {0}")]
-    Internal(String),
 }
 
 impl Error {

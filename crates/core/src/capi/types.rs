@@ -168,7 +168,6 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Store(OpenError::Locked { .. }) => ICKPT_ERR_STORE_LOCKED,
         Error::Store(OpenError::Io { .. }) => ICKPT_ERR_IO,
         Error::Track(_) | Error::HandlerReplaced => ICKPT_ERR_TRACKING,
-        Error::Internal(_) => ICKPT_ERR_INTERNAL,
     }
 }
 

@@ -27,14 +27,6 @@ impl AtomicBitmap {
         &self.mem.words()[1..]
     }
 
-    pub fn len(&self) -> usize {
-        self.bits
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bits == 0
-    }
-
     /// Signal-safe.
     #[inline]
     pub fn set(&self, i: usize) {
