@@ -21,6 +21,19 @@
 
 #define ICKPT_KIND_INCREMENTAL 1
 
+// `ickpt_checkpoint` returns once the version is committed.
+#define ICKPT_MODE_SYNC 0
+
+// `ickpt_checkpoint` returns once the pages are scheduled; a committer thread writes them
+// while the application computes (`ickpt_wait` blocks until it is done).
+#define ICKPT_MODE_ASYNC 1
+
+// The committer takes pages in ascending address order.
+#define ICKPT_FLUSH_ADDRESS 0
+
+// The committer takes first the pages the last epoch's writes ran into (AI-Ckpt).
+#define ICKPT_FLUSH_ADAPTIVE 1
+
 // Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
 typedef enum ickpt_result {
   ICKPT_OK = 0,
@@ -66,21 +79,44 @@ typedef struct ickpt_config {
   // Emulated storage bandwidth in bytes per second for experiments; 0 means unlimited
   // (the environment variable ICKPT_BANDWIDTH, e.g. "200M", sets it too).
   uint64_t bandwidth;
+  // ICKPT_MODE_SYNC (default) or ICKPT_MODE_ASYNC; ICKPT_MODE ("sync"/"async") overrides.
+  uint32_t mode;
+  // ICKPT_FLUSH_ADAPTIVE (default) or ICKPT_FLUSH_ADDRESS; ICKPT_FLUSH_ORDER overrides.
+  uint32_t flush_order;
+  // Bytes of copy-on-write buffer for pages written while their commit runs (default
+  // 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
+  uint64_t cow_bytes;
 } ickpt_config;
 
-// What `ickpt_checkpoint` committed.
+// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
+// just scheduled (`bytes` and the commit fields are 0 until `ickpt_wait` reports it).
 typedef struct ickpt_checkpoint_info {
   uint64_t version;
   // The version this one increments; 0 for a full version.
   uint64_t parent;
   // ICKPT_KIND_FULL or ICKPT_KIND_INCREMENTAL.
   uint32_t kind;
-  uint32_t reserved;
-  // Pages stored in this version.
+  // ICKPT_MODE_* the version was committed in.
+  uint32_t mode;
+  // Pages stored in this version (async, from ickpt_checkpoint: pages scheduled).
   uint64_t pages;
   // Size of the version file in bytes.
   uint64_t bytes;
+  // Time spent in the call that returned this.
   uint64_t duration_ns;
+  // From the request until the last page was handed to the store.
+  uint64_t commit_ns;
+  // Time application threads spent blocked waiting for this commit's pages.
+  uint64_t wait_ns;
+  // First writes during the commit that copied the page aside (COW), waited for the
+  // committer (WAIT), or found the page already taken (AVOIDED).
+  uint64_t cow_pages;
+  uint64_t wait_pages;
+  uint64_t avoided_pages;
+  // First writes after the previous commit had finished (its AFTER count).
+  uint64_t after_previous;
+  // Most copy-on-write buffer bytes in use at once during the commit.
+  uint64_t peak_cow_bytes;
 } ickpt_checkpoint_info;
 
 // Totals since `ickpt_init`.
@@ -101,6 +137,14 @@ typedef struct ickpt_stats {
   uint64_t restores;
   uint64_t pages_restored;
   uint64_t restore_ns;
+  // First writes that met a running commit: copied aside, waited, or already taken;
+  // and first writes outside any commit.
+  uint64_t cow_pages;
+  uint64_t wait_pages;
+  uint64_t avoided_pages;
+  uint64_t after_pages;
+  // Time application threads spent waiting for the committer.
+  uint64_t wait_ns;
 } ickpt_stats;
 
 #ifdef __cplusplus
@@ -108,7 +152,8 @@ extern "C" {
 #endif // __cplusplus
 
 // Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
-// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited).
+// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
+// cow_bytes 16 MiB.
 enum ickpt_result ickpt_config_init(struct ickpt_config *cfg);
 
 // Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
@@ -133,8 +178,17 @@ enum ickpt_result ickpt_malloc(uint64_t id, size_t size, void **out);
 // Release memory from `ickpt_malloc`.
 enum ickpt_result ickpt_free(void *ptr);
 
-// Commit a new version. `info` may be NULL; otherwise it receives what was written.
+// Take a checkpoint of every protected region. Sync mode: returns once the version is
+// committed. Async mode: returns once its pages are scheduled and the application may
+// write again; a checkpoint still committing is waited for first, and its failure, if it
+// failed, is returned here (nothing new is started then). `info` may be NULL; otherwise
+// it receives what was written (async: scheduled).
 enum ickpt_result ickpt_checkpoint(struct ickpt_checkpoint_info *info);
+
+// Block until the checkpoint in flight (async mode) is committed. `info` may be NULL;
+// otherwise it receives the newest committed checkpoint of this process (ICKPT_ERR_NOT_FOUND
+// if there is none). Returns the error of a commit that failed (once).
+enum ickpt_result ickpt_wait(struct ickpt_checkpoint_info *info);
 
 // The newest committed version; ICKPT_ERR_NOT_FOUND when the store holds none.
 enum ickpt_result ickpt_latest(uint64_t *version);

@@ -28,6 +28,22 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// Nanoseconds → "1.2 s", "35 ms", "2.5 ms", "800 µs": two or three significant digits, short
+/// enough for a table column.
+pub fn nanos(ns: u64) -> String {
+    let (v, unit) = match ns {
+        0..1_000 => return format!("{ns} ns"),
+        1_000..1_000_000 => (ns as f64 / 1e3, "µs"),
+        1_000_000..1_000_000_000 => (ns as f64 / 1e6, "ms"),
+        _ => (ns as f64 / 1e9, "s"),
+    };
+    if v < 10.0 {
+        format!("{v:.1} {unit}")
+    } else {
+        format!("{v:.0} {unit}")
+    }
+}
+
 /// Seconds since the epoch → "2026-11-21 03:35:15 UTC".
 pub fn utc(unix_ns: u64) -> String {
     let secs = (unix_ns / 1_000_000_000) as i64;
@@ -83,5 +99,16 @@ mod tests {
             "2026-11-21 03:35:15 UTC"
         );
         assert_eq!(super::bytes(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn nanos_are_short() {
+        assert_eq!(super::nanos(1_200_000_000), "1.2 s");
+        assert_eq!(super::nanos(35_000_000), "35 ms");
+        assert_eq!(super::nanos(2_500_000), "2.5 ms");
+        assert_eq!(super::nanos(800_000), "800 µs");
+        assert_eq!(super::nanos(999), "999 ns");
+        assert_eq!(super::nanos(0), "0 ns");
+        assert_eq!(super::nanos(125_000_000_000), "125 s");
     }
 }

@@ -11,6 +11,13 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     let h = &m.header;
     let chain: Result<Vec<u64>, _> =
         catalog::chain(&store, v).map(|c| c.iter().map(|o| o.version).collect());
+    // This version's AFTER count is recorded by the next version, if the store still has it.
+    let after = m.stats.and_then(|_| {
+        catalog::open(&store, v + 1)
+            .ok()
+            .and_then(|n| n.meta.stats)
+            .map(|n| n.after_previous)
+    });
     let mut stored = vec![0u64; m.regions.len()];
     for r in &m.runs {
         stored[r.region_index as usize] += r.page_count as u64;
@@ -34,6 +41,11 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
             "pages": m.footer.page_count, "runs": m.footer.run_count,
             "meta_crc": format!("{:08x}", m.footer.meta_crc),
             "regions": regions,
+            "stats": m.stats.map(|st| {
+                let mut j = crate::ls::stats_json(&st, after);
+                j["after_previous"] = json!(st.after_previous);
+                j
+            }),
             "chain": chain.as_ref().ok(),
             "chain_error": chain.as_ref().err().map(|e| e.to_string()),
         });
@@ -73,6 +85,48 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
                 .join(" <- ")
         ),
         Err(e) => println!("chain        BROKEN: {e}"),
+    }
+    println!();
+    match &m.stats {
+        None => println!(
+            "commit       not recorded (format version {} predates commit stats)",
+            h.format_version
+        ),
+        Some(st) => {
+            println!(
+                "commit       {}, flush order {}, backend {}",
+                st.mode.as_str(),
+                st.flush_order.as_str(),
+                ickpt::format::backend_name(st.backend)
+            );
+            println!(
+                "commit time  {} (request to last page stored)",
+                human::nanos(st.commit_ns)
+            );
+            println!(
+                "wait time    {} (application threads blocked on this commit's pages)",
+                human::nanos(st.wait_ns)
+            );
+            println!(
+                "during       {} COW, {} WAIT, {} AVOIDED (first writes during the commit)",
+                st.cow_pages, st.wait_pages, st.avoided_pages
+            );
+            println!(
+                "peak CoW     {} of {}",
+                human::bytes(st.peak_cow_bytes),
+                human::bytes(st.cow_limit_bytes)
+            );
+            println!(
+                "before       {} (first writes after the previous version committed, before this checkpoint was requested: the previous version's AFTER)",
+                st.after_previous
+            );
+            match after {
+                Some(a) => println!(
+                    "after        {a} (first writes after this commit, before the next checkpoint was requested: this version's AFTER)"
+                ),
+                None => println!("after        - (no next version to record it)"),
+            }
+        }
     }
     println!();
     let rows: Vec<Vec<String>> = m

@@ -244,3 +244,85 @@ fn not_a_store_is_refused_with_a_hint() {
         ))
     ));
 }
+
+#[test]
+fn ls_and_inspect_report_commit_stats() {
+    let dir = scratch("stats");
+    make_store(&dir);
+    let d = dir.to_str().unwrap();
+
+    let ls = json(&ickpt(&["ls", "--dir", d, "--json"]));
+    let vs = ls["versions"].as_array().unwrap();
+    for (i, v) in vs.iter().enumerate() {
+        let st = &v["stats"];
+        assert!(st.is_object(), "{v}");
+        assert_eq!(st["mode"], "sync", "{v}");
+        for k in [
+            "flush_order",
+            "backend",
+            "commit_ns",
+            "wait_ns",
+            "peak_cow_bytes",
+            "cow_limit_bytes",
+            "cow",
+            "wait",
+            "avoided",
+        ] {
+            assert!(!st[k].is_null(), "{k} missing: {v}");
+        }
+        // AFTER is recorded by the next version, so the newest has none yet.
+        assert_eq!(st["after"].is_null(), i + 1 == vs.len(), "{v}");
+    }
+    let table = text(&ickpt(&["ls", "--dir", d]));
+    assert!(
+        table.contains("MODE") && table.contains("WAITS") && table.contains("COMMIT"),
+        "{table}"
+    );
+    assert!(table.contains("sync"), "{table}");
+
+    let insp = json(&ickpt(&["inspect", "--dir", d, "--json", "2"]));
+    let st = &insp["stats"];
+    assert_eq!(insp["format_version"], 2);
+    assert_eq!(st["mode"], "sync", "{insp}");
+    assert!(
+        st["commit_ns"].is_u64() && st["after_previous"].is_u64(),
+        "{insp}"
+    );
+    // Version 2's AFTER is what version 3 recorded as after_previous.
+    let v3 = json(&ickpt(&["inspect", "--dir", d, "--json", "3"]));
+    assert_eq!(st["after"], v3["stats"]["after_previous"], "{insp}");
+    assert_eq!(vs[1]["stats"]["after"], st["after"]);
+    let human = text(&ickpt(&["inspect", "--dir", d]));
+    assert!(
+        human.contains("commit       sync") && human.contains("commit time"),
+        "{human}"
+    );
+}
+
+#[test]
+fn format_v1_versions_show_no_commit_stats() {
+    // A copy, so nothing can touch the checked-in fixture.
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../core/tests/fixtures/format-v1");
+    let dir = scratch("v1");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in std::fs::read_dir(&fixture).expect("fixture present") {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+    }
+    let d = dir.to_str().unwrap();
+    let ls = json(&ickpt(&["ls", "--dir", d, "--json"]));
+    let vs = ls["versions"].as_array().unwrap();
+    assert_eq!(vs.len(), 3);
+    assert!(
+        vs.iter().all(|v| v["ok"] == true && v["stats"].is_null()),
+        "{ls}"
+    );
+    let insp = json(&ickpt(&["inspect", "--dir", d, "--json"]));
+    assert_eq!(insp["format_version"], 1);
+    assert!(insp["stats"].is_null(), "{insp}");
+    let table = text(&ickpt(&["ls", "--dir", d]));
+    assert!(table.contains("MODE"), "{table}");
+    let human = text(&ickpt(&["inspect", "--dir", d]));
+    assert!(human.contains("not recorded"), "{human}");
+}

@@ -48,6 +48,8 @@ pub enum Error {
     Track(#[from] TrackError),
     #[error("the SIGSEGV handler was replaced after ickpt started, so writes are no longer tracked; install your handler before ickpt_init")]
     HandlerReplaced,
+    #[error("version {version} was abandoned: a thread ickpt needed to commit it wrote to a protected page it could not copy (protected memory shares a page with ickpt's own heap; protect page-aligned memory, e.g. from ickpt_malloc, or give cow_bytes room); the pages stay dirty for the next checkpoint")]
+    CommitAborted { version: u64 },
     #[error("ickpt is not initialised; call ickpt_init first")]
     NotInitialized,
     #[error("this process is a fork of the one that called ickpt_init, whose store it must not write; call ickpt_init here with a directory of its own")]

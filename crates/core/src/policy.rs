@@ -1,5 +1,6 @@
 //! Pure decisions, testable without memory tricks or I/O.
 
+use crate::track::Access;
 use ickpt_format::Kind;
 use std::collections::HashMap;
 
@@ -51,6 +52,26 @@ pub fn collectable(versions: &[(u64, Kind, u64)], keep_chains: u32) -> Vec<u64> 
         .collect();
     out.sort_unstable_by(|a, b| b.cmp(a));
     out
+}
+
+/// AI-Ckpt's adaptive flush order (paper 000, Algorithm 4), the part learnt from the last
+/// epoch: of the pages to commit, those whose first write last epoch had to WAIT go first,
+/// then those that were copied (COW), then those that were AVOIDED, each by how early they
+/// were written; the rest follow in address order (not returned here). `pages` holds
+/// (last access, order of that first write, page); the result is the prioritised pages.
+pub fn adaptive_priority<P: Copy>(pages: impl IntoIterator<Item = (Access, u32, P)>) -> Vec<P> {
+    let rank = |a: Access| match a {
+        Access::Wait => Some(0u8),
+        Access::Cow => Some(1),
+        Access::Avoided => Some(2),
+        Access::After | Access::Untouched => None,
+    };
+    let mut ranked: Vec<(u8, u32, P)> = pages
+        .into_iter()
+        .filter_map(|(a, order, p)| rank(a).map(|r| (r, order, p)))
+        .collect();
+    ranked.sort_unstable_by_key(|&(r, order, _)| (r, order));
+    ranked.into_iter().map(|(_, _, p)| p).collect()
 }
 
 #[cfg(test)]
@@ -108,5 +129,21 @@ mod tests {
         // A chain whose parent is missing is never collected: verify reports it.
         let broken = [(1, Full, 0), (3, Incremental, 2), (4, Full, 0)];
         assert_eq!(collectable(&broken, 1), vec![1]);
+    }
+
+    #[test]
+    fn adaptive_priority_is_wait_then_cow_then_avoided_each_by_first_write() {
+        use crate::track::Access::*;
+        let pages = [
+            (After, 1, 'a'),
+            (Avoided, 2, 'b'),
+            (Cow, 9, 'c'),
+            (Wait, 7, 'd'),
+            (Cow, 3, 'e'),
+            (Untouched, 0, 'f'),
+            (Wait, 4, 'g'),
+            (Avoided, 1, 'h'),
+        ];
+        assert_eq!(adaptive_priority(pages), vec!['g', 'd', 'e', 'c', 'h', 'b']);
     }
 }

@@ -1,6 +1,8 @@
 //! Kill a writer with SIGKILL at random moments during checkpoint commits, then check that
-//! every listed version verifies and the newest restores exactly. ICKPT_CRASH_TRIALS sets
-//! the number of trials (default 50), ICKPT_CRASH_SEED the seed.
+//! every listed version verifies and the newest restores exactly. Every other trial runs in
+//! async mode on slow storage, so the kill lands in a commit that overlaps the next
+//! iteration's writes. ICKPT_CRASH_TRIALS sets the number of trials (default 50),
+//! ICKPT_CRASH_SEED the seed.
 
 mod common;
 use common::scratch_dir;
@@ -51,13 +53,18 @@ fn crash_child() {
     // SAFETY: `mem` is PAGES*PS bytes from alloc, live while `e` lives.
     let mem = unsafe { std::slice::from_raw_parts_mut(mem, PAGES * PS) };
     let out = std::io::stdout();
+    let sync = e.config().mode == ickpt::format::CommitMode::Sync;
     for i in 1..=ITERATIONS {
         step(mem, i);
         writeln!(out.lock(), "begin {i}").unwrap();
         let info = e.checkpoint().unwrap();
         assert_eq!(info.version, i);
-        writeln!(out.lock(), "committed {i}").unwrap();
+        // Async: checkpoint i returns once i-1 is committed; i commits during step i+1.
+        let committed = if sync { i } else { i - 1 };
+        writeln!(out.lock(), "committed {committed}").unwrap();
     }
+    e.wait().unwrap();
+    writeln!(out.lock(), "committed {ITERATIONS}").unwrap();
 }
 
 #[test]
@@ -73,6 +80,7 @@ fn sigkill_during_commits_keeps_the_last_committed_version() {
         // creating, writing, fsync, rename or directory sync. Not synchronisation: any
         // landing point is a valid trial.
         let jitter = Duration::from_micros(rng.gen_range(0..4000));
+        let mode = if trial % 2 == 0 { "sync" } else { "async" };
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -82,6 +90,9 @@ fn sigkill_during_commits_keeps_the_last_committed_version() {
                 "--test-threads=1",
             ])
             .env("ICKPT_CRASH_CHILD_DIR", &dir)
+            .env("ICKPT_MODE", mode)
+            .env("ICKPT_COW_BYTES", "8K")
+            .env("ICKPT_BANDWIDTH", if mode == "async" { "64M" } else { "0" })
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -110,7 +121,8 @@ fn sigkill_during_commits_keeps_the_last_committed_version() {
         }
         child.wait().unwrap();
 
-        let ctx = format!("trial {trial} (seed {seed}, kill after begin {kill_at} + {jitter:?})");
+        let ctx =
+            format!("trial {trial} ({mode}, seed {seed}, kill after begin {kill_at} + {jitter:?})");
         // The child must really have run up to the kill point; otherwise every check below
         // would pass vacuously on an empty store.
         assert!(

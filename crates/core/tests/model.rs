@@ -1,10 +1,14 @@
 //! Property test: random regions (any alignment), random writes from several threads,
 //! random checkpoints, restores of older versions and restarts in a fresh engine, with
-//! every full/incremental mix. After every step, memory must equal a simple model.
+//! every full/incremental mix, in sync mode and in async mode (with no, a small and a large
+//! copy-on-write buffer, either flush order), where the writes after a checkpoint run while
+//! it commits. After every step, memory must equal a simple model, and every version the
+//! snapshot the model took when it was requested.
 //! ICKPT_PROPTEST_CASES sets the number of cases (default 32).
 
 mod common;
 use common::{scratch_dir, Buf};
+use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::{catalog, Config, Engine, Error};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -107,6 +111,32 @@ struct World {
     versions: Vec<(u64, Option<Snapshot>)>,
     epoch: u64,
     full_every: u32,
+    mode: Mode,
+}
+
+/// How the engine commits: sync, or async with a copy-on-write buffer of this many pages.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Sync,
+    Async { cow_pages: usize, order: FlushOrder },
+}
+
+fn mode() -> impl Strategy<Value = Mode> {
+    prop_oneof![
+        Just(Mode::Sync),
+        (prop::sample::select(vec![0usize, 2, 1024]), any::<bool>()).prop_map(
+            |(cow_pages, adaptive)| {
+                Mode::Async {
+                    cow_pages,
+                    order: if adaptive {
+                        FlushOrder::Adaptive
+                    } else {
+                        FlushOrder::Address
+                    },
+                }
+            }
+        ),
+    ]
 }
 
 impl World {
@@ -183,10 +213,17 @@ impl World {
         self.engine.as_ref().unwrap()
     }
 
-    fn open(dir: &Path, full_every: u32) -> Engine {
+    fn open(dir: &Path, full_every: u32, mode: Mode) -> Engine {
         let mut c = Config::new(dir);
         c.full_every = full_every;
         c.keep_chains = 2;
+        if let Mode::Async { cow_pages, order } = mode {
+            c.mode = CommitMode::Async;
+            c.cow_bytes = cow_pages * PS;
+            c.flush_order = order;
+            // Slow enough that the next writes run into the commit.
+            c.bandwidth = Some(64 << 20);
+        }
         Engine::open(c).unwrap()
     }
 
@@ -253,6 +290,7 @@ impl World {
                     return;
                 }
                 let (v, snap) = exact[pick.index(exact.len())].clone();
+                self.engine().wait().unwrap();
                 let on_disk = catalog::versions(self.engine().store()).unwrap();
                 let shapes_match = snap.len() == self.live.len()
                     && snap
@@ -276,7 +314,7 @@ impl World {
             Op::Restart { offset } => {
                 self.engine = None;
                 self.live.clear();
-                let e = Self::open(&self.dir, self.full_every);
+                let e = Self::open(&self.dir, self.full_every, self.mode);
                 if let Some((v, Some(snap))) = self.versions.last().cloned() {
                     assert_eq!(e.latest().unwrap(), Some(v));
                     for (id, m) in &snap {
@@ -298,17 +336,18 @@ impl World {
 }
 
 fn cases() -> u32 {
-    common::env_knob("ICKPT_PROPTEST_CASES", 32)
+    common::env_knob("ICKPT_PROPTEST_CASES", 48)
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn restore_always_equals_the_model(full_every in 1u32..5, ops in prop::collection::vec(op(), 1..40)) {
+    fn restore_always_equals_the_model(full_every in 1u32..5, mode in mode(), ops in prop::collection::vec(op(), 1..40)) {
         let dir = scratch_dir("model");
         let mut w = World {
-            engine: Some(World::open(&dir, full_every)),
+            engine: Some(World::open(&dir, full_every, mode)),
+            mode,
             dir: dir.clone(),
             live: BTreeMap::new(),
             versions: Vec::new(),

@@ -8,12 +8,22 @@ pub const MAGIC: [u8; 8] = *b"\x89ICKPT\r\n";
 /// First 8 bytes of the footer, the last 64 bytes of the file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"ICKPTEND";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 
 pub const HEADER_LEN: usize = 64;
 pub const REGION_ENTRY_LEN: usize = 32;
 pub const RUN_ENTRY_LEN: usize = 24;
 pub const FOOTER_LEN: usize = 64;
+pub const STATS_LEN: usize = 80;
+
+/// Bytes of commit-stats block a file of `format_version` carries: v1 files have none.
+pub(crate) fn stats_len_for(format_version: u16) -> usize {
+    if format_version >= 2 {
+        STATS_LEN
+    } else {
+        0
+    }
+}
 
 /// Whether a version holds every page (full) or only pages written since its parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,6 +44,130 @@ impl Kind {
         match self {
             Kind::Full => "full",
             Kind::Incremental => "incremental",
+        }
+    }
+}
+
+/// How a checkpoint was committed: the application waited for it (sync), or resumed while
+/// pages were flushed behind copy-on-write (async).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CommitMode {
+    Sync,
+    Async,
+}
+
+impl CommitMode {
+    fn code(self) -> u8 {
+        match self {
+            CommitMode::Sync => 0,
+            CommitMode::Async => 1,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommitMode::Sync => "sync",
+            CommitMode::Async => "async",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CommitMode> {
+        match s {
+            "sync" => Some(CommitMode::Sync),
+            "async" => Some(CommitMode::Async),
+            _ => None,
+        }
+    }
+}
+
+/// The order in which a commit flushed its pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlushOrder {
+    Address,
+    Adaptive,
+}
+
+impl FlushOrder {
+    fn code(self) -> u8 {
+        match self {
+            FlushOrder::Address => 0,
+            FlushOrder::Adaptive => 1,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushOrder::Address => "address",
+            FlushOrder::Adaptive => "adaptive",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FlushOrder> {
+        match s {
+            "address" => Some(FlushOrder::Address),
+            "adaptive" => Some(FlushOrder::Adaptive),
+            _ => None,
+        }
+    }
+}
+
+const BACKEND_NAMES: [&str; 4] = ["unknown", "mprotect", "uffd", "uffd-async"];
+
+/// Name of a write-tracking backend code; "unknown" for 0 and for codes this reader lacks.
+pub fn backend_name(code: u8) -> &'static str {
+    BACKEND_NAMES
+        .get(code as usize)
+        .copied()
+        .unwrap_or(BACKEND_NAMES[0])
+}
+
+/// Code of a write-tracking backend name; 0 ("unknown") for names without one (e.g. "auto").
+pub fn backend_code(name: &str) -> u8 {
+    BACKEND_NAMES
+        .iter()
+        .position(|&n| n == name)
+        .map_or(0, |i| i as u8)
+}
+
+/// How one commit went (format version 2 on): the fixed block between the page-CRC table
+/// and the footer. Counts of first writes follow AI-Ckpt's access types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStats {
+    pub mode: CommitMode,
+    pub flush_order: FlushOrder,
+    /// Write-tracking backend, see [`backend_name`].
+    pub backend: u8,
+    /// From the checkpoint request until the last page was handed to the store.
+    pub commit_ns: u64,
+    /// Total time application threads were blocked waiting for pages of this commit.
+    pub wait_ns: u64,
+    pub peak_cow_bytes: u64,
+    pub cow_limit_bytes: u64,
+    /// First writes during the commit that copied the page to a CoW slot (COW).
+    pub cow_pages: u64,
+    /// First writes during the commit that waited for the page (WAIT).
+    pub wait_pages: u64,
+    /// First writes during the commit to pages already committed (AVOIDED).
+    pub avoided_pages: u64,
+    /// First writes after the previous version's commit and before this checkpoint's request:
+    /// the previous version's AFTER count, known only once this version is taken.
+    pub after_previous: u64,
+}
+
+impl Default for CommitStats {
+    fn default() -> Self {
+        CommitStats {
+            mode: CommitMode::Sync,
+            flush_order: FlushOrder::Address,
+            backend: 0,
+            commit_ns: 0,
+            wait_ns: 0,
+            peak_cow_bytes: 0,
+            cow_limit_bytes: 0,
+            cow_pages: 0,
+            wait_pages: 0,
+            avoided_pages: 0,
+            after_previous: 0,
         }
     }
 }
@@ -95,7 +229,8 @@ pub struct Footer {
     pub run_count: u64,
     pub page_count: u64,
     pub file_length: u64,
-    /// CRC-32C of header, region table, index, page-CRC table and footer bytes 0..60.
+    /// CRC-32C of header, region table, index, page-CRC table, commit stats (v2) and footer
+    /// bytes 0..60.
     pub meta_crc: u32,
 }
 
@@ -271,6 +406,79 @@ impl Run {
             first_page: u64_at(b, 8),
             data_offset: u64_at(b, 16),
         }
+    }
+}
+
+impl CommitStats {
+    pub fn encode(&self) -> [u8; STATS_LEN] {
+        let mut b = [0u8; STATS_LEN];
+        b[0] = self.mode.code();
+        b[1] = self.flush_order.code();
+        // A code the reader rejects would make the whole version unreadable; stats are not
+        // worth that.
+        debug_assert!((self.backend as usize) < BACKEND_NAMES.len());
+        b[2] = if (self.backend as usize) < BACKEND_NAMES.len() {
+            self.backend
+        } else {
+            0
+        };
+        put(&mut b, 8, &self.commit_ns.to_le_bytes());
+        put(&mut b, 16, &self.wait_ns.to_le_bytes());
+        put(&mut b, 24, &self.peak_cow_bytes.to_le_bytes());
+        put(&mut b, 32, &self.cow_limit_bytes.to_le_bytes());
+        put(&mut b, 40, &self.cow_pages.to_le_bytes());
+        put(&mut b, 48, &self.wait_pages.to_le_bytes());
+        put(&mut b, 56, &self.avoided_pages.to_le_bytes());
+        put(&mut b, 64, &self.after_previous.to_le_bytes());
+        b
+    }
+
+    /// Decode the block that starts at file offset `at`.
+    pub fn decode(b: &[u8], at: u64) -> Result<CommitStats, FormatError> {
+        if b.len() < STATS_LEN {
+            return Err(FormatError::corrupt(at, "commit stats block is short"));
+        }
+        let mode = match b[0] {
+            0 => CommitMode::Sync,
+            1 => CommitMode::Async,
+            m => return Err(FormatError::corrupt(at, format!("unknown commit mode {m}"))),
+        };
+        let flush_order = match b[1] {
+            0 => FlushOrder::Address,
+            1 => FlushOrder::Adaptive,
+            o => {
+                return Err(FormatError::corrupt(
+                    at + 1,
+                    format!("unknown flush order {o}"),
+                ))
+            }
+        };
+        let backend = b[2];
+        if backend as usize >= BACKEND_NAMES.len() {
+            return Err(FormatError::corrupt(
+                at + 2,
+                format!("unknown backend {backend}"),
+            ));
+        }
+        if let Some(i) = (3..8).chain(72..80).find(|&i| b[i] != 0) {
+            return Err(FormatError::corrupt(
+                at + i as u64,
+                "reserved commit stats bytes are not zero",
+            ));
+        }
+        Ok(CommitStats {
+            mode,
+            flush_order,
+            backend,
+            commit_ns: u64_at(b, 8),
+            wait_ns: u64_at(b, 16),
+            peak_cow_bytes: u64_at(b, 24),
+            cow_limit_bytes: u64_at(b, 32),
+            cow_pages: u64_at(b, 40),
+            wait_pages: u64_at(b, 48),
+            avoided_pages: u64_at(b, 56),
+            after_previous: u64_at(b, 64),
+        })
     }
 }
 

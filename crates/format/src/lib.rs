@@ -1,4 +1,5 @@
-//! The ickpt on-disk format, version 1: one self-describing file per checkpoint version.
+//! The ickpt on-disk format, version 2 (reads version 1 too): one self-describing file per
+//! checkpoint version.
 //!
 //! `docs/FORMAT.md` holds the byte diagram; the structs in [`layout`] mirror it field for field.
 //! This crate only turns bytes into checked values and back. It never touches memory protection
@@ -13,8 +14,9 @@ mod writer;
 
 pub use error::FormatError;
 pub use layout::{
-    Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, HEADER_LEN,
-    MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
+    backend_code, backend_name, CommitMode, CommitStats, FlushOrder, Footer, Header, Kind,
+    RegionEntry, Run, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, HEADER_LEN, MAGIC,
+    REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
 };
 pub use reader::{read_meta, ReadAt, VersionMeta};
 pub use verify::{verify_data, VerifyProgress};

@@ -3,7 +3,8 @@
 //! or read out of bounds.
 
 use crate::layout::{
-    Footer, Header, RegionEntry, Run, FOOTER_LEN, HEADER_LEN, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
+    stats_len_for, CommitStats, Footer, Header, RegionEntry, Run, FOOTER_LEN, HEADER_LEN,
+    REGION_ENTRY_LEN, RUN_ENTRY_LEN,
 };
 use crate::FormatError;
 use std::sync::Arc;
@@ -40,6 +41,8 @@ pub struct VersionMeta {
     pub runs: Vec<Run>,
     /// One CRC-32C per stored page, in log order.
     pub page_crcs: Vec<u32>,
+    /// How the commit went; `None` for format version 1 files, which predate the block.
+    pub stats: Option<CommitStats>,
     pub footer: Footer,
 }
 
@@ -78,7 +81,7 @@ fn read(src: &dyn ReadAt, offset: u64, len: u64) -> Result<Vec<u8>, FormatError>
     Ok(buf)
 }
 
-/// Read and check header, region table, index, page-CRC table and footer.
+/// Read and check header, region table, index, page-CRC table, commit stats and footer.
 pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatError> {
     let min = (HEADER_LEN + FOOTER_LEN) as u64;
     if file_len < min {
@@ -112,6 +115,7 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     }
     let data_len = footer.index_offset - header.data_offset;
     let trailer_len = footer_at - footer.index_offset;
+    let stats_len = stats_len_for(header.format_version) as u64;
     let expect_trailer = footer
         .run_count
         .checked_mul(RUN_ENTRY_LEN as u64)
@@ -120,7 +124,8 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
                 .page_count
                 .checked_mul(4)
                 .and_then(|p| r.checked_add(p))
-        });
+        })
+        .and_then(|t| t.checked_add(stats_len));
     if expect_trailer != Some(trailer_len)
         || footer.page_count.checked_mul(ps) != Some(data_len)
         || footer.run_count > footer.page_count
@@ -203,15 +208,25 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     }
     check_coverage(&header, &regions, &runs, footer.index_offset)?;
     let crc_at = footer.run_count as usize * RUN_ENTRY_LEN;
-    let page_crcs = trailer[crc_at..crc_at + footer.page_count as usize * 4]
+    let stats_at = crc_at + footer.page_count as usize * 4;
+    let page_crcs = trailer[crc_at..stats_at]
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect();
+    let stats = if stats_len == 0 {
+        None
+    } else {
+        Some(CommitStats::decode(
+            &trailer[stats_at..stats_at + stats_len as usize],
+            footer.index_offset + stats_at as u64,
+        )?)
+    };
     Ok(VersionMeta {
         header,
         regions,
         runs,
         page_crcs,
+        stats,
         footer,
     })
 }

@@ -1,10 +1,13 @@
 //! Builds the metadata of a version file around page data that the caller streams itself.
 //! Pure: produces byte vectors, performs no I/O.
 
-use crate::layout::{Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION};
+use crate::layout::{
+    CommitStats, Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION, STATS_LEN,
+};
 
 /// The layout of one version file while it is being written: header and region table first,
-/// then page data in flush order, then the index, the page-CRC table and the footer.
+/// then page data in flush order, then the index, the page-CRC table, the commit stats and
+/// the footer.
 #[derive(Debug)]
 pub struct VersionLayout {
     header: Header,
@@ -12,6 +15,7 @@ pub struct VersionLayout {
     runs: Vec<Run>,
     crcs: Vec<u32>,
     data_end: u64,
+    stats: CommitStats,
 }
 
 impl VersionLayout {
@@ -42,7 +46,18 @@ impl VersionLayout {
             runs: Vec::new(),
             crcs: Vec::new(),
             data_end: data_offset,
+            stats: CommitStats::default(),
         }
+    }
+
+    /// The commit stats [`trailer`](Self::trailer) writes; set them once the last page is
+    /// pushed, since they time the commit up to that point.
+    pub fn set_stats(&mut self, s: CommitStats) {
+        self.stats = s;
+    }
+
+    pub fn stats(&self) -> &CommitStats {
+        &self.stats
     }
 
     pub fn header(&self) -> &Header {
@@ -90,11 +105,11 @@ impl VersionLayout {
         self.runs.len()
     }
 
-    /// Index, page-CRC table and footer: what follows the last page of data.
+    /// Index, page-CRC table, commit stats and footer: what follows the last page of data.
     pub fn trailer(&self) -> Vec<u8> {
         let index_offset = self.data_end;
         let mut b = Vec::with_capacity(
-            self.runs.len() * crate::RUN_ENTRY_LEN + self.crcs.len() * 4 + FOOTER_LEN,
+            self.runs.len() * crate::RUN_ENTRY_LEN + self.crcs.len() * 4 + STATS_LEN + FOOTER_LEN,
         );
         for run in &self.runs {
             b.extend_from_slice(&run.encode());
@@ -102,6 +117,7 @@ impl VersionLayout {
         for c in &self.crcs {
             b.extend_from_slice(&c.to_le_bytes());
         }
+        b.extend_from_slice(&self.stats.encode());
         let file_length = index_offset + b.len() as u64 + FOOTER_LEN as u64;
         let footer = Footer {
             index_offset,

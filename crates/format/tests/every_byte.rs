@@ -1,25 +1,15 @@
 //! Every byte of a version file is covered by a check: flipping any one of them makes the
 //! file fail `read_meta` or `verify_data`, never yield different pages silently.
 
-use ickpt_format::{read_meta, verify_data, Kind, RegionEntry, VersionLayout};
+use ickpt_format::{
+    read_meta, verify_data, Kind, RegionEntry, VersionLayout, FORMAT_VERSION, STATS_LEN,
+};
 
-const PS: usize = 4096;
+mod common;
+use common::{busy_stats as sample_stats, two_regions, PS};
 
 fn small_version() -> Vec<u8> {
-    let regions = vec![
-        RegionEntry {
-            id: 3,
-            born: 1,
-            length: (2 * PS) as u64,
-            page_offset: 0,
-        },
-        RegionEntry {
-            id: 9,
-            born: 2,
-            length: 100,
-            page_offset: 17,
-        },
-    ];
+    let regions = two_regions(2);
     let mut l = VersionLayout::new(Kind::Incremental, PS as u32, 2, 1, 1, 1234, regions);
     let mut data = Vec::new();
     for (region, page, fill) in [(0u32, 1u64, 0xA1u8), (1, 0, 0xB2)] {
@@ -27,6 +17,7 @@ fn small_version() -> Vec<u8> {
         l.push_page(region, page, ickpt_format::crc(&page_bytes));
         data.extend_from_slice(&page_bytes);
     }
+    l.set_stats(sample_stats());
     let mut file = l.prefix();
     file.extend_from_slice(&data);
     file.extend_from_slice(&l.trailer());
@@ -47,6 +38,15 @@ fn intact_file_passes_and_reads_back() {
     assert_eq!(m.runs.len(), 2);
     assert_eq!(m.runs[0].first_page, 1);
     assert_eq!(m.region_by_id(9).unwrap().1.page_offset, 17);
+    assert_eq!(m.header.format_version, FORMAT_VERSION);
+    assert_eq!(m.stats, Some(sample_stats()));
+    // The block sits between the page-CRC table and the footer.
+    let stats_at = m.footer.index_offset as usize + 2 * 24 + 2 * 4;
+    assert_eq!(stats_at + STATS_LEN, f.len() - 64);
+    assert_eq!(
+        &f[stats_at..stats_at + STATS_LEN],
+        &sample_stats().encode()[..]
+    );
 }
 
 #[test]

@@ -15,6 +15,7 @@ use crate::engine::{Config, Engine};
 use crate::error::Error;
 use crate::track::Backend;
 use boundary::{guard, with_engine};
+use ickpt_format::{CommitMode, FlushOrder};
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::RwLock;
 
@@ -23,7 +24,8 @@ use std::sync::RwLock;
 static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
 
 /// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
-/// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited).
+/// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
+/// cow_bytes 16 MiB.
 #[no_mangle]
 pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
     guard(|| {
@@ -36,6 +38,9 @@ pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
             keep_chains: d.keep_chains,
             dir: std::ptr::null(),
             bandwidth: 0,
+            mode: ICKPT_MODE_SYNC,
+            flush_order: ICKPT_FLUSH_ADAPTIVE,
+            cow_bytes: d.cow_bytes as u64,
         };
         Ok(())
     })
@@ -77,6 +82,19 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             c.full_every = cfg.full_every;
             c.keep_chains = cfg.keep_chains;
             c.bandwidth = (cfg.bandwidth != 0).then_some(cfg.bandwidth);
+            c.mode = match cfg.mode {
+                ICKPT_MODE_SYNC => CommitMode::Sync,
+                ICKPT_MODE_ASYNC => CommitMode::Async,
+                m => return Err(Error::InvalidArgument(format!("unknown mode {m}"))),
+            };
+            c.flush_order = match cfg.flush_order {
+                ICKPT_FLUSH_ADDRESS => FlushOrder::Address,
+                ICKPT_FLUSH_ADAPTIVE => FlushOrder::Adaptive,
+                o => return Err(Error::InvalidArgument(format!("unknown flush order {o}"))),
+            };
+            c.cow_bytes = usize::try_from(cfg.cow_bytes).map_err(|_| {
+                Error::InvalidArgument(format!("cow_bytes {} too large", cfg.cow_bytes))
+            })?;
             if !cfg.dir.is_null() {
                 // SAFETY: non-NULL, and the contract says a NUL-terminated string.
                 let s = unsafe { CStr::from_ptr(cfg.dir) };
@@ -162,17 +180,45 @@ pub extern "C" fn ickpt_free(ptr: *mut c_void) -> ickpt_result {
     })
 }
 
-/// Commit a new version. `info` may be NULL; otherwise it receives what was written.
+/// Take a checkpoint of every protected region. Sync mode: returns once the version is
+/// committed. Async mode: returns once its pages are scheduled and the application may
+/// write again; a checkpoint still committing is waited for first, and its failure, if it
+/// failed, is returned here (nothing new is started then). `info` may be NULL; otherwise
+/// it receives what was written (async: scheduled).
 #[no_mangle]
 pub extern "C" fn ickpt_checkpoint(info: *mut ickpt_checkpoint_info) -> ickpt_result {
     guard(|| {
         let i = with_engine(&ENGINE, |e| e.checkpoint())?;
-        if !info.is_null() {
-            // SAFETY: non-NULL and, by contract, points to an ickpt_checkpoint_info.
-            unsafe { *info = ickpt_checkpoint_info::from(&i) };
+        write_info(info, &i);
+        Ok(())
+    })
+}
+
+/// Block until the checkpoint in flight (async mode) is committed. `info` may be NULL;
+/// otherwise it receives the newest committed checkpoint of this process (ICKPT_ERR_NOT_FOUND
+/// if there is none). Returns the error of a commit that failed (once).
+#[no_mangle]
+pub extern "C" fn ickpt_wait(info: *mut ickpt_checkpoint_info) -> ickpt_result {
+    guard(|| {
+        let last = with_engine(&ENGINE, |e| {
+            e.wait()?.ok_or_else(|| Error::NoCheckpoint {
+                dir: e.config().dir.display().to_string(),
+            })
+        });
+        match last {
+            Ok(i) => write_info(info, &i),
+            Err(Error::NoCheckpoint { .. }) if info.is_null() => {}
+            Err(e) => return Err(e),
         }
         Ok(())
     })
+}
+
+fn write_info(info: *mut ickpt_checkpoint_info, i: &crate::CheckpointInfo) {
+    if !info.is_null() {
+        // SAFETY: non-NULL and, by contract, points to an ickpt_checkpoint_info.
+        unsafe { *info = ickpt_checkpoint_info::from(i) };
+    }
 }
 
 /// The newest committed version; ICKPT_ERR_NOT_FOUND when the store holds none.

@@ -3,7 +3,7 @@
 use crate::engine::{CheckpointInfo, Stats};
 use crate::error::Error;
 use crate::store::dir::OpenError;
-use ickpt_format::Kind;
+use ickpt_format::{CommitMode, Kind};
 use std::ffi::{c_char, CStr};
 
 /// Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
@@ -44,6 +44,17 @@ pub const ICKPT_BACKEND_MPROTECT: u32 = 1;
 pub const ICKPT_KIND_FULL: u32 = 0;
 pub const ICKPT_KIND_INCREMENTAL: u32 = 1;
 
+/// `ickpt_checkpoint` returns once the version is committed.
+pub const ICKPT_MODE_SYNC: u32 = 0;
+/// `ickpt_checkpoint` returns once the pages are scheduled; a committer thread writes them
+/// while the application computes (`ickpt_wait` blocks until it is done).
+pub const ICKPT_MODE_ASYNC: u32 = 1;
+
+/// The committer takes pages in ascending address order.
+pub const ICKPT_FLUSH_ADDRESS: u32 = 0;
+/// The committer takes first the pages the last epoch's writes ran into (AI-Ckpt).
+pub const ICKPT_FLUSH_ADAPTIVE: u32 = 1;
+
 /// Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -61,9 +72,17 @@ pub struct ickpt_config {
     /// Emulated storage bandwidth in bytes per second for experiments; 0 means unlimited
     /// (the environment variable ICKPT_BANDWIDTH, e.g. "200M", sets it too).
     pub bandwidth: u64,
+    /// ICKPT_MODE_SYNC (default) or ICKPT_MODE_ASYNC; ICKPT_MODE ("sync"/"async") overrides.
+    pub mode: u32,
+    /// ICKPT_FLUSH_ADAPTIVE (default) or ICKPT_FLUSH_ADDRESS; ICKPT_FLUSH_ORDER overrides.
+    pub flush_order: u32,
+    /// Bytes of copy-on-write buffer for pages written while their commit runs (default
+    /// 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
+    pub cow_bytes: u64,
 }
 
-/// What `ickpt_checkpoint` committed.
+/// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
+/// just scheduled (`bytes` and the commit fields are 0 until `ickpt_wait` reports it).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ickpt_checkpoint_info {
@@ -72,12 +91,27 @@ pub struct ickpt_checkpoint_info {
     pub parent: u64,
     /// ICKPT_KIND_FULL or ICKPT_KIND_INCREMENTAL.
     pub kind: u32,
-    pub reserved: u32,
-    /// Pages stored in this version.
+    /// ICKPT_MODE_* the version was committed in.
+    pub mode: u32,
+    /// Pages stored in this version (async, from ickpt_checkpoint: pages scheduled).
     pub pages: u64,
     /// Size of the version file in bytes.
     pub bytes: u64,
+    /// Time spent in the call that returned this.
     pub duration_ns: u64,
+    /// From the request until the last page was handed to the store.
+    pub commit_ns: u64,
+    /// Time application threads spent blocked waiting for this commit's pages.
+    pub wait_ns: u64,
+    /// First writes during the commit that copied the page aside (COW), waited for the
+    /// committer (WAIT), or found the page already taken (AVOIDED).
+    pub cow_pages: u64,
+    pub wait_pages: u64,
+    pub avoided_pages: u64,
+    /// First writes after the previous commit had finished (its AFTER count).
+    pub after_previous: u64,
+    /// Most copy-on-write buffer bytes in use at once during the commit.
+    pub peak_cow_bytes: u64,
 }
 
 /// Totals since `ickpt_init`.
@@ -100,6 +134,14 @@ pub struct ickpt_stats {
     pub restores: u64,
     pub pages_restored: u64,
     pub restore_ns: u64,
+    /// First writes that met a running commit: copied aside, waited, or already taken;
+    /// and first writes outside any commit.
+    pub cow_pages: u64,
+    pub wait_pages: u64,
+    pub avoided_pages: u64,
+    pub after_pages: u64,
+    /// Time application threads spent waiting for the committer.
+    pub wait_ns: u64,
 }
 
 impl From<&CheckpointInfo> for ickpt_checkpoint_info {
@@ -108,10 +150,20 @@ impl From<&CheckpointInfo> for ickpt_checkpoint_info {
             version: i.version,
             parent: i.parent,
             kind: kind_code(i.kind),
-            reserved: 0,
+            mode: match i.commit.mode {
+                CommitMode::Sync => ICKPT_MODE_SYNC,
+                CommitMode::Async => ICKPT_MODE_ASYNC,
+            },
             pages: i.pages,
             bytes: i.bytes,
             duration_ns: i.duration.as_nanos() as u64,
+            commit_ns: i.commit.commit_ns,
+            wait_ns: i.commit.wait_ns,
+            cow_pages: i.commit.cow_pages,
+            wait_pages: i.commit.wait_pages,
+            avoided_pages: i.commit.avoided_pages,
+            after_previous: i.commit.after_previous,
+            peak_cow_bytes: i.commit.peak_cow_bytes,
         }
     }
 }
@@ -136,6 +188,11 @@ impl From<&Stats> for ickpt_stats {
             restores: s.restores,
             pages_restored: s.pages_restored,
             restore_ns: s.restore_time.as_nanos() as u64,
+            cow_pages: s.cow_pages,
+            wait_pages: s.wait_pages,
+            avoided_pages: s.avoided_pages,
+            after_pages: s.after_pages,
+            wait_ns: s.wait_time.as_nanos() as u64,
         }
     }
 }
@@ -167,7 +224,9 @@ pub fn code_of(e: &Error) -> ickpt_result {
         }
         Error::Store(OpenError::Locked { .. }) => ICKPT_ERR_STORE_LOCKED,
         Error::Store(OpenError::Io { .. }) => ICKPT_ERR_IO,
-        Error::Track(_) | Error::HandlerReplaced => ICKPT_ERR_TRACKING,
+        Error::Track(_) | Error::HandlerReplaced | Error::CommitAborted { .. } => {
+            ICKPT_ERR_TRACKING
+        }
     }
 }
 

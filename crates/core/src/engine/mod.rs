@@ -1,8 +1,11 @@
 //! The engine: protected regions, their epochs, and checkpoint / restore against a store.
 
 mod checkpoint;
+mod commit;
 mod gc;
+mod pending;
 mod restore;
+mod schedule;
 mod stats;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
@@ -10,11 +13,10 @@ pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 use crate::catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
-use crate::store::{
-    parse_bandwidth, DirStore, Fault, FaultPlan, FaultyStore, Store, ThrottledStore,
-};
+use crate::store::{parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, ThrottledStore};
 use crate::sys::{mem, page_size};
-use crate::track::{self, Backend, TrackedRegion, Tracker};
+use crate::track::{self, Backend, Epoch, TrackedRegion, Tracker};
+use ickpt_format::{CommitMode, FlushOrder};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -33,6 +35,15 @@ pub struct Config {
     pub bandwidth: Option<u64>,
     /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too).
     pub fault: Option<Fault>,
+    /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
+    /// pages are scheduled, and a committer thread writes them while the application runs
+    /// (paper 000). `ICKPT_MODE` overrides.
+    pub mode: CommitMode,
+    /// Copy-on-write buffer for pages written while their commit is running; 0 makes every
+    /// such write wait for the committer. `ICKPT_COW_BYTES` overrides.
+    pub cow_bytes: usize,
+    /// Order the committer takes pages in. `ICKPT_FLUSH_ORDER` overrides.
+    pub flush_order: FlushOrder,
 }
 
 impl Config {
@@ -44,7 +55,31 @@ impl Config {
             keep_chains: 2,
             bandwidth: None,
             fault: None,
+            mode: CommitMode::Sync,
+            cow_bytes: 16 << 20,
+            flush_order: FlushOrder::Adaptive,
         }
+    }
+
+    /// Apply the `ICKPT_MODE`, `ICKPT_COW_BYTES` and `ICKPT_FLUSH_ORDER` overrides.
+    fn with_env_overrides(mut self) -> Result<Self> {
+        let bad = |var: &str, v: &str, want: &str| {
+            Error::InvalidArgument(format!("{var}={v:?}: expected {want}"))
+        };
+        if let Ok(v) = std::env::var("ICKPT_MODE") {
+            self.mode =
+                CommitMode::parse(&v).ok_or_else(|| bad("ICKPT_MODE", &v, "sync or async"))?;
+        }
+        if let Ok(v) = std::env::var("ICKPT_COW_BYTES") {
+            self.cow_bytes = parse_size(&v)
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| bad("ICKPT_COW_BYTES", &v, "a size such as 16M or 0"))?;
+        }
+        if let Ok(v) = std::env::var("ICKPT_FLUSH_ORDER") {
+            self.flush_order = FlushOrder::parse(&v)
+                .ok_or_else(|| bad("ICKPT_FLUSH_ORDER", &v, "address or adaptive"))?;
+        }
+        Ok(self)
     }
 }
 
@@ -56,6 +91,7 @@ pub(crate) struct RegionSlot {
     pub owned: Option<(usize, usize)>,
 }
 
+#[derive(Default)]
 pub(crate) struct State {
     pub regions: BTreeMap<u64, RegionSlot>,
     /// What the next checkpoint increments; None when memory matches no stored version.
@@ -63,14 +99,20 @@ pub(crate) struct State {
     pub next_version: u64,
     pub stats: Stats,
     /// Pages are copied here before they are checksummed and written, so the stored bytes
-    /// and their CRC always agree even if another thread writes meanwhile.
+    /// and their CRC always agree; lent to each commit.
     pub staging: Vec<u8>,
+    /// The commit running in the background (async mode).
+    pub pending: Option<std::thread::JoinHandle<commit::Outcome>>,
+    /// A background commit's failure not yet returned to the application.
+    pub unreported: Option<Error>,
 }
 
 pub struct Engine {
     cfg: Config,
     store: Arc<dyn Store>,
     tracker: Arc<dyn Tracker>,
+    /// Shared with the fault handler and the committer.
+    epoch: Arc<Epoch>,
     state: Mutex<State>,
 }
 
@@ -81,14 +123,15 @@ impl Engine {
         let env_bandwidth = std::env::var("ICKPT_BANDWIDTH").ok();
         let bandwidth = match (cfg.bandwidth, env_bandwidth) {
             (Some(b), _) => Some(b),
-            (None, Some(s)) => Some(parse_bandwidth(&s).ok_or_else(|| {
+            (None, Some(s)) => Some(parse_size(&s).ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "ICKPT_BANDWIDTH={s:?}: expected bytes per second, e.g. 200M"
+                    "ICKPT_BANDWIDTH={s:?}: expected bytes per second, e.g. 200M (0: unlimited)"
                 ))
             })?),
             (None, None) => None,
         };
-        if let Some(rate) = bandwidth {
+        // 0 means unlimited, as in ickpt_config.
+        if let Some(rate) = bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
         let env_fault = std::env::var("ICKPT_FAULT")
@@ -104,6 +147,7 @@ impl Engine {
 
     /// An engine over any store (tests use this to inject faults).
     pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
+        let cfg = cfg.with_env_overrides()?;
         if cfg.full_every == 0 || cfg.keep_chains == 0 {
             return Err(Error::InvalidArgument(
                 "full_every and keep_chains must be at least 1".into(),
@@ -111,16 +155,20 @@ impl Engine {
         }
         let tracker = track::select(cfg.backend)?;
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
+        let epoch = Arc::new(Epoch::new(cfg.cow_bytes).map_err(track::TrackError::OwnAlloc)?);
         Ok(Engine {
             cfg,
             store,
             tracker,
+            epoch,
             state: Mutex::new(State {
                 regions: BTreeMap::new(),
                 head: None,
                 next_version,
                 stats: Stats::default(),
                 staging: Vec::new(),
+                pending: None,
+                unreported: None,
             }),
         })
     }
@@ -170,7 +218,7 @@ impl Engine {
             )),
             other => other.into(),
         };
-        let tr = Arc::new(TrackedRegion::new(id, ptr, len).map_err(refused)?);
+        let tr = Arc::new(TrackedRegion::new(id, ptr, len, self.epoch.clone()).map_err(refused)?);
         self.tracker.attach(&tr).map_err(refused)?;
         st.regions.insert(
             id,
@@ -187,6 +235,7 @@ impl Engine {
     /// a later version does not bring them back.
     pub fn unprotect(&self, id: u64) -> Result<()> {
         let mut st = self.lock();
+        self.settle(&mut st);
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
         st.stats.faults_of_removed += slot.tr.dirty.faults();
         self.tracker.detach(&slot.tr)?;
@@ -214,6 +263,7 @@ impl Engine {
     /// Release memory from [`Engine::alloc`] (paper 000's free_protected).
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
         let mut st = self.lock();
+        self.settle(&mut st);
         let id = st
             .regions
             .iter()
@@ -237,7 +287,8 @@ impl Engine {
     }
 
     pub fn stats(&self) -> Stats {
-        let st = self.lock();
+        let mut st = self.lock();
+        self.poll(&mut st);
         let mut s = st.stats.clone();
         s.regions = st.regions.len() as u64;
         s.protected_bytes = st.regions.values().map(|r| r.tr.user_len as u64).sum();
@@ -249,6 +300,12 @@ impl Engine {
             + st.stats.faults_of_removed;
         s.backend = self.backend().as_str();
         s
+    }
+
+    /// Whether application threads are blocked right now waiting for the committer to take
+    /// a page (diagnostics, and a condition tests can wait for).
+    pub fn writers_waiting(&self) -> bool {
+        self.epoch.has_waiters()
     }
 
     /// Pointer and length of a protected region.
@@ -276,7 +333,8 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut st = std::mem::take(self.state.get_mut().unwrap_or_else(|e| e.into_inner()));
+        self.settle(&mut st);
         for (_, slot) in std::mem::take(&mut st.regions) {
             let _ = self.tracker.detach(&slot.tr);
             if let Some((p, len)) = slot.owned {

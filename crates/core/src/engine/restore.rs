@@ -16,6 +16,7 @@ impl Engine {
     pub fn restore(&self, version: u64) -> Result<RestoreInfo> {
         let started = Instant::now();
         let mut st = self.lock();
+        self.settle(&mut st);
         let store = &*self.store;
         let chain = catalog::chain(store, version)?;
         let newest = &chain[0].meta;

@@ -1,4 +1,4 @@
-use ickpt_format::Kind;
+use ickpt_format::{CommitStats, Kind};
 use std::time::Duration;
 
 /// What one committed checkpoint wrote.
@@ -11,9 +11,13 @@ pub struct CheckpointInfo {
     pub pages: u64,
     /// Size of the version file.
     pub bytes: u64,
+    /// Time in `checkpoint` (sync: until committed; async: until scheduled), or from the
+    /// request until committed when reported by `wait`.
     pub duration: Duration,
     /// Where the time went.
     pub phases: Phases,
+    /// How the commit went: mode, time, and how the application's first writes met it.
+    pub commit: CommitStats,
 }
 
 /// Time spent in each phase of a checkpoint.
@@ -58,6 +62,14 @@ pub struct Stats {
     /// First writes trapped since start.
     pub faults: u64,
     pub(crate) faults_of_removed: u64,
+    /// First writes that copied a page aside, waited for the committer, came after the
+    /// committer had taken the page, or came after the commit (paper 000's access types).
+    pub cow_pages: u64,
+    pub wait_pages: u64,
+    pub avoided_pages: u64,
+    pub after_pages: u64,
+    /// Time application threads spent waiting for the committer.
+    pub wait_time: Duration,
     pub restores: u64,
     pub pages_restored: u64,
     pub restore_time: Duration,

@@ -28,7 +28,7 @@ pub use dir::{DirStore, OpenError};
 pub use faulty::{Fault, FaultPlan, FaultyStore};
 use ickpt_format::ReadAt;
 use std::io;
-pub use throttled::{parse_bandwidth, ThrottledStore, TokenBucket};
+pub use throttled::{parse_size, ThrottledStore, TokenBucket};
 
 /// A flat namespace of immutable objects, each created whole and then committed atomically.
 pub trait Store: Send + Sync {

@@ -45,8 +45,9 @@ impl TokenBucket {
     }
 }
 
-/// Parse a bandwidth: bytes per second, with an optional K, M or G suffix (powers of 1024).
-pub fn parse_bandwidth(s: &str) -> Option<u64> {
+/// Parse a size or a bandwidth (bytes, or bytes per second) with an optional K, M or G
+/// suffix (powers of 1024). 0 is a valid size; as a bandwidth it means unlimited.
+pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let (digits, mult) = match s.chars().last()? {
         'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
@@ -54,11 +55,7 @@ pub fn parse_bandwidth(s: &str) -> Option<u64> {
         'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
         _ => (s, 1),
     };
-    digits
-        .parse::<u64>()
-        .ok()?
-        .checked_mul(mult)
-        .filter(|&b| b > 0)
+    digits.parse::<u64>().ok()?.checked_mul(mult)
 }
 
 pub struct ThrottledStore<S> {
@@ -138,13 +135,14 @@ mod tests {
     }
 
     #[test]
-    fn bandwidth_parses_with_suffixes() {
-        assert_eq!(parse_bandwidth("1000"), Some(1000));
-        assert_eq!(parse_bandwidth("64M"), Some(64 << 20));
-        assert_eq!(parse_bandwidth("2g"), Some(2 << 30));
-        assert_eq!(parse_bandwidth("8K"), Some(8192));
-        for bad in ["", "M", "0", "-1", "1.5M", "12X"] {
-            assert_eq!(parse_bandwidth(bad), None, "{bad}");
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("8K"), Some(8192));
+        assert_eq!(parse_size("0"), Some(0));
+        for bad in ["", "M", "-1", "1.5M", "12X", "99999999999G"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
         }
     }
 }

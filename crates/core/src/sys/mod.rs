@@ -3,6 +3,7 @@
 pub mod fs;
 pub mod mem;
 pub mod signal;
+pub mod thread;
 
 use std::sync::OnceLock;
 

@@ -1,13 +1,13 @@
 //! A fixed-size bitmap updated with atomics, so the fault handler can set bits without locks.
 //! It lives in a mapping of ickpt's own (see `own_mem`), with one more word counting faults.
 
-use super::own_mem::OwnWords;
+use super::own_mem::OwnSlice;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub struct AtomicBitmap {
     /// Word 0 counts faults; words 1.. are the bits.
-    mem: OwnWords,
+    mem: OwnSlice<AtomicU64>,
     bits: usize,
 }
 
@@ -18,13 +18,13 @@ impl AtomicBitmap {
             .checked_add(1)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
         Ok(AtomicBitmap {
-            mem: OwnWords::new(words)?,
+            mem: OwnSlice::new(words)?,
             bits,
         })
     }
 
     fn bit_words(&self) -> &[AtomicU64] {
-        &self.mem.words()[1..]
+        &self.mem[1..]
     }
 
     /// Signal-safe.
@@ -64,11 +64,11 @@ impl AtomicBitmap {
 
     /// Signal-safe.
     pub fn count_fault(&self) {
-        self.mem.words()[0].fetch_add(1, Ordering::Relaxed);
+        self.mem[0].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn faults(&self) -> u64 {
-        self.mem.words()[0].load(Ordering::Relaxed)
+        self.mem[0].load(Ordering::Relaxed)
     }
 
     /// The mapping holding the bits, which no protected region may cover.
@@ -92,6 +92,11 @@ pub fn all_set(bits: usize) -> Vec<u64> {
     (0..bits.div_ceil(64)).map(|w| full_word(bits, w)).collect()
 }
 
+/// Whether bit `i` of a plain bitmap is set.
+pub fn is_set(words: &[u64], i: usize) -> bool {
+    words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+}
+
 /// Maximal runs of set bits as (first, count), in ascending order.
 pub fn runs(words: &[u64], bits: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut i = 0usize;
@@ -103,7 +108,8 @@ pub fn runs(words: &[u64], bits: usize) -> impl Iterator<Item = (usize, usize)> 
     })
 }
 
-fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
+/// The first set bit at or after `from`.
+pub fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
     let mut w = from / 64;
     if w >= words.len() {
         return None;

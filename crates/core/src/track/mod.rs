@@ -2,12 +2,17 @@
 //! checkpoint. One trait; each kernel mechanism is a backend behind it.
 
 pub mod bitmap;
+mod cow;
+pub mod epoch;
 mod mprotect;
 mod own_mem;
+pub mod pages;
 pub mod region;
 mod registry;
 
+pub use epoch::{AccessCounts, Epoch};
 pub use mprotect::MprotectTracker;
+pub use pages::Access;
 pub use region::TrackedRegion;
 pub(crate) use registry::reset_after_fork;
 use std::sync::Arc;

@@ -26,7 +26,8 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 
 /// Make the page at `addr` writable and record it as written. Signal-safe.
 ///
-/// Open first, mark second: if a checkpoint's `collect` (take bits, then re-protect) runs in
+/// If a commit still needs the page's bytes, they are first copied aside or the writer waits
+/// for the committer (`Epoch::before_write`). Open first, mark second: if a checkpoint's `collect` (take bits, then re-protect) runs in
 /// between, either it re-protects the page after we opened it and our bit lands in the new
 /// epoch (the retried write faults again), or it took the bits before we set ours. Marking
 /// first would let `collect` take the bit and re-protect before we open the page, leaving it
@@ -34,21 +35,33 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 fn open_page(r: &TrackedRegion, addr: usize) -> bool {
     let ps = page_size();
     let page = (addr - r.base) / ps;
-    if mem::protect(r.page_addr(page), ps, mem::PROT_OPEN).is_ok() {
+    let epoch = &*r.epoch;
+    epoch.enter();
+    epoch.before_write(r, page);
+    let opened = if mem::protect(r.page_addr(page), ps, mem::PROT_OPEN).is_ok() {
         r.dirty.set(page);
+        true
+    } else {
+        // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
+        // page granularity for this region until the next checkpoint rather than crash:
+        // open it whole, which also merges its mappings back into one, and mark it all
+        // dirty. Not while a commit still needs its scheduled pages read-only.
+        epoch.wait_until_committed();
+        let whole = mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok();
+        if whole {
+            r.dirty.set_all();
+        }
+        whole
+    };
+    if opened {
         r.dirty.count_fault();
-        return true;
+    } else {
+        signal::signal_safe_message(
+            b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
+        );
     }
-    // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
-    // page granularity for this region until the next checkpoint rather than crash: open it
-    // whole, which also merges its mappings back into one, and mark it all dirty.
-    if mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok() {
-        r.dirty.set_all();
-        r.dirty.count_fault();
-        return true;
-    }
-    signal::signal_safe_message(b"ickpt: cannot unprotect a tracked page; see docs/design.md\n");
-    false
+    epoch.leave();
+    opened
 }
 
 /// The mprotect + SIGSEGV backend.

@@ -1,46 +1,50 @@
-//! Words the fault handler writes, kept in anonymous mappings ickpt makes itself.
+//! Memory the fault handler writes, kept in anonymous mappings ickpt makes itself.
 //!
 //! The handler must never write to a page the application protected: it would fault inside
 //! the handler with SIGSEGV blocked, and the kernel would kill the process. Heap memory is
 //! not safe for this (ickpt's own allocations share pages with small application buffers
-//! that get protected), so counters and dirty bitmaps live in mappings of their own, and
-//! the registry refuses to protect any range that covers one of them.
+//! that get protected), so counters, bitmaps, page states and copy-on-write slots live in
+//! mappings of their own, and the registry refuses to protect any range that covers one.
 
 use crate::sys::{mem, page_size};
 use std::io;
-use std::sync::atomic::AtomicU64;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
-pub struct OwnWords {
-    ptr: *mut AtomicU64,
+/// Types whose all-zero bytes are a valid value and that are shared only through `&`.
+///
+/// # Safety
+/// Implementors must be valid when zero-initialised and sound to share between threads.
+pub unsafe trait ZeroValid: Sync {}
+// SAFETY: atomics are valid at zero and designed for shared access.
+unsafe impl ZeroValid for AtomicU8 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU32 {}
+// SAFETY: as above.
+unsafe impl ZeroValid for AtomicU64 {}
+
+/// A zeroed slice of `T` in a private mapping of its own.
+pub struct OwnSlice<T: ZeroValid> {
+    ptr: *mut T,
     len: usize,
     map_len: usize,
+    _t: PhantomData<T>,
 }
 
-// SAFETY: the mapping is plain memory accessed only through atomics.
-unsafe impl Send for OwnWords {}
+// SAFETY: the mapping is plain memory; `T: ZeroValid` is `Sync` and accessed only through `&`.
+unsafe impl<T: ZeroValid> Send for OwnSlice<T> {}
 // SAFETY: as above.
-unsafe impl Sync for OwnWords {}
+unsafe impl<T: ZeroValid> Sync for OwnSlice<T> {}
 
-impl OwnWords {
-    /// `len` zeroed words in a fresh private mapping.
-    pub fn new(len: usize) -> io::Result<OwnWords> {
-        let bytes = len
-            .max(1)
-            .checked_mul(8)
-            .and_then(|b| b.checked_next_multiple_of(page_size()))
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-        let ptr = mem::map_anonymous(bytes)?;
-        Ok(OwnWords {
+impl<T: ZeroValid> OwnSlice<T> {
+    pub fn new(len: usize) -> io::Result<Self> {
+        let (ptr, map_len) = map_bytes(len.max(1).checked_mul(size_of::<T>()))?;
+        Ok(OwnSlice {
             ptr: ptr.cast(),
             len,
-            map_len: bytes,
+            map_len,
+            _t: PhantomData,
         })
-    }
-
-    pub fn words(&self) -> &[AtomicU64] {
-        // SAFETY: the mapping holds `len` zero-initialised (valid) AtomicU64s, lives as long
-        // as `self`, and is only accessed through atomics.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
     /// The mapping's address range, which no protected region may cover.
@@ -49,9 +53,58 @@ impl OwnWords {
     }
 }
 
-impl Drop for OwnWords {
+impl<T: ZeroValid> std::ops::Deref for OwnSlice<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: the mapping holds `len` zero-initialised (valid, per ZeroValid) `T`s,
+        // lives as long as `self`, and is only accessed through shared references.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<T: ZeroValid> Drop for OwnSlice<T> {
     fn drop(&mut self) {
         // SAFETY: the mapping was made in `new` and is released once, here.
         let _ = unsafe { mem::unmap(self.ptr.cast(), self.map_len) };
     }
+}
+
+/// Raw bytes in a private mapping of their own (copy-on-write slots).
+pub struct OwnBytes {
+    ptr: *mut u8,
+    map_len: usize,
+}
+
+// SAFETY: plain memory; callers coordinate access to disjoint parts through atomics.
+unsafe impl Send for OwnBytes {}
+// SAFETY: as above.
+unsafe impl Sync for OwnBytes {}
+
+impl OwnBytes {
+    pub fn new(len: usize) -> io::Result<Self> {
+        let (ptr, map_len) = map_bytes(Some(len.max(1)))?;
+        Ok(OwnBytes { ptr, map_len })
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn span(&self) -> (usize, usize) {
+        (self.ptr as usize, self.ptr as usize + self.map_len)
+    }
+}
+
+impl Drop for OwnBytes {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was made in `new` and is released once, here.
+        let _ = unsafe { mem::unmap(self.ptr, self.map_len) };
+    }
+}
+
+fn map_bytes(bytes: Option<usize>) -> io::Result<(*mut u8, usize)> {
+    let map_len = bytes
+        .and_then(|b| b.checked_next_multiple_of(page_size()))
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+    Ok((mem::map_anonymous(map_len)?, map_len))
 }

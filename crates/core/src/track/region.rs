@@ -1,8 +1,11 @@
 //! A region of application memory whose pages are tracked.
 
 use super::bitmap::AtomicBitmap;
+use super::epoch::Epoch;
+use super::pages::PageStates;
 use super::TrackError;
 use crate::sys::{mem, page_size};
+use std::sync::Arc;
 
 /// One protected region. The fault handler reaches it through the registry and touches
 /// only its atomics.
@@ -16,6 +19,10 @@ pub struct TrackedRegion {
     pub npages: usize,
     /// Pages written since the last collection, and the count of write faults taken.
     pub dirty: AtomicBitmap,
+    /// Commit protocol state and first-write record of each page.
+    pub pages: PageStates,
+    /// The engine's epoch this region takes part in.
+    pub epoch: Arc<Epoch>,
 }
 
 impl TrackedRegion {
@@ -23,7 +30,7 @@ impl TrackedRegion {
     /// sized by `len` is allocated, so a bogus length is an error rather than an abort; and
     /// since mprotect does not roll back, a range with a hole must never reach it (it would
     /// leave the mapped part read-only and untracked).
-    pub fn new(id: u64, ptr: usize, len: usize) -> Result<Self, TrackError> {
+    pub fn new(id: u64, ptr: usize, len: usize, epoch: Arc<Epoch>) -> Result<Self, TrackError> {
         let ps = page_size();
         let base = ptr & !(ps - 1);
         let not_mapped = || TrackError::NotMapped(std::io::Error::from_raw_os_error(libc::ENOMEM));
@@ -39,6 +46,8 @@ impl TrackedRegion {
             base,
             npages,
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
+            pages: PageStates::new(npages).map_err(TrackError::OwnAlloc)?,
+            epoch,
         })
     }
 
@@ -59,6 +68,14 @@ impl TrackedRegion {
 
     pub fn page_addr(&self, page: usize) -> usize {
         self.base + page * page_size()
+    }
+
+    /// Mappings the fault handler writes on this region's behalf; none may be protected.
+    pub fn own_spans(&self) -> Vec<(usize, usize)> {
+        let mut v = vec![self.dirty.span()];
+        v.extend(self.pages.spans());
+        v.extend(self.epoch.spans());
+        v
     }
 
     pub fn contains(&self, addr: usize) -> bool {

@@ -8,7 +8,7 @@
 //! Everything the handler writes (the in-flight counter, tombstone hit counts) lives in a page
 //! ickpt mapped itself, never on a page an application may protect.
 
-use super::own_mem::OwnWords;
+use super::own_mem::OwnSlice;
 use super::region::TrackedRegion;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -34,12 +34,12 @@ const W_IN_FLIGHT: usize = 0;
 const W_NEXT_TOMB: usize = 1;
 const W_TOMBS: usize = 2;
 
-static PAGE: OnceLock<OwnWords> = OnceLock::new();
+static PAGE: OnceLock<OwnSlice<AtomicU64>> = OnceLock::new();
 
 /// Map the handler page if it is not mapped yet (ordinary code only).
-fn handler_page() -> Option<&'static OwnWords> {
+fn handler_page() -> Option<&'static OwnSlice<AtomicU64>> {
     if PAGE.get().is_none() {
-        let w = OwnWords::new(W_TOMBS + 3 * TOMBSTONES).ok()?;
+        let w = OwnSlice::new(W_TOMBS + 3 * TOMBSTONES).ok()?;
         let _ = PAGE.set(w);
     }
     PAGE.get()
@@ -47,7 +47,7 @@ fn handler_page() -> Option<&'static OwnWords> {
 
 /// Signal-safe: `OnceLock::get` is an atomic load; it never initialises.
 fn handler_page_if_ready() -> Option<&'static [AtomicU64]> {
-    PAGE.get().map(|p| p.words())
+    PAGE.get().map(|p| &p[..])
 }
 
 /// The user range of an already tracked region overlaps the requested one, or the range
@@ -120,12 +120,12 @@ pub fn insert(region: Arc<TrackedRegion>) -> Result<(), Refused> {
         return Err(Refused::Overlap { other_id: o.id });
     }
     let span = (region.base, region.span_end());
-    let own = regions
+    let mut own = regions
         .iter()
         .chain(std::iter::once(&region))
-        .map(|r| r.dirty.span())
+        .flat_map(|r| r.own_spans())
         .chain(std::iter::once(page.span()));
-    if own.into_iter().any(|s| intersects(s, span)) {
+    if own.any(|s| intersects(s, span)) {
         return Err(Refused::OwnMemory);
     }
     let at = regions.partition_point(|o| o.user_ptr < region.user_ptr);

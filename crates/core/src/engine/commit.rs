@@ -1,0 +1,391 @@
+//! Committing a scheduled version (AI-Ckpt Algorithms 3 and 4): take each scheduled page
+//! once, either from its copy-on-write slot or from (still read-only) application memory,
+//! and append it to the version's log. Runs on a committer thread (async) or on the caller
+//! (sync); the fault handler competes for the same pages through their atomic states.
+
+use super::{gc, CheckpointInfo, Phases};
+use crate::error::{Error, Result};
+use crate::policy::Head;
+use crate::store::{version_name, Store, StoreWriter};
+use crate::sys::{mem, thread};
+use crate::track::pages::state;
+use crate::track::{bitmap, Epoch, TrackedRegion};
+use ickpt_format::{CommitStats, Kind, RegionEntry, VersionLayout};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Bytes gathered before one store write: large enough that a write costs far more than
+/// its system call, small enough that a writer waiting on a page never waits long.
+const BATCH_BYTES: usize = 1 << 20;
+
+pub(crate) struct JobRegion {
+    pub tr: Arc<TrackedRegion>,
+    /// The dirty pages collected for this version (put back if the commit fails).
+    pub bits: Vec<u64>,
+    /// Store every page (full version, or the region's first).
+    pub whole: bool,
+}
+
+/// Everything a commit needs, moved to the thread that runs it.
+pub(crate) struct Job {
+    pub version: u64,
+    pub kind: Kind,
+    pub parent: u64,
+    pub head: Head,
+    pub entries: Vec<RegionEntry>,
+    /// Sorted by region id, as `entries`.
+    pub regions: Vec<JobRegion>,
+    /// Pages the adaptive order takes before the rest, as (region index, page).
+    pub priority: Vec<(u32, usize)>,
+    /// Pages scheduled.
+    pub total: u64,
+    pub store: Arc<dyn Store>,
+    pub epoch: Arc<Epoch>,
+    pub staging: Vec<u8>,
+    pub requested: Instant,
+    pub phases: Phases,
+    pub keep_chains: u32,
+    pub stats: CommitStats,
+    pub page_size: usize,
+}
+
+/// What a finished commit hands back to the engine.
+pub(crate) struct Outcome {
+    pub result: Result<CheckpointInfo>,
+    pub head: Head,
+    pub ids: Vec<u64>,
+    pub staging: Vec<u8>,
+}
+
+/// Run a commit to the end. Every scheduled page is released whatever happens (an I/O error
+/// stops the writing, not the draining), so no writer is left waiting.
+pub(super) fn run(job: Job) -> Outcome {
+    let Job {
+        version,
+        kind,
+        parent,
+        head,
+        entries,
+        regions,
+        priority,
+        total,
+        store,
+        epoch,
+        mut staging,
+        requested,
+        mut phases,
+        keep_chains,
+        mut stats,
+        page_size: ps,
+    } = job;
+    let drain = Drain {
+        regions: &regions,
+        epoch: &epoch,
+        armed: true,
+    };
+    let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
+    let name = version_name(version);
+    let created = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut layout = VersionLayout::new(
+        kind,
+        ps as u32,
+        version,
+        parent,
+        head.chain_depth,
+        created,
+        entries,
+    );
+    staging.resize(BATCH_BYTES.max(ps), 0);
+    let mut sink = Sink::create(&*store, &name, &mut staging, ps);
+    sink.write(&layout.prefix());
+
+    let started = Instant::now();
+    let mut sel = Selector::new(&regions, priority);
+    let mut done = 0u64;
+    while done < total {
+        let Some(take) = sel.next(&regions, &ids, &epoch) else {
+            // Only pages a writer is still copying into a slot are left: a memcpy away.
+            thread::yield_now();
+            continue;
+        };
+        let (ri, page) = match take {
+            Take::Memory(ri, page) => {
+                let src = regions[ri].tr.page_addr(page);
+                sink.page(ri, page, &mut layout, |dst| {
+                    // SAFETY: the page belongs to a region of this commit, which stays
+                    // tracked (mapped, readable) until the commit settles; it is FLUSHING,
+                    // so no writer can open it before we are done.
+                    unsafe { mem::copy_out(dst, src) }
+                });
+                (ri, page)
+            }
+            Take::Slot(slot, ri, page) => {
+                sink.page(ri, page, &mut layout, |dst| {
+                    dst.copy_from_slice(epoch.cow.bytes(slot))
+                });
+                epoch.cow.release(slot);
+                (ri, page)
+            }
+        };
+        regions[ri].tr.pages.state(page).store(state::IDLE, SeqCst);
+        epoch.page_done();
+        done += 1;
+    }
+    let (counts, peak) = epoch.end_commit();
+    drain.disarm();
+    sink.flush();
+    phases.copy = started.elapsed().saturating_sub(sink.write_time);
+
+    stats.commit_ns = requested.elapsed().as_nanos() as u64;
+    stats.wait_ns = counts.wait_ns;
+    stats.cow_pages = counts.cow;
+    stats.wait_pages = counts.wait;
+    stats.avoided_pages = counts.avoided;
+    stats.peak_cow_bytes = peak;
+    layout.set_stats(stats);
+    sink.write(&layout.trailer());
+    if epoch.poisoned() && sink.err.is_none() {
+        sink.err = Some(Error::CommitAborted { version });
+    }
+    phases.write = sink.write_time;
+    let result = sink.commit(&mut phases).map(|bytes| {
+        if kind == Kind::Full {
+            // A failure leaves extra old versions, never a broken one.
+            let t = Instant::now();
+            let _ = gc::collect(&*store, keep_chains);
+            phases.gc = t.elapsed();
+        }
+        CheckpointInfo {
+            version,
+            kind,
+            parent,
+            pages: layout.page_count(),
+            bytes,
+            duration: requested.elapsed(),
+            phases: phases.clone(),
+            commit: stats,
+        }
+    });
+    if result.is_err() {
+        for r in &regions {
+            r.tr.dirty.merge(&r.bits);
+        }
+    }
+    Outcome {
+        result,
+        head,
+        ids,
+        staging,
+    }
+}
+
+enum Take {
+    /// Copy the page from application memory (it is FLUSHING).
+    Memory(usize, usize),
+    /// Copy it from a copy-on-write slot.
+    Slot(usize, usize, usize),
+}
+
+/// Algorithm 4: the waited page, then copied pages, then the adaptive priority, then the
+/// remaining pages by address. Each step is O(1) amortised: cursors only move forward and a
+/// page that was taken by another route fails its state CAS and is skipped.
+struct Selector {
+    priority: Vec<(u32, usize)>,
+    next_priority: usize,
+    by_address: Vec<usize>,
+    region: usize,
+    page: usize,
+}
+
+impl Selector {
+    fn new(regions: &[JobRegion], priority: Vec<(u32, usize)>) -> Self {
+        let mut by_address: Vec<usize> = (0..regions.len()).collect();
+        by_address.sort_unstable_by_key(|&i| regions[i].tr.base);
+        Selector {
+            priority,
+            next_priority: 0,
+            by_address,
+            region: 0,
+            page: 0,
+        }
+    }
+
+    fn next(&mut self, regions: &[JobRegion], ids: &[u64], epoch: &Epoch) -> Option<Take> {
+        if epoch.has_waiters() {
+            let mut found = None;
+            epoch.waited_pages(|id, page| {
+                if found.is_none() {
+                    if let Ok(ri) = ids.binary_search(&id) {
+                        if page < regions[ri].tr.npages && claim(regions, ri, page) {
+                            found = Some(Take::Memory(ri, page));
+                        }
+                    }
+                }
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        if let Some((slot, id, page)) = epoch.cow.pop() {
+            let ri = ids
+                .binary_search(&id)
+                .expect("a copied page belongs to a region of the running commit");
+            return Some(Take::Slot(slot, ri, page));
+        }
+        while let Some(&(ri, page)) = self.priority.get(self.next_priority) {
+            self.next_priority += 1;
+            if claim(regions, ri as usize, page) {
+                return Some(Take::Memory(ri as usize, page));
+            }
+        }
+        while let Some(&ri) = self.by_address.get(self.region) {
+            let r = &regions[ri];
+            let next = if r.whole {
+                (self.page < r.tr.npages).then_some(self.page)
+            } else {
+                bitmap::next_set(&r.bits, self.page, r.tr.npages)
+            };
+            match next {
+                Some(page) => {
+                    self.page = page + 1;
+                    if claim(regions, ri, page) {
+                        return Some(Take::Memory(ri, page));
+                    }
+                }
+                None => {
+                    self.region += 1;
+                    self.page = 0;
+                }
+            }
+        }
+        None
+    }
+}
+
+fn claim(regions: &[JobRegion], ri: usize, page: usize) -> bool {
+    regions[ri]
+        .tr
+        .pages
+        .state(page)
+        .compare_exchange(state::SCHEDULED, state::FLUSHING, SeqCst, SeqCst)
+        .is_ok()
+}
+
+/// The version file being written: pages gathered into a batch, written when it fills.
+/// After the first error nothing more is written, but pages are still accepted.
+struct Sink<'a> {
+    w: Option<Box<dyn StoreWriter>>,
+    err: Option<Error>,
+    file: String,
+    buf: &'a mut Vec<u8>,
+    fill: usize,
+    ps: usize,
+    bytes: u64,
+    write_time: Duration,
+}
+
+impl<'a> Sink<'a> {
+    fn create(store: &dyn Store, name: &str, buf: &'a mut Vec<u8>, ps: usize) -> Self {
+        let file = store.describe(name);
+        let (w, err) = match store.create(name) {
+            Ok(w) => (Some(w), None),
+            Err(e) => (None, Some(Error::io(&file, "create", e))),
+        };
+        Sink {
+            w,
+            err,
+            file,
+            buf,
+            fill: 0,
+            ps,
+            bytes: 0,
+            write_time: Duration::ZERO,
+        }
+    }
+
+    /// Add one page: `copy` fills it, then its CRC goes into the layout.
+    fn page(
+        &mut self,
+        ri: usize,
+        page: usize,
+        layout: &mut VersionLayout,
+        copy: impl FnOnce(&mut [u8]),
+    ) {
+        if self.err.is_some() {
+            return;
+        }
+        if self.fill + self.ps > self.buf.len() {
+            self.flush();
+        }
+        let dst = &mut self.buf[self.fill..self.fill + self.ps];
+        copy(dst);
+        layout.push_page(ri as u32, page as u64, ickpt_format::crc(dst));
+        self.fill += self.ps;
+    }
+
+    fn flush(&mut self) {
+        let fill = std::mem::take(&mut self.fill);
+        let data = std::mem::take(self.buf);
+        self.write(&data[..fill]);
+        *self.buf = data;
+    }
+
+    fn write(&mut self, data: &[u8]) {
+        if data.is_empty() || self.err.is_some() {
+            return;
+        }
+        let Some(w) = self.w.as_mut() else { return };
+        let t = Instant::now();
+        match w.write_all(data) {
+            Ok(()) => self.bytes += data.len() as u64,
+            Err(e) => self.err = Some(Error::io(&self.file, "write", e)),
+        }
+        self.write_time += t.elapsed();
+    }
+
+    /// Make the version durable and visible; returns the file's size.
+    fn commit(mut self, phases: &mut Phases) -> Result<u64> {
+        if let Some(e) = self.err.take() {
+            return Err(e);
+        }
+        let w = self.w.take().expect("a writer when there is no error");
+        let t = Instant::now();
+        w.commit().map_err(|e| Error::io(&self.file, "commit", e))?;
+        phases.commit = t.elapsed();
+        Ok(self.bytes)
+    }
+}
+
+/// If a commit unwinds half-way, release every page it still held so no writer waits
+/// forever, and end the commit.
+struct Drain<'a> {
+    regions: &'a [JobRegion],
+    epoch: &'a Epoch,
+    armed: bool,
+}
+
+impl Drain<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Drain<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        while let Some((slot, _, _)) = self.epoch.cow.pop() {
+            self.epoch.cow.release(slot);
+        }
+        for r in self.regions {
+            for page in 0..r.tr.npages {
+                r.tr.pages.state(page).store(state::IDLE, SeqCst);
+            }
+        }
+        self.epoch.end_commit();
+    }
+}

@@ -1,0 +1,111 @@
+//! The commit in flight, and applying a finished commit's outcome to the engine.
+
+use super::commit::{self, Outcome};
+use super::{Engine, State};
+use crate::error::{Error, Result};
+use crate::sys::thread;
+use ickpt_format::{CommitMode, Kind};
+
+impl Engine {
+    /// Commit `job` as the mode says: here and now (sync), or on a committer thread while
+    /// the caller returns (async; falls back to here if no thread can be started).
+    pub(super) fn launch(&self, st: &mut State, job: commit::Job) -> Result<()> {
+        if self.cfg.mode == CommitMode::Async {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let epoch = self.epoch.clone();
+            let spawned = std::thread::Builder::new()
+                .name("ickpt-commit".into())
+                .spawn(move || {
+                    let job: commit::Job = rx.recv().expect("the job follows the spawn");
+                    epoch.set_committer(thread::tid());
+                    commit::run(job)
+                });
+            if let Ok(handle) = spawned {
+                tx.send(job).expect("the committer waits for its job");
+                st.pending = Some(handle);
+                return Ok(());
+            }
+            // No thread: run it here.
+            self.run_here(st, job);
+        } else {
+            self.run_here(st, job);
+        }
+        match st.unreported.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn run_here(&self, st: &mut State, job: commit::Job) {
+        self.epoch.set_committer(thread::tid());
+        let outcome = commit::run(job);
+        self.apply(st, outcome);
+    }
+
+    /// Wait for the commit in flight, if any, and apply its outcome. A failure is kept for
+    /// the next `checkpoint` or `wait` to report.
+    pub(super) fn settle(&self, st: &mut State) {
+        if let Some(handle) = st.pending.take() {
+            match handle.join() {
+                Ok(outcome) => self.apply(st, outcome),
+                Err(_) => {
+                    st.stats.failed_checkpoints += 1;
+                    st.unreported = Some(Error::CommitAborted {
+                        version: st.next_version - 1,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Apply the commit in flight if it has finished; never blocks.
+    pub(super) fn poll(&self, st: &mut State) {
+        if st.pending.as_ref().is_some_and(|h| h.is_finished()) {
+            self.settle(st);
+        }
+    }
+
+    fn apply(&self, st: &mut State, outcome: Outcome) {
+        st.staging = outcome.staging;
+        match outcome.result {
+            Ok(info) => {
+                for id in &outcome.ids {
+                    if let Some(slot) = st.regions.get_mut(id) {
+                        slot.born.get_or_insert(info.version);
+                    }
+                }
+                st.head = Some(outcome.head);
+                let s = &mut st.stats;
+                s.checkpoints += 1;
+                match info.kind {
+                    Kind::Full => s.full_checkpoints += 1,
+                    Kind::Incremental => s.incremental_checkpoints += 1,
+                }
+                s.pages_written += info.pages;
+                s.bytes_written += info.bytes;
+                s.checkpoint_time += info.duration;
+                s.cow_pages += info.commit.cow_pages;
+                s.wait_pages += info.commit.wait_pages;
+                s.avoided_pages += info.commit.avoided_pages;
+                s.after_pages += info.commit.after_previous;
+                s.wait_time += std::time::Duration::from_nanos(info.commit.wait_ns);
+                s.last_checkpoint = Some(info);
+            }
+            Err(e) => {
+                st.stats.failed_checkpoints += 1;
+                st.unreported = Some(e);
+            }
+        }
+    }
+
+    /// Block until the checkpoint in flight (async mode) is committed; returns the newest
+    /// committed checkpoint of this engine, or the error that made the last one fail.
+    pub fn wait(&self) -> Result<Option<super::CheckpointInfo>> {
+        let mut st = self.lock();
+        self.settle(&mut st);
+        match st.unreported.take() {
+            Some(e) => Err(e),
+            None => Ok(st.stats.last_checkpoint.clone()),
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Starting a checkpoint (AI-Ckpt Algorithm 1): take the epoch's dirty pages, write-protect
+//! every tracked page again, mark the pages to commit SCHEDULED and derive the flush order
+//! from how the epoch that just ended wrote them.
+
+use super::commit::{Job, JobRegion};
+use super::{Engine, Phases, State};
+use crate::error::Result;
+use crate::policy::{self, Head};
+use crate::sys::page_size;
+use crate::track::bitmap;
+use crate::track::pages::state;
+use ickpt_format::{backend_code, CommitStats, FlushOrder, Kind, RegionEntry};
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Instant;
+
+impl Engine {
+    /// Build the commit job for the next version. The gate is closed throughout, so no
+    /// writer sees a page between re-protection and scheduling: the version is memory as
+    /// it stood when the gate closed, whatever is written afterwards.
+    pub(super) fn schedule(&self, st: &mut State, requested: Instant) -> Result<Job> {
+        let version = st.next_version;
+        let kind = policy::next_kind(st.head, self.cfg.full_every);
+        let (parent, depth) = match (kind, st.head) {
+            (Kind::Incremental, Some(h)) => (h.version, h.chain_depth + 1),
+            _ => (0, 0),
+        };
+        let t = Instant::now();
+        let mut regions: Vec<JobRegion> = Vec::with_capacity(st.regions.len());
+        let mut entries = Vec::with_capacity(st.regions.len());
+        for (id, slot) in &st.regions {
+            entries.push(RegionEntry {
+                id: *id,
+                born: slot.born.unwrap_or(version),
+                length: slot.tr.user_len as u64,
+                page_offset: slot.tr.page_offset() as u32,
+            });
+        }
+
+        self.epoch.close_gate();
+        for slot in st.regions.values() {
+            let mut bits = Vec::new();
+            if let Err(e) = self.tracker.collect(&slot.tr, &mut bits) {
+                for r in &regions {
+                    r.tr.dirty.merge(&r.bits);
+                }
+                self.epoch.open_gate();
+                return Err(e.into());
+            }
+            regions.push(JobRegion {
+                tr: slot.tr.clone(),
+                bits,
+                whole: kind == Kind::Full || slot.born.is_none(),
+            });
+        }
+        let ended_after = self.epoch.begin_commit();
+        let mut total = 0u64;
+        let mut learnt = Vec::new();
+        for (ri, r) in regions.iter().enumerate() {
+            for page in 0..r.tr.npages {
+                // Every page's record is read, so every record starts the next epoch clear.
+                let (access, order) = r.tr.pages.take_access(page);
+                if r.whole || bitmap::is_set(&r.bits, page) {
+                    r.tr.pages.state(page).store(state::SCHEDULED, SeqCst);
+                    total += 1;
+                    if self.cfg.flush_order == FlushOrder::Adaptive {
+                        learnt.push((access, order, (ri as u32, page)));
+                    }
+                }
+            }
+        }
+        self.epoch.open_gate();
+
+        let priority = match self.cfg.flush_order {
+            FlushOrder::Adaptive => policy::adaptive_priority(learnt),
+            FlushOrder::Address => Vec::new(),
+        };
+        st.next_version = version + 1;
+        let phases = Phases {
+            collect: t.elapsed(),
+            ..Phases::default()
+        };
+        Ok(Job {
+            version,
+            kind,
+            parent,
+            head: Head {
+                version,
+                chain_depth: depth,
+            },
+            entries,
+            regions,
+            priority,
+            total,
+            store: self.store.clone(),
+            epoch: self.epoch.clone(),
+            staging: std::mem::take(&mut st.staging),
+            requested,
+            phases,
+            keep_chains: self.cfg.keep_chains,
+            stats: CommitStats {
+                mode: self.cfg.mode,
+                flush_order: self.cfg.flush_order,
+                backend: backend_code(self.backend().as_str()),
+                cow_limit_bytes: self.epoch.cow.bytes_limit(),
+                after_previous: ended_after,
+                ..CommitStats::default()
+            },
+            page_size: page_size(),
+        })
+    }
+}

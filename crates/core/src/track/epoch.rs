@@ -1,0 +1,298 @@
+//! What the fault handler and the committer share about the running epoch: the gate that
+//! holds writers while a checkpoint schedules its pages, the protected page handler's
+//! decision (AI-Ckpt Algorithm 2), the pages writers wait for, and the epoch's counters.
+//! Everything here the handler writes lives in ickpt's own mappings.
+
+use super::cow::CowPool;
+use super::own_mem::OwnSlice;
+use super::pages::{state, Access};
+use super::region::TrackedRegion;
+use crate::sys::thread;
+use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
+
+/// Pages writers can publish as waited-for at once; more waiters still wait, unpublished.
+const WAITED: usize = 32;
+
+/// Futex words.
+const F_GATE: usize = 0;
+const F_PROGRESS: usize = 1;
+
+/// Counter words.
+const C_IN_FLIGHT: usize = 0;
+const C_WAITERS: usize = 1;
+const C_IN_PROGRESS: usize = 2;
+const C_ORDER: usize = 3;
+/// The thread running checkpoint code (scheduling, or a synchronous commit), and the async
+/// committer thread: they must never wait for a page, which only they could release.
+const C_OWNER_TID: usize = 4;
+const C_COMMITTER_TID: usize = 5;
+const C_POISONED: usize = 6;
+const C_COW: usize = 7;
+const C_WAIT: usize = 8;
+const C_AVOIDED: usize = 9;
+const C_AFTER: usize = 10;
+const C_WAIT_NS: usize = 11;
+const C_WAITED: usize = 12;
+const COUNTERS: usize = C_WAITED + 2 * WAITED;
+
+/// First writes of one epoch by access type, and the time writers spent waiting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AccessCounts {
+    pub cow: u64,
+    pub wait: u64,
+    pub avoided: u64,
+    pub after: u64,
+    pub wait_ns: u64,
+}
+
+pub struct Epoch {
+    futex: OwnSlice<AtomicU32>,
+    c: OwnSlice<AtomicU64>,
+    pub cow: CowPool,
+}
+
+impl Epoch {
+    pub fn new(cow_bytes: usize) -> io::Result<Self> {
+        Ok(Epoch {
+            futex: OwnSlice::new(2)?,
+            c: OwnSlice::new(COUNTERS)?,
+            cow: CowPool::new(cow_bytes)?,
+        })
+    }
+
+    pub fn spans(&self) -> Vec<(usize, usize)> {
+        let mut v = vec![self.futex.span(), self.c.span()];
+        v.extend(self.cow.spans());
+        v
+    }
+
+    // ---- fault handler side (all signal-safe) ----
+
+    /// Enter the handler's critical part; waits while a checkpoint is scheduling, except on
+    /// the thread doing the scheduling (its own heap writes may land on protected pages).
+    pub fn enter(&self) {
+        loop {
+            self.c[C_IN_FLIGHT].fetch_add(1, SeqCst);
+            if self.futex[F_GATE].load(SeqCst) == 0 {
+                return;
+            }
+            if thread::tid() == self.c[C_OWNER_TID].load(SeqCst) {
+                return;
+            }
+            self.c[C_IN_FLIGHT].fetch_sub(1, SeqCst);
+            thread::futex_wait(&self.futex[F_GATE], 1);
+        }
+    }
+
+    pub fn leave(&self) {
+        self.c[C_IN_FLIGHT].fetch_sub(1, SeqCst);
+    }
+
+    /// Algorithm 2 up to opening the page: copy a scheduled page into a free slot, or wait
+    /// until the committer has taken it. The write is classified and counted as soon as its
+    /// fate is decided (before any waiting), so a commit's counts are complete when its
+    /// last page is taken.
+    pub fn before_write(&self, r: &TrackedRegion, page: usize) {
+        let st = r.pages.state(page);
+        loop {
+            match st.load(SeqCst) {
+                state::SCHEDULED => {
+                    let Some(slot) = self.cow.claim() else {
+                        self.record(r, page, Access::Wait);
+                        return self.wait_for(r, page);
+                    };
+                    if st
+                        .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
+                        .is_err()
+                    {
+                        self.cow.unclaim(slot);
+                        continue;
+                    }
+                    self.record(r, page, Access::Cow);
+                    // SAFETY: the page belongs to a tracked region (mapped, readable) and
+                    // the slot was claimed just above.
+                    unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
+                    st.store(state::COPIED, SeqCst);
+                    return;
+                }
+                state::FLUSHING => {
+                    self.record(r, page, Access::Wait);
+                    return self.wait_for(r, page);
+                }
+                // Another writer is copying it: a memcpy away from done.
+                state::COPYING => thread::yield_now(),
+                _ => {
+                    let access = if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
+                        Access::Avoided
+                    } else {
+                        Access::After
+                    };
+                    return self.record(r, page, access);
+                }
+            }
+        }
+    }
+
+    /// Record the epoch's first write of `page` and count it (later writers of the same
+    /// page in the epoch are not counted again).
+    fn record(&self, r: &TrackedRegion, page: usize, access: Access) {
+        let order = self.c[C_ORDER].fetch_add(1, SeqCst) + 1;
+        if r.pages.record(page, access, order) {
+            let c = match access {
+                Access::Cow => C_COW,
+                Access::Wait => C_WAIT,
+                Access::Avoided => C_AVOIDED,
+                Access::After | Access::Untouched => C_AFTER,
+            };
+            self.c[c].fetch_add(1, SeqCst);
+        }
+    }
+
+    fn wait_for(&self, r: &TrackedRegion, page: usize) {
+        let me = thread::tid();
+        if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
+            // Only this thread could release the page. Let the write through and fail the
+            // commit instead of deadlocking (see docs/design.md, "committer faults").
+            self.c[C_POISONED].store(1, SeqCst);
+            return;
+        }
+        let started = thread::monotonic_ns();
+        let published = self.publish_waited(r.id, page);
+        self.c[C_WAITERS].fetch_add(1, SeqCst);
+        let st = r.pages.state(page);
+        loop {
+            let seen = self.futex[F_PROGRESS].load(SeqCst);
+            if matches!(st.load(SeqCst), state::IDLE | state::COPIED) {
+                break;
+            }
+            thread::futex_wait(&self.futex[F_PROGRESS], seen);
+        }
+        self.c[C_WAITERS].fetch_sub(1, SeqCst);
+        if let Some(i) = published {
+            self.c[C_WAITED + 2 * i].store(0, SeqCst);
+        }
+        self.c[C_WAIT_NS].fetch_add(thread::monotonic_ns() - started, SeqCst);
+    }
+
+    fn publish_waited(&self, region: u64, page: usize) -> Option<usize> {
+        for i in 0..WAITED {
+            let key = &self.c[C_WAITED + 2 * i];
+            // The page word first (claims the entry), then the region: the committer reads
+            // the region after seeing the page, and re-checks state before using either.
+            if key
+                .compare_exchange(0, page as u64 + 1, SeqCst, SeqCst)
+                .is_ok()
+            {
+                self.c[C_WAITED + 2 * i + 1].store(region, SeqCst);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Wait until no commit is running (used before giving up page granularity).
+    pub fn wait_until_committed(&self) {
+        let me = thread::tid();
+        if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
+            self.c[C_POISONED].store(1, SeqCst);
+            return;
+        }
+        self.c[C_WAITERS].fetch_add(1, SeqCst);
+        loop {
+            let seen = self.futex[F_PROGRESS].load(SeqCst);
+            if self.c[C_IN_PROGRESS].load(SeqCst) == 0 {
+                break;
+            }
+            thread::futex_wait(&self.futex[F_PROGRESS], seen);
+        }
+        self.c[C_WAITERS].fetch_sub(1, SeqCst);
+    }
+
+    // ---- checkpoint side (ordinary code) ----
+
+    /// Hold new faults at the gate and wait for handlers already past it: while closed,
+    /// page states and protections change without any writer deciding on a stale view.
+    pub fn close_gate(&self) {
+        self.c[C_OWNER_TID].store(thread::tid(), SeqCst);
+        self.futex[F_GATE].store(1, SeqCst);
+        while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    pub fn open_gate(&self) {
+        self.futex[F_GATE].store(0, SeqCst);
+        thread::futex_wake_all(&self.futex[F_GATE]);
+        self.c[C_OWNER_TID].store(0, SeqCst);
+    }
+
+    /// Start a commit (gate closed): counts restart for its writers. Returns the first
+    /// writes since the previous commit ended (its AFTER, plus any write that was being
+    /// classified against it as it ended).
+    pub fn begin_commit(&self) -> u64 {
+        let take = |i: usize| self.c[i].swap(0, SeqCst);
+        let after = take(C_AFTER) + take(C_COW) + take(C_WAIT) + take(C_AVOIDED);
+        take(C_WAIT_NS);
+        self.c[C_ORDER].store(0, SeqCst);
+        self.c[C_POISONED].store(0, SeqCst);
+        self.cow.take_peak_bytes();
+        self.c[C_IN_PROGRESS].store(1, SeqCst);
+        after
+    }
+
+    /// The thread that will take the pages (a synchronous commit runs on the caller).
+    pub fn set_committer(&self, tid: u64) {
+        self.c[C_COMMITTER_TID].store(tid, SeqCst);
+    }
+
+    /// Every scheduled page has been taken: later first writes are AFTER, not AVOIDED.
+    /// Returns the commit's counts and its peak copy-on-write bytes. Waits for writers still
+    /// waking from their wait, so their time is counted.
+    pub fn end_commit(&self) -> (AccessCounts, u64) {
+        self.c[C_IN_PROGRESS].store(0, SeqCst);
+        self.c[C_COMMITTER_TID].store(0, SeqCst);
+        self.page_done();
+        while self.c[C_WAITERS].load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+        let take = |i: usize| self.c[i].swap(0, SeqCst);
+        (
+            AccessCounts {
+                cow: take(C_COW),
+                wait: take(C_WAIT),
+                avoided: take(C_AVOIDED),
+                after: 0,
+                wait_ns: take(C_WAIT_NS),
+            },
+            self.cow.take_peak_bytes(),
+        )
+    }
+
+    /// A page left SCHEDULED/FLUSHING/COPIED for IDLE: wake writers waiting on pages.
+    pub fn page_done(&self) {
+        self.futex[F_PROGRESS].fetch_add(1, SeqCst);
+        if self.c[C_WAITERS].load(SeqCst) != 0 {
+            thread::futex_wake_all(&self.futex[F_PROGRESS]);
+        }
+    }
+
+    pub fn has_waiters(&self) -> bool {
+        self.c[C_WAITERS].load(SeqCst) != 0
+    }
+
+    /// Pages writers are waiting for, as (region id, page).
+    pub fn waited_pages(&self, mut f: impl FnMut(u64, usize)) {
+        for i in 0..WAITED {
+            let p = self.c[C_WAITED + 2 * i].load(SeqCst);
+            if p != 0 {
+                f(self.c[C_WAITED + 2 * i + 1].load(SeqCst), p as usize - 1);
+            }
+        }
+    }
+
+    /// True if a checkpoint thread had to let a write through a page it could not copy.
+    pub fn poisoned(&self) -> bool {
+        self.c[C_POISONED].load(SeqCst) != 0
+    }
+}

@@ -1,0 +1,340 @@
+//! Asynchronous commits (AI-Ckpt): a version equals memory at the instant `checkpoint` was
+//! called, whatever threads write while it commits, with any copy-on-write budget, flush
+//! order and write pattern; copies stay within the budget; failures surface at `wait`;
+//! and the flush order follows Algorithm 4.
+//! ICKPT_ASYNC_ROUNDS sets the number of random rounds (default 24).
+
+mod common;
+use common::{scratch_dir, Buf};
+use ickpt::format::{CommitMode, FlushOrder};
+use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store, StoreWriter};
+use ickpt::{catalog, Config, Engine, Error};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::io;
+use std::sync::{Arc, Condvar, Mutex};
+
+const PS: usize = 4096;
+
+fn async_config(dir: &std::path::Path, cow_pages: usize, order: FlushOrder) -> Config {
+    let mut c = Config::new(dir);
+    c.mode = CommitMode::Async;
+    c.cow_bytes = cow_pages * PS;
+    c.flush_order = order;
+    c
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Pattern {
+    Ascending,
+    Descending,
+    Random,
+}
+
+fn page_order(p: Pattern, pages: usize, rng: &mut impl Rng) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..pages).collect();
+    match p {
+        Pattern::Ascending => {}
+        Pattern::Descending => v.reverse(),
+        Pattern::Random => v.shuffle(rng),
+    }
+    v
+}
+
+/// Writer threads add to every page in `order` (each thread its own slice of the order)
+/// while the commit started just before runs.
+fn write_pages(buf: &Buf, order: &[usize], threads: usize, add: u8) {
+    let base = buf.ptr as usize;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                for (k, &page) in order.iter().enumerate() {
+                    if k % threads != t {
+                        continue;
+                    }
+                    for at in (page * PS..(page + 1) * PS).step_by(64) {
+                        let p = (base + at) as *mut u8;
+                        // SAFETY: `at` is inside `buf`; each page has one writer thread.
+                        unsafe { p.write_volatile(p.read_volatile().wrapping_add(add)) };
+                    }
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn writes_during_an_async_commit_never_reach_it() {
+    let rounds: u64 = common::env_knob("ICKPT_ASYNC_ROUNDS", 24);
+    let pages = 96;
+    for round in 0..rounds {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0xA1C + round);
+        let pattern =
+            [Pattern::Ascending, Pattern::Descending, Pattern::Random][round as usize % 3];
+        let cow_pages = [0, 3, 200][(round / 3) as usize % 3];
+        let order = [FlushOrder::Address, FlushOrder::Adaptive][(round / 9) as usize % 2];
+        let threads = rng.gen_range(1..=3);
+        let ctx = format!(
+            "round {round}: {pattern:?}, cow {cow_pages} pages, {order:?}, {threads} threads"
+        );
+        let dir = scratch_dir("async");
+        let mut c = async_config(&dir, cow_pages, order);
+        // Slow enough that the writers run into the commit, not a timing assumption: any
+        // overlap (or none) must give the same bytes.
+        c.bandwidth = Some(40 << 20);
+        c.full_every = 3;
+        let e = Engine::open(c).unwrap();
+        let mut buf = Buf::new(pages * PS);
+        for (i, b) in buf.slice_mut().iter_mut().enumerate() {
+            *b = (i * 7 + round as usize) as u8;
+        }
+        // SAFETY: `buf` outlives the engine.
+        unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+        let mut snapshots = Vec::new();
+        for step in 0..5u8 {
+            let before = buf.slice().to_vec();
+            let info = e.checkpoint().unwrap();
+            assert_eq!(info.pages, pages as u64, "{ctx}: every page was written");
+            snapshots.push((info.version, before));
+            write_pages(
+                &buf,
+                &page_order(pattern, pages, &mut rng),
+                threads,
+                step + 1,
+            );
+        }
+        // One more version, so the last epoch's AFTER writes are counted too.
+        e.checkpoint().unwrap();
+        let last = e.wait().unwrap().unwrap();
+        let s = &last.commit;
+        assert!(s.peak_cow_bytes <= s.cow_limit_bytes, "{ctx}: {s:?}");
+        if cow_pages == 0 {
+            assert_eq!((s.cow_pages, s.peak_cow_bytes), (0, 0), "{ctx}");
+        }
+        // Every page was written once in the epoch that followed each commit: its first
+        // write met the commit as COW, WAIT or AVOIDED, or came after it.
+        let st = e.stats();
+        assert_eq!(
+            st.cow_pages + st.wait_pages + st.avoided_pages + st.after_pages,
+            pages as u64 * 5,
+            "{ctx}: {st:?}"
+        );
+        for (v, want) in snapshots.iter().rev() {
+            e.restore(*v).unwrap();
+            assert!(
+                buf.slice() == &want[..],
+                "{ctx}: version {v} differs from memory at its checkpoint call"
+            );
+        }
+        drop(e);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// An async engine over a store that fails when `plan` says so.
+fn faulty_engine(
+    dir: &std::path::Path,
+    cow_pages: usize,
+    order: FlushOrder,
+) -> (Engine, Arc<FaultPlan>) {
+    let plan = FaultPlan::new();
+    let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
+        DirStore::open_write(dir).unwrap(),
+        plan.clone(),
+    ));
+    let e = Engine::with_store(async_config(dir, cow_pages, order), store).unwrap();
+    (e, plan)
+}
+
+#[test]
+fn a_failed_async_commit_is_reported_by_wait_and_loses_nothing() {
+    let dir = scratch_dir("async-fail");
+    let (e, plan) = faulty_engine(&dir, 2, FlushOrder::Adaptive);
+    let mut buf = Buf::new(16 * PS);
+    buf.slice_mut().fill(1);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    e.checkpoint().unwrap();
+    e.wait().unwrap();
+    buf.slice_mut()[5 * PS] = 2;
+    buf.slice_mut()[9 * PS] = 3;
+    plan.arm(Fault::NoSpaceAfter(PS as u64 + 10));
+    let info = e.checkpoint().unwrap();
+    assert_eq!(info.pages, 2);
+    // Writes during the failing commit must not block or be lost.
+    buf.slice_mut()[9 * PS + 1] = 4;
+    let err = e.wait().unwrap_err();
+    assert!(matches!(err, Error::NoSpace { .. }), "{err}");
+    assert_eq!(catalog::versions(e.store()).unwrap(), vec![1]);
+    assert!(
+        e.wait().unwrap().is_some_and(|i| i.version == 1),
+        "reported once"
+    );
+    let want = buf.slice().to_vec();
+    let retry = e.checkpoint().unwrap();
+    let done = e.wait().unwrap().unwrap();
+    assert_eq!(done.version, retry.version);
+    assert_eq!(done.pages, 2, "the failed commit's pages are in the retry");
+    buf.slice_mut().fill(9);
+    e.restore(retry.version).unwrap();
+    assert!(buf.slice() == &want[..]);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_failed_async_commit_is_reported_by_the_next_checkpoint() {
+    let dir = scratch_dir("async-fail-next");
+    let (e, plan) = faulty_engine(&dir, 0, FlushOrder::Address);
+    let mut buf = Buf::new(4 * PS);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    plan.arm(Fault::IoErrorAfter(0));
+    e.checkpoint().unwrap();
+    buf.slice_mut()[PS] = 1;
+    assert!(matches!(e.checkpoint(), Err(Error::Io { .. })));
+    let v = e.checkpoint().unwrap().version;
+    e.wait().unwrap();
+    assert_eq!(catalog::versions(e.store()).unwrap(), vec![v]);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store whose writes block while its gate is closed: holds a commit still at a known
+/// point, so a test can write into it deterministically.
+struct GatedStore {
+    inner: DirStore,
+    closed: Arc<(Mutex<bool>, Condvar)>,
+}
+
+struct GatedWriter {
+    inner: Box<dyn StoreWriter>,
+    closed: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Store for GatedStore {
+    fn describe(&self, name: &str) -> String {
+        self.inner.describe(name)
+    }
+    fn list(&self) -> io::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn open(&self, name: &str) -> io::Result<Box<dyn ickpt::store::StoreFile>> {
+        self.inner.open(name)
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
+        Ok(Box::new(GatedWriter {
+            inner: self.inner.create(name)?,
+            closed: self.closed.clone(),
+        }))
+    }
+}
+
+impl StoreWriter for GatedWriter {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        let (m, cv) = &*self.closed;
+        let _open = cv.wait_while(m.lock().unwrap(), |closed| *closed).unwrap();
+        self.inner.write_all(buf)
+    }
+    fn commit(self: Box<Self>) -> io::Result<()> {
+        self.inner.commit()
+    }
+}
+
+fn set_gate(g: &(Mutex<bool>, Condvar), closed: bool) {
+    *g.0.lock().unwrap() = closed;
+    g.1.notify_all();
+}
+
+/// Pages of `version` in the order the committer wrote them.
+fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
+    let ov = catalog::open(e.store(), version).unwrap();
+    ov.meta
+        .runs
+        .iter()
+        .flat_map(|r| r.first_page..r.first_page + r.page_count as u64)
+        .collect()
+}
+
+/// Algorithms 2–4 step by step, with the commit held at its first write so every access
+/// type is certain: one copy-on-write slot, so the first write to a scheduled page copies
+/// it (COW) and the second waits (WAIT); the waited page is flushed first, then the copied
+/// one, then the rest by address. The next version's order learns from that epoch.
+fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
+    let dir = scratch_dir("async-order");
+    let closed = Arc::new((Mutex::new(false), Condvar::new()));
+    let store: Arc<dyn Store> = Arc::new(GatedStore {
+        inner: DirStore::open_write(&dir).unwrap(),
+        closed: closed.clone(),
+    });
+    let e = Engine::with_store(async_config(&dir, 1, order), store).unwrap();
+    let mut buf = Buf::new(8 * PS);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    buf.slice_mut().fill(1);
+    e.checkpoint().unwrap();
+    e.wait().unwrap();
+    buf.slice_mut().fill(2);
+
+    set_gate(&closed, true);
+    let v2 = e.checkpoint().unwrap().version;
+    let base = buf.ptr as usize;
+    // SAFETY: inside `buf`; page 4 is scheduled and a slot is free: it is copied aside.
+    unsafe { ((base + 4 * PS) as *mut u8).write_volatile(3) };
+    std::thread::scope(|s| {
+        // SAFETY: inside `buf`; no slot is left, so this write waits for the committer.
+        s.spawn(|| unsafe { ((base + 6 * PS) as *mut u8).write_volatile(3) });
+        while !e.writers_waiting() {
+            std::thread::yield_now();
+        }
+        set_gate(&closed, false);
+    });
+    let done = e.wait().unwrap().unwrap();
+    assert_eq!(done.version, v2);
+    assert_eq!(
+        (
+            done.commit.cow_pages,
+            done.commit.wait_pages,
+            done.commit.avoided_pages
+        ),
+        (1, 1, 0)
+    );
+    assert_eq!(done.commit.peak_cow_bytes, PS as u64);
+    let first = flush_order(&e, v2);
+    // After the commit: AFTER.
+    buf.slice_mut()[PS] = 3;
+    let v3 = e.checkpoint().unwrap().version;
+    let info3 = e.wait().unwrap().unwrap();
+    assert_eq!(info3.commit.after_previous, 1);
+    let second = flush_order(&e, v3);
+    // Both versions hold memory as it was at their call.
+    let mut want = vec![2u8; 8 * PS];
+    e.restore(v2).unwrap();
+    assert!(buf.slice() == &want[..]);
+    want[4 * PS] = 3;
+    want[6 * PS] = 3;
+    want[PS] = 3;
+    e.restore(v3).unwrap();
+    assert!(buf.slice() == &want[..]);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+    (first, second)
+}
+
+#[test]
+fn adaptive_order_flushes_the_waited_page_then_copies_then_what_the_last_epoch_taught() {
+    let (first, second) = learnt_order(FlushOrder::Adaptive);
+    assert_eq!(first, vec![6, 4, 0, 1, 2, 3, 5, 7]);
+    // Last epoch: page 6 waited, page 4 was copied, page 1 came after the commit.
+    assert_eq!(second, vec![6, 4, 1]);
+}
+
+#[test]
+fn address_order_still_takes_the_waited_page_and_copies_first() {
+    let (first, second) = learnt_order(FlushOrder::Address);
+    assert_eq!(first, vec![6, 4, 0, 1, 2, 3, 5, 7]);
+    assert_eq!(second, vec![1, 4, 6]);
+}

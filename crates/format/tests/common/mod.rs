@@ -1,0 +1,42 @@
+//! Sample data shared by the format tests.
+#![allow(dead_code)]
+
+use ickpt_format::{CommitMode, CommitStats, FlushOrder, RegionEntry};
+
+pub const PS: usize = 4096;
+
+/// Two regions: a page-aligned one of two pages, and 100 bytes 17 bytes into a page, born in
+/// version `second_born`.
+pub fn two_regions(second_born: u64) -> Vec<RegionEntry> {
+    vec![
+        RegionEntry {
+            id: 3,
+            born: 1,
+            length: (2 * PS) as u64,
+            page_offset: 0,
+        },
+        RegionEntry {
+            id: 9,
+            born: second_born,
+            length: 100,
+            page_offset: 17,
+        },
+    ]
+}
+
+/// Non-zero in every field, so a flipped byte of the block is never a flip of a default.
+pub fn busy_stats() -> CommitStats {
+    CommitStats {
+        mode: CommitMode::Async,
+        flush_order: FlushOrder::Adaptive,
+        backend: 2,
+        commit_ns: 1_200_000_000,
+        wait_ns: 35_000_000,
+        peak_cow_bytes: 12 * PS as u64,
+        cow_limit_bytes: 256 * PS as u64,
+        cow_pages: 12,
+        wait_pages: 4,
+        avoided_pages: 40,
+        after_previous: 9,
+    }
+}

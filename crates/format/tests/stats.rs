@@ -1,0 +1,294 @@
+//! The commit-stats block of format version 2, and version 1 files (which have none) still
+//! reading.
+
+use ickpt_format::{
+    backend_code, backend_name, crc, crc_append, read_meta, verify_data, CommitMode, CommitStats,
+    FlushOrder, Footer, FormatError, Header, Kind, RegionEntry, Run, VersionLayout, FOOTER_LEN,
+    STATS_LEN,
+};
+use proptest::prelude::*;
+
+mod common;
+use common::{busy_stats, two_regions, PS};
+
+fn regions() -> Vec<RegionEntry> {
+    two_regions(1)
+}
+
+/// (region index, page, fill) of every page a full version of `regions()` stores.
+const PAGES: [(u32, u64, u8); 3] = [(0, 0, 0x11), (0, 1, 0x22), (1, 0, 0x33)];
+
+fn page(fill: u8) -> Vec<u8> {
+    (0..PS).map(|i| fill ^ (i as u8)).collect()
+}
+
+/// A version 1 file, encoded the way ickpt 0.1.0 wrote it: no stats block, so the trailer
+/// is the run index, the page-CRC table and the footer.
+fn v1_file() -> Vec<u8> {
+    let regions = regions();
+    let header = Header {
+        format_version: 1,
+        kind: Kind::Full,
+        page_size: PS as u32,
+        version: 1,
+        parent: 0,
+        chain_depth: 0,
+        region_count: regions.len() as u32,
+        created_unix_ns: 1234,
+        data_offset: Header::data_offset_for(regions.len() as u32, PS as u32),
+    };
+    let mut f = header.encode().to_vec();
+    for r in &regions {
+        f.extend_from_slice(&r.encode());
+    }
+    f.resize(header.data_offset as usize, 0);
+    let prefix_len = f.len();
+    let mut runs: Vec<Run> = Vec::new();
+    let mut crcs = Vec::new();
+    for (region_index, p, fill) in PAGES {
+        let data_offset = f.len() as u64;
+        match runs.last_mut() {
+            Some(r)
+                if r.region_index == region_index && r.first_page + r.page_count as u64 == p =>
+            {
+                r.page_count += 1
+            }
+            _ => runs.push(Run {
+                region_index,
+                page_count: 1,
+                first_page: p,
+                data_offset,
+            }),
+        }
+        let bytes = page(fill);
+        crcs.push(crc(&bytes));
+        f.extend_from_slice(&bytes);
+    }
+    let index_offset = f.len() as u64;
+    let mut trailer = Vec::new();
+    for r in &runs {
+        trailer.extend_from_slice(&r.encode());
+    }
+    for c in &crcs {
+        trailer.extend_from_slice(&c.to_le_bytes());
+    }
+    let footer = Footer {
+        index_offset,
+        run_count: runs.len() as u64,
+        page_count: crcs.len() as u64,
+        file_length: index_offset + trailer.len() as u64 + FOOTER_LEN as u64,
+        meta_crc: 0,
+    };
+    trailer.extend_from_slice(&footer.encode_without_crc());
+    let meta_crc = crc_append(crc(&f[..prefix_len]), &trailer);
+    trailer.extend_from_slice(&meta_crc.to_le_bytes());
+    f.extend_from_slice(&trailer);
+    f
+}
+
+/// The same version written by this crate's writer (format 2) with `stats`.
+fn v2_file(stats: CommitStats) -> Vec<u8> {
+    let mut l = VersionLayout::new(Kind::Full, PS as u32, 1, 0, 0, 1234, regions());
+    let mut data = Vec::new();
+    for (region_index, p, fill) in PAGES {
+        let bytes = page(fill);
+        l.push_page(region_index, p, crc(&bytes));
+        data.extend_from_slice(&bytes);
+    }
+    l.set_stats(stats);
+    let mut f = l.prefix();
+    f.extend_from_slice(&data);
+    f.extend_from_slice(&l.trailer());
+    f
+}
+
+/// Recompute meta_crc after editing metadata, so only the check under test can object.
+fn reseal(f: &mut [u8]) {
+    let data_offset = u64::from_le_bytes(f[48..56].try_into().unwrap()) as usize;
+    let footer_at = f.len() - FOOTER_LEN;
+    let index_offset =
+        u64::from_le_bytes(f[footer_at + 8..footer_at + 16].try_into().unwrap()) as usize;
+    let c = crc_append(crc(&f[..data_offset]), &f[index_offset..f.len() - 4]);
+    let n = f.len();
+    f[n - 4..].copy_from_slice(&c.to_le_bytes());
+}
+
+fn stats_offset(f: &[u8]) -> usize {
+    f.len() - FOOTER_LEN - STATS_LEN
+}
+
+fn arb_stats() -> impl Strategy<Value = CommitStats> {
+    (any::<bool>(), any::<bool>(), 0u8..4, any::<[u64; 8]>()).prop_map(|(a, ad, backend, v)| {
+        CommitStats {
+            mode: if a {
+                CommitMode::Async
+            } else {
+                CommitMode::Sync
+            },
+            flush_order: if ad {
+                FlushOrder::Adaptive
+            } else {
+                FlushOrder::Address
+            },
+            backend,
+            commit_ns: v[0],
+            wait_ns: v[1],
+            peak_cow_bytes: v[2],
+            cow_limit_bytes: v[3],
+            cow_pages: v[4],
+            wait_pages: v[5],
+            avoided_pages: v[6],
+            after_previous: v[7],
+        }
+    })
+}
+
+proptest! {
+    #[test]
+    fn stats_round_trip(s in arb_stats()) {
+        let b = s.encode();
+        prop_assert_eq!(CommitStats::decode(&b, 0).unwrap(), s);
+    }
+}
+
+#[test]
+fn stats_round_trip_through_a_file() {
+    let f = v2_file(busy_stats());
+    let m = read_meta(&f, f.len() as u64).unwrap();
+    assert_eq!(m.header.format_version, 2);
+    assert_eq!(m.stats, Some(busy_stats()));
+    verify_data(&m, &f, &mut |_, _| {}).unwrap();
+}
+
+#[test]
+fn default_stats_are_sync_address_unknown_and_encode_to_zeros() {
+    let d = CommitStats::default();
+    assert_eq!(d.mode, CommitMode::Sync);
+    assert_eq!(d.flush_order, FlushOrder::Address);
+    assert_eq!(backend_name(d.backend), "unknown");
+    assert_eq!(d.encode(), [0u8; STATS_LEN]);
+    // A layout nobody set stats on writes the default.
+    let l = VersionLayout::new(Kind::Full, PS as u32, 1, 0, 0, 0, vec![]);
+    let mut f = l.prefix();
+    f.extend_from_slice(&l.trailer());
+    assert_eq!(
+        read_meta(&f, f.len() as u64).unwrap().stats,
+        Some(CommitStats::default())
+    );
+}
+
+#[test]
+fn names_and_codes() {
+    for (code, name) in [
+        (0, "unknown"),
+        (1, "mprotect"),
+        (2, "uffd"),
+        (3, "uffd-async"),
+    ] {
+        assert_eq!(backend_name(code), name);
+        assert_eq!(backend_code(name), code);
+    }
+    assert_eq!(backend_code("auto"), 0);
+    assert_eq!(backend_name(200), "unknown");
+    for m in [CommitMode::Sync, CommitMode::Async] {
+        assert_eq!(CommitMode::parse(m.as_str()), Some(m));
+    }
+    for o in [FlushOrder::Address, FlushOrder::Adaptive] {
+        assert_eq!(FlushOrder::parse(o.as_str()), Some(o));
+    }
+    assert_eq!(CommitMode::parse("Sync"), None);
+    assert_eq!(FlushOrder::parse(""), None);
+}
+
+#[test]
+fn unknown_codes_and_reserved_bytes_are_rejected_with_their_offset() {
+    let good = busy_stats().encode();
+    for (byte, value, what) in [
+        (0usize, 2u8, "commit mode"),
+        (1, 2, "flush order"),
+        (2, 4, "backend"),
+        (2, 0xff, "backend"),
+        (3, 1, "reserved"),
+        (7, 0x80, "reserved"),
+        (72, 1, "reserved"),
+        (79, 0x80, "reserved"),
+    ] {
+        let mut b = good;
+        b[byte] = value;
+        let e = CommitStats::decode(&b, 1000).unwrap_err();
+        assert_eq!(e.offset(), Some(1000 + byte as u64), "{e}");
+        assert!(e.to_string().contains(what), "{e}");
+
+        // The same in a file whose checksum is right: read_meta names the file offset.
+        let mut f = v2_file(busy_stats());
+        let at = stats_offset(&f);
+        f[at + byte] = value;
+        reseal(&mut f);
+        let e = read_meta(&f, f.len() as u64).unwrap_err();
+        assert!(matches!(e, FormatError::Corrupt { .. }), "{e}");
+        assert_eq!(e.offset(), Some((at + byte) as u64), "{e}");
+    }
+}
+
+#[test]
+fn a_v1_file_reads_with_no_stats() {
+    let f = v1_file();
+    let m = read_meta(&f, f.len() as u64).unwrap();
+    assert_eq!(m.header.format_version, 1);
+    assert_eq!(m.stats, None);
+    assert_eq!(m.runs.len(), 2);
+    assert_eq!(m.page_crcs.len(), 3);
+    verify_data(&m, &f, &mut |_, _| {}).unwrap();
+    // v1 is the v2 file minus the block, with the older version number.
+    let v2 = v2_file(CommitStats::default());
+    assert_eq!(v2.len(), f.len() + STATS_LEN);
+}
+
+#[test]
+fn every_flipped_byte_of_a_v1_file_is_detected() {
+    let f = v1_file();
+    for at in 0..f.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut g = f.clone();
+            g[at] ^= bit;
+            let r = read_meta(&g, g.len() as u64).and_then(|m| verify_data(&m, &g, &mut |_, _| {}));
+            assert!(
+                r.is_err(),
+                "flipping bit {bit:#x} at offset {at} went unnoticed"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_block_must_match_the_format_version() {
+    // A v2 file relabelled v1 has 80 bytes the v1 trailer rule does not allow.
+    let mut f = v2_file(busy_stats());
+    f[8..10].copy_from_slice(&1u16.to_le_bytes());
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+
+    // A v1 file relabelled v2 lacks the block.
+    let mut f = v1_file();
+    f[8..10].copy_from_slice(&2u16.to_le_bytes());
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+
+    // Version 3 is from the future.
+    let mut f = v2_file(busy_stats());
+    f[8..10].copy_from_slice(&3u16.to_le_bytes());
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            FormatError::UnsupportedVersion {
+                found: 3,
+                supported: 2
+            }
+        ),
+        "{e}"
+    );
+}
