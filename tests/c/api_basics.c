@@ -311,12 +311,12 @@ static void check_initialised(void) {
     CHECK(st.protected_bytes == 100 + 50 + 50 + ps + 10);
     CHECK_MSG(st.backend == ICKPT_BACKEND_MPROTECT, "stats.backend %u is not a concrete backend",
               st.backend);
-    /* Writes to protected memory still work (and are tracked). */
+    /* Writes to protected memory still work. (They need no trap before the first checkpoint,
+     * which stores new regions whole; threads.c checks the fault count after one.) */
     buf[120] = 1;
     buf[3 * ps + 7] = 2;
     buf[2 * ps + 5] = 3;
-    OK(ickpt_get_stats(&st));
-    CHECK(st.faults >= 3);
+    CHECK(buf[120] == 1 && buf[3 * ps + 7] == 2 && buf[2 * ps + 5] == 3);
 
     OK(ickpt_unprotect(1));
     CHECK_RC(ickpt_unprotect(1), ICKPT_ERR_UNKNOWN_REGION);

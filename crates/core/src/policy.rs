@@ -56,15 +56,20 @@ pub fn collectable(versions: &[(u64, Kind, u64)], keep_chains: u32) -> Vec<u64> 
 
 /// AI-Ckpt's adaptive flush order (paper 000, Algorithm 4), the part learnt from the last
 /// epoch: of the pages to commit, those whose first write last epoch had to WAIT go first,
-/// then those that were copied (COW), then those that were AVOIDED, each by how early they
-/// were written; the rest follow in address order (not returned here). `pages` holds
-/// (last access, order of that first write, page); the result is the prioritised pages.
+/// then those that were copied (COW), then those that were AVOIDED, then those written
+/// after the commit (AFTER), each class by how early it was written. Algorithm 4 leaves
+/// the AFTER pages in any order; the paper's rule for ties (earliest first) is applied to
+/// them too, because when a commit is short against the epoch most first writes are AFTER,
+/// and their order is the best guess of the order the next epoch writes in. Pages not
+/// written last epoch follow in address order (not returned here). `pages` holds (last
+/// access, order of that first write, page); the result is the prioritised pages.
 pub fn adaptive_priority<P: Copy>(pages: impl IntoIterator<Item = (Access, u32, P)>) -> Vec<P> {
     let rank = |a: Access| match a {
         Access::Wait => Some(0u8),
         Access::Cow => Some(1),
         Access::Avoided => Some(2),
-        Access::After | Access::Untouched => None,
+        Access::After => Some(3),
+        Access::Untouched => None,
     };
     let mut ranked: Vec<(u8, u32, P)> = pages
         .into_iter()
@@ -132,7 +137,7 @@ mod tests {
     }
 
     #[test]
-    fn adaptive_priority_is_wait_then_cow_then_avoided_each_by_first_write() {
+    fn adaptive_priority_is_wait_cow_avoided_after_each_by_first_write() {
         use crate::track::Access::*;
         let pages = [
             (After, 1, 'a'),
@@ -143,7 +148,11 @@ mod tests {
             (Untouched, 0, 'f'),
             (Wait, 4, 'g'),
             (Avoided, 1, 'h'),
+            (After, 5, 'i'),
         ];
-        assert_eq!(adaptive_priority(pages), vec!['g', 'd', 'e', 'c', 'h', 'b']);
+        assert_eq!(
+            adaptive_priority(pages),
+            vec!['g', 'd', 'e', 'c', 'h', 'b', 'a', 'i']
+        );
     }
 }

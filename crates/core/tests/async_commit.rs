@@ -65,7 +65,7 @@ fn write_pages(buf: &Buf, order: &[usize], threads: usize, add: u8) {
 
 #[test]
 fn writes_during_an_async_commit_never_reach_it() {
-    let rounds: u64 = common::env_knob("ICKPT_ASYNC_ROUNDS", 24);
+    let rounds: u64 = common::env_knob("ICKPT_ASYNC_ROUNDS", 36);
     let pages = 96;
     for round in 0..rounds {
         let mut rng = rand::rngs::StdRng::seed_from_u64(0xA1C + round);
@@ -74,8 +74,9 @@ fn writes_during_an_async_commit_never_reach_it() {
         let cow_pages = [0, 3, 200][(round / 3) as usize % 3];
         let order = [FlushOrder::Address, FlushOrder::Adaptive][(round / 9) as usize % 2];
         let threads = rng.gen_range(1..=3);
+        let around = [1, 16][(round / 18) as usize % 2];
         let ctx = format!(
-            "round {round}: {pattern:?}, cow {cow_pages} pages, {order:?}, {threads} threads"
+            "round {round}: {pattern:?}, cow {cow_pages} pages, {order:?}, {threads} threads, fault-around {around}"
         );
         let dir = scratch_dir("async");
         let mut c = async_config(&dir, cow_pages, order);
@@ -83,6 +84,7 @@ fn writes_during_an_async_commit_never_reach_it() {
         // overlap (or none) must give the same bytes.
         c.bandwidth = Some(40 << 20);
         c.full_every = 3;
+        c.fault_around = around;
         let e = Engine::open(c).unwrap();
         let mut buf = Buf::new(pages * PS);
         for (i, b) in buf.slice_mut().iter_mut().enumerate() {

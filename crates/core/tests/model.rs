@@ -2,7 +2,7 @@
 //! random checkpoints, restores of older versions and restarts in a fresh engine, with
 //! every full/incremental mix, in sync mode and in async mode (with no, a small and a large
 //! copy-on-write buffer, either flush order), where the writes after a checkpoint run while
-//! it commits. After every step, memory must equal a simple model, and every version the
+//! it commits, and with faults opening one page or blocks of 4 or 16. After every step, memory must equal a simple model, and every version the
 //! snapshot the model took when it was requested.
 //! ICKPT_PROPTEST_CASES sets the number of cases (default 32).
 
@@ -112,6 +112,7 @@ struct World {
     epoch: u64,
     full_every: u32,
     mode: Mode,
+    around: usize,
 }
 
 /// How the engine commits: sync, or async with a copy-on-write buffer of this many pages.
@@ -213,9 +214,10 @@ impl World {
         self.engine.as_ref().unwrap()
     }
 
-    fn open(dir: &Path, full_every: u32, mode: Mode) -> Engine {
+    fn open(dir: &Path, full_every: u32, mode: Mode, around: usize) -> Engine {
         let mut c = Config::new(dir);
         c.full_every = full_every;
+        c.fault_around = around;
         c.keep_chains = 2;
         if let Mode::Async { cow_pages, order } = mode {
             c.mode = CommitMode::Async;
@@ -314,7 +316,7 @@ impl World {
             Op::Restart { offset } => {
                 self.engine = None;
                 self.live.clear();
-                let e = Self::open(&self.dir, self.full_every, self.mode);
+                let e = Self::open(&self.dir, self.full_every, self.mode, self.around);
                 if let Some((v, Some(snap))) = self.versions.last().cloned() {
                     assert_eq!(e.latest().unwrap(), Some(v));
                     for (id, m) in &snap {
@@ -343,11 +345,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
-    fn restore_always_equals_the_model(full_every in 1u32..5, mode in mode(), ops in prop::collection::vec(op(), 1..40)) {
+    fn restore_always_equals_the_model(
+        full_every in 1u32..5,
+        mode in mode(),
+        around in prop::sample::select(vec![1usize, 4, 16]),
+        ops in prop::collection::vec(op(), 1..40),
+    ) {
         let dir = scratch_dir("model");
         let mut w = World {
-            engine: Some(World::open(&dir, full_every, mode)),
+            engine: Some(World::open(&dir, full_every, mode, around)),
             mode,
+            around,
             dir: dir.clone(),
             live: BTreeMap::new(),
             versions: Vec::new(),

@@ -1,6 +1,7 @@
 //! `ickpt bench …`: measurements whose figures go into docs/benchmarks.md. Every figure is
 //! printed next to a baseline measured in the same run, as a ratio.
 
+mod aickpt;
 mod incremental;
 mod util;
 
@@ -13,10 +14,15 @@ pub enum BenchCmd {
     /// of the same bytes; first-write tracking cost; restart from full+9 increments against
     /// restart from one full.
     Incremental(incremental::Args),
+    /// AI-Ckpt's memory benchmark (paper 000 §4.3): added run time and access types of sync,
+    /// async + address order and async + adaptive order, ascending/random/descending page
+    /// order; optionally the copy-on-write buffer swept (figure 4).
+    Aickpt(aickpt::Args),
 }
 
 pub fn run(cmd: BenchCmd) -> CmdResult {
     match cmd {
         BenchCmd::Incremental(a) => incremental::run(&a),
+        BenchCmd::Aickpt(a) => aickpt::run(&a),
     }
 }

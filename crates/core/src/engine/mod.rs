@@ -44,6 +44,10 @@ pub struct Config {
     pub cow_bytes: usize,
     /// Order the committer takes pages in. `ICKPT_FLUSH_ORDER` overrides.
     pub flush_order: FlushOrder,
+    /// A write fault opens up to this many pages at once (an aligned block), those the last
+    /// epoch wrote, so one trap serves a block when an iterative code rewrites it; 1 traps
+    /// every page (paper 000). `ICKPT_FAULT_AROUND` overrides.
+    pub fault_around: usize,
 }
 
 impl Config {
@@ -58,6 +62,7 @@ impl Config {
             mode: CommitMode::Sync,
             cow_bytes: 16 << 20,
             flush_order: FlushOrder::Adaptive,
+            fault_around: 1,
         }
     }
 
@@ -74,6 +79,13 @@ impl Config {
             self.cow_bytes = parse_size(&v)
                 .and_then(|b| usize::try_from(b).ok())
                 .ok_or_else(|| bad("ICKPT_COW_BYTES", &v, "a size such as 16M or 0"))?;
+        }
+        if let Ok(v) = std::env::var("ICKPT_FAULT_AROUND") {
+            self.fault_around = v
+                .parse()
+                .ok()
+                .filter(|&n: &usize| (1..=4096).contains(&n))
+                .ok_or_else(|| bad("ICKPT_FAULT_AROUND", &v, "a page count from 1 to 4096"))?;
         }
         if let Ok(v) = std::env::var("ICKPT_FLUSH_ORDER") {
             self.flush_order = FlushOrder::parse(&v)
@@ -155,7 +167,9 @@ impl Engine {
         }
         let tracker = track::select(cfg.backend)?;
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
-        let epoch = Arc::new(Epoch::new(cfg.cow_bytes).map_err(track::TrackError::OwnAlloc)?);
+        let epoch = Arc::new(
+            Epoch::new(cfg.cow_bytes, cfg.fault_around).map_err(track::TrackError::OwnAlloc)?,
+        );
         Ok(Engine {
             cfg,
             store,
@@ -219,7 +233,9 @@ impl Engine {
             other => other.into(),
         };
         let tr = Arc::new(TrackedRegion::new(id, ptr, len, self.epoch.clone()).map_err(refused)?);
-        self.tracker.attach(&tr).map_err(refused)?;
+        // A new region is stored whole by the next checkpoint: no need to trap its writes
+        // until that checkpoint arms it.
+        self.tracker.attach(&tr, false).map_err(refused)?;
         st.regions.insert(
             id,
             RegionSlot {

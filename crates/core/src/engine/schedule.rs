@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::policy::{self, Head};
 use crate::sys::page_size;
 use crate::track::bitmap;
-use crate::track::pages::state;
+use crate::track::pages::state::{IDLE, SCHEDULED};
 use ickpt_format::{backend_code, CommitStats, FlushOrder, Kind, RegionEntry};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
@@ -59,12 +59,17 @@ impl Engine {
             for page in 0..r.tr.npages {
                 // Every page's record is read, so every record starts the next epoch clear.
                 let (access, order) = r.tr.pages.take_access(page);
+                let state = r.tr.pages.state(page);
                 if r.whole || bitmap::is_set(&r.bits, page) {
-                    r.tr.pages.state(page).store(state::SCHEDULED, SeqCst);
+                    state.store(SCHEDULED, SeqCst);
                     total += 1;
                     if self.cfg.flush_order == FlushOrder::Adaptive {
                         learnt.push((access, order, (ri as u32, page)));
                     }
+                } else {
+                    // Taken by the last commit, not written since: no longer a neighbour
+                    // worth opening with a faulting one.
+                    state.store(IDLE, SeqCst);
                 }
             }
         }

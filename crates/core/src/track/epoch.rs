@@ -33,7 +33,9 @@ const C_WAIT: usize = 8;
 const C_AVOIDED: usize = 9;
 const C_AFTER: usize = 10;
 const C_WAIT_NS: usize = 11;
-const C_WAITED: usize = 12;
+/// Pages opened around a faulting one (see `open_run`).
+const C_AROUND: usize = 12;
+const C_WAITED: usize = 13;
 const COUNTERS: usize = C_WAITED + 2 * WAITED;
 
 /// First writes of one epoch by access type, and the time writers spent waiting.
@@ -53,12 +55,16 @@ pub struct Epoch {
 }
 
 impl Epoch {
-    pub fn new(cow_bytes: usize) -> io::Result<Self> {
-        Ok(Epoch {
+    /// `fault_around`: a write fault may open up to this many pages (an aligned block) at
+    /// once, see [`Epoch::open_run`]; 1 opens only the faulting page.
+    pub fn new(cow_bytes: usize, fault_around: usize) -> io::Result<Self> {
+        let e = Epoch {
             futex: OwnSlice::new(2)?,
             c: OwnSlice::new(COUNTERS)?,
             cow: CowPool::new(cow_bytes)?,
-        })
+        };
+        e.c[C_AROUND].store(fault_around.max(1) as u64, SeqCst);
+        Ok(e)
     }
 
     pub fn spans(&self) -> Vec<(usize, usize)> {
@@ -134,6 +140,64 @@ impl Epoch {
         }
     }
 
+    /// The pages to open with faulting `page` (already through `before_write`), as
+    /// `lo..hi`: the contiguous pages around it, within its aligned block of `fault_around`
+    /// pages, that the last epoch wrote (they are in, or were taken by, the running or last
+    /// commit) and that can be opened now: taken or copied ones as they are, scheduled ones
+    /// once copied into a free slot. Iterative codes rewrite the same pages every epoch, so
+    /// one trap then serves a block instead of a page; a neighbour that is not written
+    /// after all is only stored once more than needed. Each is recorded as first written.
+    pub fn open_run(&self, r: &TrackedRegion, page: usize) -> (usize, usize) {
+        let k = self.c[C_AROUND].load(SeqCst) as usize;
+        if k <= 1 {
+            return (page, page + 1);
+        }
+        let block = page - page % k;
+        let end = (block + k).min(r.npages);
+        let mut hi = page + 1;
+        while hi < end && self.take_neighbour(r, hi) {
+            hi += 1;
+        }
+        let mut lo = page;
+        while lo > block && self.take_neighbour(r, lo - 1) {
+            lo -= 1;
+        }
+        (lo, hi)
+    }
+
+    fn take_neighbour(&self, r: &TrackedRegion, page: usize) -> bool {
+        let st = r.pages.state(page);
+        match st.load(SeqCst) {
+            state::TAKEN | state::COPIED => {
+                let access = if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
+                    Access::Avoided
+                } else {
+                    Access::After
+                };
+                self.record(r, page, access);
+                true
+            }
+            state::SCHEDULED => {
+                let Some(slot) = self.cow.claim() else {
+                    return false;
+                };
+                if st
+                    .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
+                    .is_err()
+                {
+                    self.cow.unclaim(slot);
+                    return false;
+                }
+                self.record(r, page, Access::Cow);
+                // SAFETY: as in `before_write`.
+                unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
+                st.store(state::COPIED, SeqCst);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Record the epoch's first write of `page` and count it (later writers of the same
     /// page in the epoch are not counted again).
     fn record(&self, r: &TrackedRegion, page: usize, access: Access) {
@@ -163,7 +227,7 @@ impl Epoch {
         let st = r.pages.state(page);
         loop {
             let seen = self.futex[F_PROGRESS].load(SeqCst);
-            if matches!(st.load(SeqCst), state::IDLE | state::COPIED) {
+            if matches!(st.load(SeqCst), state::IDLE | state::COPIED | state::TAKEN) {
                 break;
             }
             thread::futex_wait(&self.futex[F_PROGRESS], seen);
@@ -269,7 +333,7 @@ impl Epoch {
         )
     }
 
-    /// A page left SCHEDULED/FLUSHING/COPIED for IDLE: wake writers waiting on pages.
+    /// A page left SCHEDULED/FLUSHING/COPIED for TAKEN: wake writers waiting on pages.
     pub fn page_done(&self) {
         self.futex[F_PROGRESS].fetch_add(1, SeqCst);
         if self.c[C_WAITERS].load(SeqCst) != 0 {

@@ -63,8 +63,10 @@ pub enum TrackError {
 /// A write-tracking mechanism. Every backend passes the same conformance tests.
 pub trait Tracker: Send + Sync {
     fn backend(&self) -> Backend;
-    /// Start tracking `r`: from now on writes to it are recorded.
-    fn attach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError>;
+    /// Start tracking `r`. Armed: from now on writes to it are recorded. Not armed: writes
+    /// are recorded from the first `collect` on (for a region whose next version stores
+    /// it whole anyway, so its writes before then need no trap).
+    fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError>;
     /// Stop tracking `r` and leave its memory writable.
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError>;
     /// Move the set of pages written since the last call into `out` (one bit per page) and

@@ -38,8 +38,11 @@ fn open_page(r: &TrackedRegion, addr: usize) -> bool {
     let epoch = &*r.epoch;
     epoch.enter();
     epoch.before_write(r, page);
-    let opened = if mem::protect(r.page_addr(page), ps, mem::PROT_OPEN).is_ok() {
-        r.dirty.set(page);
+    let (lo, hi) = epoch.open_run(r, page);
+    let opened = if mem::protect(r.page_addr(lo), (hi - lo) * ps, mem::PROT_OPEN).is_ok() {
+        for p in lo..hi {
+            r.dirty.set(p);
+        }
         true
     } else {
         // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
@@ -93,7 +96,7 @@ impl Tracker for MprotectTracker {
         Backend::Mprotect
     }
 
-    fn attach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+    fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
         registry::insert(r.clone()).map_err(|e| match e {
             registry::Refused::Overlap { other_id } => TrackError::Overlap(other_id),
             registry::Refused::OwnMemory => TrackError::OwnMemory,
@@ -101,6 +104,9 @@ impl Tracker for MprotectTracker {
                 TrackError::Protect(std::io::Error::from_raw_os_error(libc::ENOMEM))
             }
         })?;
+        if !armed {
+            return Ok(());
+        }
         if let Err(e) = mem::protect(r.base, r.span_len(), mem::PROT_TRACKED) {
             let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
             registry::remove(r);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::SeqCst};
 
 /// Where a page stands in the commit protocol.
 pub(crate) mod state {
-    /// Not part of the running commit, or already taken by it (PAGE_PROCESSED).
+    /// Not part of the running commit (nor of the last one).
     pub(crate) const IDLE: u8 = 0;
     /// In the running commit, still only in application memory.
     pub(crate) const SCHEDULED: u8 = 1;
@@ -18,6 +18,8 @@ pub(crate) mod state {
     pub(crate) const COPYING: u8 = 3;
     /// Its bytes are in a copy-on-write slot the committer has not taken yet.
     pub(crate) const COPIED: u8 = 4;
+    /// Taken by the running or last commit (PAGE_PROCESSED): it was written last epoch.
+    pub(crate) const TAKEN: u8 = 5;
 }
 
 /// How a page was first written in an epoch (paper 000 §3.3).
