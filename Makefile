@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps build header install uninstall stage test test-rust test-c lint demo bench clean
+.PHONY: all deps build header install uninstall stage test test-rust test-c lint demo bench bench-incremental bench-aickpt plot-deps clean
 
 all: build
 
@@ -51,8 +51,17 @@ test: lint test-rust test-c
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: build
+bench: bench-incremental bench-aickpt
+
+bench-incremental: build
 	$(RELEASE)/ickpt bench incremental --dir $(BUILD)/bench
+
+# Writes docs/benchmarks/aickpt-*.{csv,json,png} (about 25 minutes).
+bench-aickpt: build plot-deps
+	scripts/bench-aickpt.sh $(RELEASE)/ickpt docs/benchmarks
+
+plot-deps:
+	@scripts/deps.sh plot
 
 clean:
 	$(CARGO) clean

@@ -160,7 +160,9 @@ enum ickpt_result ickpt_config_init(struct ickpt_config *cfg);
 // created if needed; it must be empty or an ickpt store.
 enum ickpt_result ickpt_init(const struct ickpt_config *cfg);
 
-// Stop ickpt: every region is unprotected and memory from `ickpt_malloc` is released.
+// Stop ickpt: a commit still running is finished, every region is unprotected and memory
+// from `ickpt_malloc` is released. ickpt is finalized even when this returns an error: the
+// error of an async commit that failed and was not reported yet.
 enum ickpt_result ickpt_finalize(void);
 
 // Track `len` bytes at `ptr` as region `id`. Any alignment: the covering pages are tracked,

@@ -1,6 +1,17 @@
 #!/usr/bin/env bash
 # Install what building and testing ickpt needs, only when it is missing (Debian).
 set -euo pipefail
+# `deps.sh plot`: only what the benchmark plots need (matplotlib, from Debian, for Debian's
+# python3: a python3 earlier in PATH, such as pyenv's, does not see it).
+if [ "${1:-}" = plot ]; then
+  if ! /usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1; then
+    echo "deps: installing python3-matplotlib with apt-get"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-matplotlib
+  fi
+  exit 0
+fi
 need=()
 for tool in cc:gcc make:make pkg-config:pkg-config; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")

@@ -58,7 +58,8 @@ pub struct Args {
     /// as in the paper).
     #[arg(long, default_value_t = 1)]
     fault_around: usize,
-    /// Runs per configuration (and of the baseline); the median run is reported.
+    /// Repetitions: each runs the baseline, then every configuration once; per configuration
+    /// the repetition with the median added time is reported.
     #[arg(long, default_value_t = 1)]
     reps: usize,
     /// Write one CSV row per configuration here.
@@ -178,63 +179,84 @@ impl Bench<'_> {
         Ok((t.elapsed(), Some(e)))
     }
 
-    /// The median of `reps` runs of one configuration.
-    #[allow(clippy::too_many_arguments)]
-    fn measure(
+    /// One run of one configuration, paired with the baseline run just before it.
+    fn measure_once(
         &self,
-        figure: &'static str,
+        c: &Case,
         pattern: &str,
         order: &[usize],
         baseline: Duration,
-        label: &str,
-        s: Setup,
     ) -> Result<Run, Box<dyn std::error::Error>> {
-        let mut runs = Vec::new();
-        for _ in 0..self.a.reps.max(1) {
-            let (runtime, e) = self.run(order, Some(s))?;
-            let e = e.expect("an engine for a checkpointed run");
-            let st = e.stats();
-            drop(e);
-            let _ = std::fs::remove_dir_all(self.a.dir.join("store"));
-            runs.push(Run {
-                figure,
-                pattern: pattern.into(),
-                label: label.into(),
-                cow_mib: s.cow_mib,
-                runtime,
-                baseline,
-                checkpoints: st.checkpoints,
-                cow: st.cow_pages,
-                wait: st.wait_pages,
-                avoided: st.avoided_pages,
-                wait_time: st.wait_time,
-                commit_time: st.checkpoint_time,
-                faults: st.faults,
-            });
-        }
-        runs.sort_by_key(|r| r.runtime);
-        let r = runs.swap_remove(runs.len() / 2);
-        eprintln!(
-            "  {figure} {pattern:<10} {label:<15} cow {:>3} MiB: {:>7.2} s (+{:.2} s)  WAIT {:>6.0} AVOIDED {:>6.0} COW {:>6.0} per checkpoint, waited {:.2} s",
-            r.cow_mib,
-            r.runtime.as_secs_f64(),
-            r.added(),
-            r.per_ckpt(r.wait),
-            r.per_ckpt(r.avoided),
-            r.per_ckpt(r.cow),
-            r.wait_time.as_secs_f64()
-        );
-        Ok(r)
+        let (runtime, e) = self.run(order, Some(c.setup))?;
+        let e = e.expect("an engine for a checkpointed run");
+        let st = e.stats();
+        drop(e);
+        let _ = std::fs::remove_dir_all(self.a.dir.join("store"));
+        Ok(Run {
+            figure: c.figure,
+            pattern: pattern.into(),
+            label: c.label.into(),
+            cow_mib: c.setup.cow_mib,
+            runtime,
+            baseline,
+            checkpoints: st.checkpoints,
+            cow: st.cow_pages,
+            wait: st.wait_pages,
+            avoided: st.avoided_pages,
+            wait_time: st.wait_time,
+            commit_time: st.checkpoint_time,
+            faults: st.faults,
+        })
     }
 
-    /// The median of `reps` runs of the loop on unprotected memory.
-    fn baseline(&self, order: &[usize]) -> Result<Duration, Box<dyn std::error::Error>> {
-        let mut v = Vec::new();
-        for _ in 0..self.a.reps.max(1) {
-            v.push(self.run(order, None)?.0);
+    /// Every configuration `reps` times, each repetition after a fresh baseline run (so slow
+    /// drift of the machine cancels in the difference); per configuration the run with the
+    /// median added time is reported.
+    fn measure(
+        &self,
+        cases: &[Case],
+        pattern: &str,
+        order: &[usize],
+    ) -> Result<Vec<Run>, Box<dyn std::error::Error>> {
+        let mut all: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
+        for rep in 0..self.a.reps.max(1) {
+            let baseline = self.run(order, None)?.0;
+            eprintln!(
+                "  rep {rep} baseline {pattern:<10} {:>7.2} s ({:.1} ms per iteration)",
+                baseline.as_secs_f64(),
+                baseline.as_secs_f64() * 1e3 / self.a.iterations as f64
+            );
+            for (c, runs) in cases.iter().zip(&mut all) {
+                runs.push(self.measure_once(c, pattern, order, baseline)?);
+            }
         }
-        Ok(super::util::median(v))
+        let mut out = Vec::new();
+        for mut runs in all {
+            runs.sort_by(|x, y| x.added().total_cmp(&y.added()));
+            let r = runs.swap_remove(runs.len() / 2);
+            eprintln!(
+                "  {} {pattern:<10} {:<15} cow {:>3} MiB: +{:.2} s over {:.2} s  WAIT {:>6.0} AVOIDED {:>6.0} COW {:>6.0} per checkpoint, waited {:.2} s",
+                r.figure,
+                r.label,
+                r.cow_mib,
+                r.added(),
+                r.baseline.as_secs_f64(),
+                r.per_ckpt(r.wait),
+                r.per_ckpt(r.avoided),
+                r.per_ckpt(r.cow),
+                r.wait_time.as_secs_f64()
+            );
+            out.push(r);
+        }
+        Ok(out)
     }
+}
+
+/// One configuration to measure.
+struct Case {
+    figure: &'static str,
+    label: &'static str,
+    setup: Setup,
 }
 
 pub fn run(a: &Args) -> CmdResult {
@@ -274,35 +296,37 @@ pub fn run(a: &Args) -> CmdResult {
     let mut runs = Vec::new();
     for pattern in &a.patterns {
         let order = page_order(pattern, pages)?;
-        let baseline = b.baseline(&order)?;
-        eprintln!(
-            "  baseline  {pattern:<10} {:>7.2} s ({:.1} ms per iteration)",
-            baseline.as_secs_f64(),
-            baseline.as_secs_f64() * 1e3 / a.iterations as f64
-        );
-        for (label, mode, order_kind) in fig2 {
-            let s = Setup {
-                mode,
-                order: order_kind,
-                cow_mib: a.cow_mib,
-            };
-            runs.push(b.measure("fig2", pattern, &order, baseline, label, s)?);
-        }
+        let mut cases: Vec<Case> = fig2
+            .iter()
+            .map(|&(label, mode, order)| Case {
+                figure: "fig2",
+                label,
+                setup: Setup {
+                    mode,
+                    order,
+                    cow_mib: a.cow_mib,
+                },
+            })
+            .collect();
         if a.sweep_patterns.contains(pattern) {
-            for &cow in &sweep {
-                for (label, order_kind) in [
+            for &cow_mib in &sweep {
+                for (label, order) in [
                     ("async-address", FlushOrder::Address),
                     ("async-adaptive", FlushOrder::Adaptive),
                 ] {
-                    let s = Setup {
-                        mode: CommitMode::Async,
-                        order: order_kind,
-                        cow_mib: cow,
-                    };
-                    runs.push(b.measure("fig4", pattern, &order, baseline, label, s)?);
+                    cases.push(Case {
+                        figure: "fig4",
+                        label,
+                        setup: Setup {
+                            mode: CommitMode::Async,
+                            order,
+                            cow_mib,
+                        },
+                    });
                 }
             }
         }
+        runs.extend(b.measure(&cases, pattern, &order)?);
     }
     if let Some(path) = &a.csv {
         write_csv(path, a, bandwidth, &runs)?;
@@ -343,13 +367,14 @@ fn write_csv(path: &Path, a: &Args, bandwidth: u64, runs: &[Run]) -> std::io::Re
     for r in runs {
         writeln!(
             f,
-            "{},{},{},{},{},{},{:.4},{:.4},{:.4},{},{:.1},{:.1},{:.1},{:.4},{:.4},{}",
+            "{},{},{},{},{},{},{},{:.4},{:.4},{:.4},{},{:.1},{:.1},{:.1},{:.4},{:.4},{}",
             r.figure,
             r.pattern,
             r.label,
             r.cow_mib,
             a.work,
             bandwidth,
+            a.fault_around,
             r.runtime.as_secs_f64(),
             r.baseline.as_secs_f64(),
             r.added(),

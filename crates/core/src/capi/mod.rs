@@ -117,15 +117,20 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
     })
 }
 
-/// Stop ickpt: every region is unprotected and memory from `ickpt_malloc` is released.
+/// Stop ickpt: a commit still running is finished, every region is unprotected and memory
+/// from `ickpt_malloc` is released. ickpt is finalized even when this returns an error: the
+/// error of an async commit that failed and was not reported yet.
 #[no_mangle]
 pub extern "C" fn ickpt_finalize() -> ickpt_result {
     guard(|| {
         let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
         match slot.take() {
             Some((pid, e)) if pid == std::process::id() => {
+                // A commit still running is finished first; if it (or an earlier one no
+                // call has reported yet) failed, say so, after finalizing all the same.
+                let last = e.wait();
                 drop(e);
-                Ok(())
+                last.map(drop)
             }
             Some(inherited) => {
                 std::mem::forget(inherited);

@@ -107,6 +107,9 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut sel = Selector::new(&regions, priority);
     let mut done = 0u64;
     while done < total {
+        // Write a full batch before claiming the next page: a page claimed first would stay
+        // FLUSHING, and a writer wanting it would wait, for the whole write.
+        sink.make_room();
         let Some(take) = sel.next(&regions, &ids, &epoch) else {
             // Only pages a writer is still copying into a slot are left: a memcpy away.
             thread::yield_now();
@@ -318,13 +321,18 @@ impl<'a> Sink<'a> {
         if self.err.is_some() {
             return;
         }
-        if self.fill + self.ps > self.buf.len() {
-            self.flush();
-        }
+        self.make_room();
         let dst = &mut self.buf[self.fill..self.fill + self.ps];
         copy(dst);
         layout.push_page(ri as u32, page as u64, ickpt_format::crc(dst));
         self.fill += self.ps;
+    }
+
+    /// Write the batch out if it has no room for another page.
+    fn make_room(&mut self) {
+        if self.fill + self.ps > self.buf.len() {
+            self.flush();
+        }
     }
 
     fn flush(&mut self) {

@@ -13,6 +13,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
 /// Pages writers can publish as waited-for at once; more waiters still wait, unpublished.
 const WAITED: usize = 32;
+/// Spins (about 10 ns each) a writer waits for a page the committer is copying before it
+/// sleeps: several page copies' worth.
+const SPINS: u32 = 2000;
 
 /// Futex words.
 const F_GATE: usize = 0;
@@ -35,7 +38,9 @@ const C_AFTER: usize = 10;
 const C_WAIT_NS: usize = 11;
 /// Pages opened around a faulting one (see `open_run`).
 const C_AROUND: usize = 12;
-const C_WAITED: usize = 13;
+/// Set in a forked child: its copy of a commit has no committer (see `orphan`).
+const C_ORPHANED: usize = 13;
+const C_WAITED: usize = 14;
 const COUNTERS: usize = C_WAITED + 2 * WAITED;
 
 /// First writes of one epoch by access type, and the time writers spent waiting.
@@ -100,13 +105,16 @@ impl Epoch {
     /// fate is decided (before any waiting), so a commit's counts are complete when its
     /// last page is taken.
     pub fn before_write(&self, r: &TrackedRegion, page: usize) {
+        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+            return;
+        }
         let st = r.pages.state(page);
         loop {
             match st.load(SeqCst) {
                 state::SCHEDULED => {
                     let Some(slot) = self.cow.claim() else {
                         self.record(r, page, Access::Wait);
-                        return self.wait_for(r, page);
+                        return self.wait_for(r, page, false);
                     };
                     if st
                         .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
@@ -124,7 +132,7 @@ impl Epoch {
                 }
                 state::FLUSHING => {
                     self.record(r, page, Access::Wait);
-                    return self.wait_for(r, page);
+                    return self.wait_for(r, page, true);
                 }
                 // Another writer is copying it: a memcpy away from done.
                 state::COPYING => thread::yield_now(),
@@ -213,7 +221,11 @@ impl Epoch {
         }
     }
 
-    fn wait_for(&self, r: &TrackedRegion, page: usize) {
+    /// Block until the committer has taken `page`. `brief`: it is copying the page right
+    /// now, a memcpy from done, so spin a little before sleeping: a futex sleep and wake-up
+    /// costs tens of microseconds on a VM, and a writer following the committer through the
+    /// same pages (the adaptive order makes them meet) would pay it on every page.
+    fn wait_for(&self, r: &TrackedRegion, page: usize, brief: bool) {
         let me = thread::tid();
         if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
             // Only this thread could release the page. Let the write through and fail the
@@ -221,13 +233,26 @@ impl Epoch {
             self.c[C_POISONED].store(1, SeqCst);
             return;
         }
+        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+            return;
+        }
         let started = thread::monotonic_ns();
+        let st = r.pages.state(page);
+        let taken = || matches!(st.load(SeqCst), state::IDLE | state::COPIED | state::TAKEN);
+        if brief {
+            for _ in 0..SPINS {
+                if taken() {
+                    self.c[C_WAIT_NS].fetch_add(thread::monotonic_ns() - started, SeqCst);
+                    return;
+                }
+                std::hint::spin_loop();
+            }
+        }
         let published = self.publish_waited(r.id, page);
         self.c[C_WAITERS].fetch_add(1, SeqCst);
-        let st = r.pages.state(page);
         loop {
             let seen = self.futex[F_PROGRESS].load(SeqCst);
-            if matches!(st.load(SeqCst), state::IDLE | state::COPIED | state::TAKEN) {
+            if taken() {
                 break;
             }
             thread::futex_wait(&self.futex[F_PROGRESS], seen);
@@ -255,8 +280,22 @@ impl Epoch {
         None
     }
 
+    /// In a child forked while this epoch was in use (atfork handler; signal-safe). The
+    /// child has none of the parent's other threads: no committer will take its scheduled
+    /// pages and no checkpoint will reopen the gate. Its writes must not wait for them (the
+    /// child cannot commit into its parent's store anyway; `ickpt_init` there starts over).
+    pub fn orphan(&self) {
+        self.c[C_ORPHANED].store(1, SeqCst);
+        self.c[C_IN_FLIGHT].store(0, SeqCst);
+        self.c[C_IN_PROGRESS].store(0, SeqCst);
+        self.futex[F_GATE].store(0, SeqCst);
+    }
+
     /// Wait until no commit is running (used before giving up page granularity).
     pub fn wait_until_committed(&self) {
+        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+            return;
+        }
         let me = thread::tid();
         if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
             self.c[C_POISONED].store(1, SeqCst);

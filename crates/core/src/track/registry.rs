@@ -220,4 +220,11 @@ pub fn reset_after_fork() {
     if let Some(w) = handler_page_if_ready() {
         w[W_IN_FLIGHT].store(0, Ordering::SeqCst);
     }
+    let p = CURRENT.load(Ordering::SeqCst);
+    if !p.is_null() {
+        // SAFETY: no other thread exists in the child, so nothing frees the snapshot.
+        for r in unsafe { &(*p).regions } {
+            r.epoch.orphan();
+        }
+    }
 }
