@@ -7,7 +7,11 @@
  * between two checkpoints only a band of pages is written and an incremental checkpoint
  * stores a small fraction of what a full one does.
  *
- * Usage: heat --dir DIR --iters N --every K [--no-ckpt] [--out FILE] [--full-every F]
+ * Usage: heat --dir DIR --iters N --every K [--no-ckpt] [--async] [--out FILE] [--full-every F]
+ *
+ * --async: checkpoints are committed in the background (ickpt_checkpoint returns once the
+ * pages are scheduled); each ckpt line then reports the version scheduled, and the run
+ * waits for the last commit (ickpt_wait) before it ends.
  *
  * Everything the loop needs to continue lives in the grid (region 1) and in struct
  * heat_state (region 2); after a restore the run continues bit for bit as if it had never
@@ -55,12 +59,13 @@ struct options {
     uint64_t every;
     uint32_t full_every; /* 0: the library's default */
     int ckpt;
+    int async;
 };
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: heat --dir DIR --iters N --every K [--no-ckpt] [--out FILE] "
-                    "[--full-every F]\n");
+    fprintf(stderr, "usage: heat --dir DIR --iters N --every K [--no-ckpt] [--async] "
+                    "[--out FILE] [--full-every F]\n");
     exit(2);
 }
 
@@ -100,6 +105,10 @@ static struct options parse_args(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "--no-ckpt") == 0) {
             o.ckpt = 0;
+            continue;
+        }
+        if (strcmp(a, "--async") == 0) {
+            o.async = 1;
             continue;
         }
         if (i + 1 >= argc)
@@ -240,6 +249,8 @@ int main(int argc, char **argv)
         cfg.dir = o.dir;
         if (o.full_every != 0)
             cfg.full_every = o.full_every;
+        if (o.async)
+            cfg.mode = ICKPT_MODE_ASYNC;
         check("ickpt_init", ickpt_init(&cfg));
         check("ickpt_protect", ickpt_protect(GRID_ID, grid, grid_bytes));
         void *p;
@@ -287,6 +298,8 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
     }
+    if (o.ckpt && o.async)
+        check("ickpt_wait", ickpt_wait(NULL)); /* the last version is durable before "done" */
     double seconds = now_s() - t_start;
 
     if (o.out != NULL)

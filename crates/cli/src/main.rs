@@ -67,6 +67,11 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // `ickpt ls --json | head` must end quietly, as other Unix tools do, rather than panic
+    // in println! when the reader goes away: restore the default SIGPIPE action that the
+    // Rust runtime replaced with "ignore".
+    // SAFETY: setting a signal's disposition to SIG_DFL has no memory-safety preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Ls(s) => ls::run(&s),

@@ -326,3 +326,22 @@ fn format_v1_versions_show_no_commit_stats() {
     let human = text(&ickpt(&["inspect", "--dir", d]));
     assert!(human.contains("not recorded"), "{human}");
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let dir = scratch("pipe");
+    make_store(&dir);
+    // Reader closed before the command writes: it must die of SIGPIPE (or finish, if it
+    // wrote into the pipe first), never panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ickpt"))
+        .args(["ls", "--json", "--dir", dir.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(out.status.code(), Some(101), "{stderr}");
+}
