@@ -340,3 +340,132 @@ fn address_order_still_takes_the_waited_page_and_copies_first() {
     assert_eq!(first, vec![6, 4, 0, 1, 2, 3, 5, 7]);
     assert_eq!(second, vec![1, 4, 6]);
 }
+
+/// Two regions share a page. A writer that must wait for one region's copy of the page may
+/// not leave it writable for the other: every region decides before the page opens, so a
+/// later write by another thread never reaches the version.
+#[test]
+fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
+    let dir = scratch_dir("async-shared");
+    let closed = Arc::new((Mutex::new(false), Condvar::new()));
+    let store: Arc<dyn Store> = Arc::new(GatedStore {
+        inner: DirStore::open_write(&dir).unwrap(),
+        closed: closed.clone(),
+    });
+    let e = Engine::with_store(async_config(&dir, 1, FlushOrder::Address), store).unwrap();
+    let buf = Buf::new(2 * PS);
+    let base = buf.ptr as usize;
+    // A covers pages 0 and 1; B lies inside page 1.
+    // SAFETY: both ranges are inside `buf`, which outlives the engine.
+    unsafe {
+        e.protect(1, (base + 100) as *mut u8, PS).unwrap();
+        e.protect(2, (base + PS + 200) as *mut u8, 100).unwrap();
+    }
+    let w = move |off: usize, v: u8| {
+        // SAFETY: every offset used is inside `buf`.
+        unsafe { ((base + off) as *mut u8).write_volatile(v) }
+    };
+    e.checkpoint().unwrap();
+    e.wait().unwrap();
+    w(PS + 60, 1);
+    w(PS + 250, 1);
+    set_gate(&closed, true);
+    let v = e.checkpoint().unwrap().version;
+    std::thread::scope(|s| {
+        // One slot: B's copy of page 1 takes it, A's must wait for the committer.
+        s.spawn(|| w(PS + 50, 7));
+        while !e.writers_waiting() {
+            std::thread::yield_now();
+        }
+        // Issued while the first writer waits; must not land in version v.
+        s.spawn(|| w(PS + 60, 0xEE));
+        set_gate(&closed, false);
+    });
+    e.wait().unwrap();
+    e.restore(v).unwrap();
+    // SAFETY: inside `buf`.
+    let got = unsafe { ((base + PS + 60) as *const u8).read_volatile() };
+    assert_eq!(
+        got, 1,
+        "version {v} holds a write made after its checkpoint"
+    );
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store whose next write panics (a bug in a store): the commit is abandoned.
+struct PanicStore {
+    inner: DirStore,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+struct PanicWriter {
+    inner: Box<dyn StoreWriter>,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Store for PanicStore {
+    fn describe(&self, name: &str) -> String {
+        self.inner.describe(name)
+    }
+    fn list(&self) -> io::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn open(&self, name: &str) -> io::Result<Box<dyn ickpt::store::StoreFile>> {
+        self.inner.open(name)
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
+        Ok(Box::new(PanicWriter {
+            inner: self.inner.create(name)?,
+            armed: self.armed.clone(),
+        }))
+    }
+}
+
+impl StoreWriter for PanicWriter {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("a store bug");
+        }
+        self.inner.write_all(buf)
+    }
+    fn commit(self: Box<Self>) -> io::Result<()> {
+        self.inner.commit()
+    }
+}
+
+#[test]
+fn a_commit_that_panics_loses_no_dirty_page() {
+    let dir = scratch_dir("async-panic");
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let store: Arc<dyn Store> = Arc::new(PanicStore {
+        inner: DirStore::open_write(&dir).unwrap(),
+        armed: armed.clone(),
+    });
+    let e = Engine::with_store(async_config(&dir, 4, FlushOrder::Address), store).unwrap();
+    let mut buf = Buf::new(4 * PS);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    e.checkpoint().unwrap();
+    e.wait().unwrap();
+    buf.slice_mut()[2 * PS] = 42;
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    e.checkpoint().unwrap();
+    assert!(matches!(e.wait(), Err(Error::CommitAborted { .. })));
+    buf.slice_mut()[0] = 7;
+    let v = e.checkpoint().unwrap().version;
+    assert_eq!(
+        e.wait().unwrap().unwrap().pages,
+        2,
+        "the abandoned commit's page too"
+    );
+    let want = buf.slice().to_vec();
+    buf.slice_mut().fill(0);
+    e.restore(v).unwrap();
+    assert!(buf.slice() == &want[..]);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}

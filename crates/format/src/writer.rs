@@ -97,6 +97,12 @@ impl VersionLayout {
         self.data_end += self.header.page_size as u64;
     }
 
+    /// Room for `pages` more pages, so that pushing them never allocates.
+    pub fn reserve(&mut self, pages: usize) {
+        self.crcs.reserve(pages);
+        self.runs.reserve(pages);
+    }
+
     pub fn page_count(&self) -> u64 {
         self.crcs.len() as u64
     }

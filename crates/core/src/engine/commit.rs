@@ -80,10 +80,11 @@ pub(super) fn run(job: Job) -> Outcome {
         mut stats,
         page_size: ps,
     } = job;
-    let drain = Drain {
+    let mut drain = Drain {
         regions: &regions,
         epoch: &epoch,
-        armed: true,
+        pages_released: false,
+        committed: false,
     };
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
     let name = version_name(version);
@@ -99,6 +100,8 @@ pub(super) fn run(job: Job) -> Outcome {
         created,
         entries,
     );
+    // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
+    layout.reserve(total as usize);
     staging.resize(BATCH_BYTES.max(ps), 0);
     let mut sink = Sink::create(&*store, &name, &mut staging, ps);
     sink.write(&layout.prefix());
@@ -115,31 +118,36 @@ pub(super) fn run(job: Job) -> Outcome {
             thread::yield_now();
             continue;
         };
-        let (ri, page) = match take {
+        // The page is released (TAKEN) as soon as its bytes are copied, before the CRC:
+        // a writer waiting for it then waits for a memcpy only, and never across anything
+        // that could take a lock.
+        let release = |ri: usize, page: usize| {
+            regions[ri].tr.pages.state(page).store(state::TAKEN, SeqCst);
+            epoch.page_done();
+        };
+        match take {
             Take::Memory(ri, page) => {
                 let src = regions[ri].tr.page_addr(page);
                 sink.page(ri, page, &mut layout, |dst| {
                     // SAFETY: the page belongs to a region of this commit, which stays
                     // tracked (mapped, readable) until the commit settles; it is FLUSHING,
                     // so no writer can open it before we are done.
-                    unsafe { mem::copy_out(dst, src) }
+                    unsafe { mem::copy_out(dst, src) };
+                    release(ri, page);
                 });
-                (ri, page)
             }
             Take::Slot(slot, ri, page) => {
                 sink.page(ri, page, &mut layout, |dst| {
-                    dst.copy_from_slice(epoch.cow.bytes(slot))
+                    dst.copy_from_slice(epoch.cow.bytes(slot));
+                    release(ri, page);
                 });
                 epoch.cow.release(slot);
-                (ri, page)
             }
-        };
-        regions[ri].tr.pages.state(page).store(state::TAKEN, SeqCst);
-        epoch.page_done();
+        }
         done += 1;
     }
     let (counts, peak) = epoch.end_commit();
-    drain.disarm();
+    drain.pages_released = true;
     sink.flush();
     phases.copy = started.elapsed().saturating_sub(sink.write_time);
 
@@ -173,11 +181,8 @@ pub(super) fn run(job: Job) -> Outcome {
             commit: stats,
         }
     });
-    if result.is_err() {
-        for r in &regions {
-            r.tr.dirty.merge(&r.bits);
-        }
-    }
+    drain.committed = result.is_ok();
+    drop(drain);
     Outcome {
         result,
         head,
@@ -285,6 +290,8 @@ struct Sink<'a> {
     err: Option<Error>,
     file: String,
     buf: &'a mut Vec<u8>,
+    /// Where pages go once writing has failed.
+    spare: Vec<u8>,
     fill: usize,
     ps: usize,
     bytes: u64,
@@ -303,6 +310,7 @@ impl<'a> Sink<'a> {
             err,
             file,
             buf,
+            spare: vec![0; ps],
             fill: 0,
             ps,
             bytes: 0,
@@ -319,6 +327,8 @@ impl<'a> Sink<'a> {
         copy: impl FnOnce(&mut [u8]),
     ) {
         if self.err.is_some() {
+            // Nothing more is written, but the page is still handed over (and released).
+            copy(&mut self.spare);
             return;
         }
         self.make_room();
@@ -369,32 +379,41 @@ impl<'a> Sink<'a> {
 }
 
 /// If a commit unwinds half-way, release every page it still held so no writer waits
-/// forever, and end the commit.
+/// forever, and end the commit; unless the version was committed, put its dirty bits back
+/// so the next checkpoint holds its pages.
 struct Drain<'a> {
     regions: &'a [JobRegion],
     epoch: &'a Epoch,
-    armed: bool,
-}
-
-impl Drain<'_> {
-    fn disarm(mut self) {
-        self.armed = false;
-    }
+    pages_released: bool,
+    committed: bool,
 }
 
 impl Drop for Drain<'_> {
     fn drop(&mut self) {
-        if !self.armed {
-            return;
+        if !self.pages_released {
+            // A writer between its COPYING claim and COPIED still queues its slot: let it
+            // finish first, so no stale slot is left in the ring for the next commit.
+            for r in self.regions {
+                for page in 0..r.tr.npages {
+                    while r.tr.pages.state(page).load(SeqCst) == state::COPYING {
+                        thread::yield_now();
+                    }
+                }
+            }
+            while let Some((slot, _, _)) = self.epoch.cow.pop() {
+                self.epoch.cow.release(slot);
+            }
+            for r in self.regions {
+                for page in 0..r.tr.npages {
+                    r.tr.pages.state(page).store(state::IDLE, SeqCst);
+                }
+            }
+            self.epoch.end_commit();
         }
-        while let Some((slot, _, _)) = self.epoch.cow.pop() {
-            self.epoch.cow.release(slot);
-        }
-        for r in self.regions {
-            for page in 0..r.tr.npages {
-                r.tr.pages.state(page).store(state::IDLE, SeqCst);
+        if !self.committed {
+            for r in self.regions {
+                r.tr.dirty.merge(&r.bits);
             }
         }
-        self.epoch.end_commit();
     }
 }

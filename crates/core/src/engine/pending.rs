@@ -16,8 +16,9 @@ impl Engine {
             let spawned = std::thread::Builder::new()
                 .name("ickpt-commit".into())
                 .spawn(move || {
-                    let job: commit::Job = rx.recv().expect("the job follows the spawn");
+                    // First: from here on this thread's faults never wait for a page.
                     epoch.set_committer(thread::tid());
+                    let job: commit::Job = rx.recv().expect("the job follows the spawn");
                     commit::run(job)
                 });
             if let Ok(handle) = spawned {

@@ -36,44 +36,74 @@ impl Engine {
             });
         }
 
-        self.epoch.close_gate();
-        for slot in st.regions.values() {
-            let mut bits = Vec::new();
-            if let Err(e) = self.tracker.collect(&slot.tr, &mut bits) {
-                for r in &regions {
-                    r.tr.dirty.merge(&r.bits);
-                }
-                self.epoch.open_gate();
-                return Err(e.into());
-            }
-            regions.push(JobRegion {
-                tr: slot.tr.clone(),
-                bits,
-                whole: kind == Kind::Full || slot.born.is_none(),
-            });
-        }
+        // Everything the gate-closed part stores into is allocated now: a writer held at the
+        // gate may hold the allocator's lock (it faulted inside malloc), and this thread
+        // must not need that lock to open the gate again.
+        let adaptive = self.cfg.flush_order == FlushOrder::Adaptive;
+        let mut learnt = Vec::with_capacity(if adaptive {
+            st.regions.values().map(|s| s.tr.npages).sum()
+        } else {
+            0
+        });
+        let mut bits_of: Vec<Vec<u64>> = st
+            .regions
+            .values()
+            .map(|s| Vec::with_capacity(s.tr.npages.div_ceil(64)))
+            .collect();
+
+        let gate = self.epoch.close_gate();
         let ended_after = self.epoch.begin_commit();
         let mut total = 0u64;
-        let mut learnt = Vec::new();
-        for (ri, r) in regions.iter().enumerate() {
-            for page in 0..r.tr.npages {
-                // Every page's record is read, so every record starts the next epoch clear.
-                let (access, order) = r.tr.pages.take_access(page);
-                let state = r.tr.pages.state(page);
-                if r.whole || bitmap::is_set(&r.bits, page) {
-                    state.store(SCHEDULED, SeqCst);
-                    total += 1;
-                    if self.cfg.flush_order == FlushOrder::Adaptive {
-                        learnt.push((access, order, (ri as u32, page)));
+        let mut failed = None;
+        for (ri, (slot, mut bits)) in st.regions.values().zip(bits_of.drain(..)).enumerate() {
+            let whole = kind == Kind::Full || slot.born.is_none();
+            let tr = &slot.tr;
+            // Each page's state is final before its region is re-armed, so no write (not even
+            // this thread's own, which passes the gate) meets a re-armed page with a stale one.
+            let mut mark = |bits: &[u64]| {
+                for page in 0..tr.npages {
+                    // Every page's record is read, so every record starts the next epoch clear.
+                    let (access, order) = tr.pages.take_access(page);
+                    let state = tr.pages.state(page);
+                    if whole || bitmap::is_set(bits, page) {
+                        state.store(SCHEDULED, SeqCst);
+                        total += 1;
+                        if adaptive {
+                            learnt.push((access, order, (ri as u32, page)));
+                        }
+                    } else {
+                        // Taken by the last commit, not written since: no longer a neighbour
+                        // worth opening with a faulting one.
+                        state.store(IDLE, SeqCst);
                     }
-                } else {
-                    // Taken by the last commit, not written since: no longer a neighbour
-                    // worth opening with a faulting one.
-                    state.store(IDLE, SeqCst);
+                }
+            };
+            if let Err(e) = self.tracker.collect(tr, &mut bits, &mut mark) {
+                failed = Some(e);
+                break;
+            }
+            regions.push(JobRegion {
+                tr: tr.clone(),
+                bits,
+                whole,
+            });
+        }
+        if let Some(e) = failed {
+            // Nothing was scheduled after all: every page goes back to idle and every bit
+            // to its bitmap (the failing region's bits were merged back by collect).
+            for slot in st.regions.values() {
+                for page in 0..slot.tr.npages {
+                    slot.tr.pages.state(page).store(IDLE, SeqCst);
                 }
             }
+            for r in &regions {
+                r.tr.dirty.merge(&r.bits);
+            }
+            self.epoch.end_commit();
+            drop(gate);
+            return Err(e.into());
         }
-        self.epoch.open_gate();
+        drop(gate);
 
         let priority = match self.cfg.flush_order {
             FlushOrder::Adaptive => policy::adaptive_priority(learnt),

@@ -62,12 +62,18 @@ extern "C" fn in_forked_child() {
     crate::track::reset_after_fork();
 }
 
-/// Remember `fd` as a store lock to close in forked children.
-pub fn register_lock(fd: i32) {
+/// Install the handler forked children run (once per process): it releases store locks and
+/// resets tracking state the child's other, vanished threads held.
+pub fn ensure_fork_handler() {
     AT_FORK.call_once(|| {
         // SAFETY: registering a plain extern "C" function with no preconditions.
         unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
     });
+}
+
+/// Remember `fd` as a store lock to close in forked children.
+pub fn register_lock(fd: i32) {
+    ensure_fork_handler();
     for slot in &LOCK_FDS {
         if slot
             .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)

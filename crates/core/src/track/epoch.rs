@@ -43,6 +43,16 @@ const C_ORPHANED: usize = 13;
 const C_WAITED: usize = 14;
 const COUNTERS: usize = C_WAITED + 2 * WAITED;
 
+/// Reopens the gate when dropped.
+pub struct GateGuard<'a>(&'a Epoch);
+
+impl Drop for GateGuard<'_> {
+    fn drop(&mut self) {
+        self.0.futex[F_GATE].store(0, SeqCst);
+        thread::futex_wake_all(&self.0.futex[F_GATE]);
+    }
+}
+
 /// First writes of one epoch by access type, and the time writers spent waiting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AccessCounts {
@@ -174,6 +184,11 @@ impl Epoch {
     }
 
     fn take_neighbour(&self, r: &TrackedRegion, page: usize) -> bool {
+        // A region's first and last page may hold another region's bytes too, whose state
+        // this region does not know: those open only when written themselves.
+        if page == 0 || page + 1 == r.npages {
+            return false;
+        }
         let st = r.pages.state(page);
         match st.load(SeqCst) {
             state::TAKEN | state::COPIED => {
@@ -257,11 +272,12 @@ impl Epoch {
             }
             thread::futex_wait(&self.futex[F_PROGRESS], seen);
         }
-        self.c[C_WAITERS].fetch_sub(1, SeqCst);
         if let Some(i) = published {
             self.c[C_WAITED + 2 * i].store(0, SeqCst);
         }
+        // Before leaving the waiters, so the commit's end (which waits for them) counts it.
         self.c[C_WAIT_NS].fetch_add(thread::monotonic_ns() - started, SeqCst);
+        self.c[C_WAITERS].fetch_sub(1, SeqCst);
     }
 
     fn publish_waited(&self, region: u64, page: usize) -> Option<usize> {
@@ -316,17 +332,20 @@ impl Epoch {
 
     /// Hold new faults at the gate and wait for handlers already past it: while closed,
     /// page states and protections change without any writer deciding on a stale view.
-    pub fn close_gate(&self) {
+    /// The calling thread becomes the owner: its own faults pass the gate and never wait for
+    /// a page (only it could release one) until `release_owner`. The gate reopens when the
+    /// guard drops, whatever happens in between.
+    pub fn close_gate(&self) -> GateGuard<'_> {
         self.c[C_OWNER_TID].store(thread::tid(), SeqCst);
         self.futex[F_GATE].store(1, SeqCst);
         while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
             std::thread::yield_now();
         }
+        GateGuard(self)
     }
 
-    pub fn open_gate(&self) {
-        self.futex[F_GATE].store(0, SeqCst);
-        thread::futex_wake_all(&self.futex[F_GATE]);
+    /// The checkpoint call that closed the gate is over (its commit, if synchronous, too).
+    pub fn release_owner(&self) {
         self.c[C_OWNER_TID].store(0, SeqCst);
     }
 

@@ -70,8 +70,15 @@ pub trait Tracker: Send + Sync {
     /// Stop tracking `r` and leave its memory writable.
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError>;
     /// Move the set of pages written since the last call into `out` (one bit per page) and
-    /// re-arm tracking so the next epoch starts clean.
-    fn collect(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError>;
+    /// re-arm tracking so the next epoch starts clean. `before_rearm` runs between the two
+    /// with the collected bits (the engine sets page states there, so that no write can
+    /// reach a re-armed page before its state says whether a commit needs it).
+    fn collect(
+        &self,
+        r: &TrackedRegion,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Result<(), TrackError>;
     /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking
     /// resumes at the next `collect`.
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;

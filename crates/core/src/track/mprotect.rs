@@ -1,44 +1,120 @@
 //! Write tracking by page protection (AI-Ckpt §3.4): tracked pages are read-only; the first
 //! write to one raises SIGSEGV, the handler records the page as dirty and makes it writable.
 
+use super::epoch::Epoch;
 use super::region::TrackedRegion;
 use super::{registry, Backend, TrackError, Tracker};
 use crate::sys::{mem, page_size, signal};
 use std::sync::Arc;
 
-/// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomic bit sets and
-/// mprotect(2). Faults outside tracked memory go to the previous handler or default action.
+/// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomics, futexes,
+/// memcpy and mprotect(2). Faults outside tracked memory go to the previous handler or the
+/// default action. errno is preserved: the interrupted code may be about to read it.
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: __errno_location returns this thread's errno slot, always valid.
+    let errno = unsafe { *libc::__errno_location() };
+    let restore_errno = || {
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+    };
     // SAFETY: `info` is the kernel's siginfo for this signal.
     if unsafe { signal::is_access_error(info) } {
         // SAFETY: as above.
         let addr = unsafe { signal::fault_address(info) };
-        let mut all_ok = true;
-        match registry::with_regions_containing(addr, |r| all_ok &= open_page(r, addr)) {
-            registry::Lookup::Tracked if all_ok => return,
-            registry::Lookup::Retry => return,
-            _ => {}
+        match handle_write(addr) {
+            registry::Lookup::Retry => return restore_errno(),
+            registry::Lookup::Tracked => return restore_errno(),
+            registry::Lookup::NotOurs => {}
         }
     }
+    restore_errno();
     // SAFETY: called from the SIGSEGV handler with the kernel's arguments.
     unsafe { signal::chain(sig, info, ctx) };
 }
 
-/// Make the page at `addr` writable and record it as written. Signal-safe.
+/// Epochs a fault has entered (a page shared by regions of several engines enters each).
+struct Entered {
+    epochs: [*const Epoch; 8],
+    n: usize,
+}
+
+impl Entered {
+    fn enter(&mut self, e: &Epoch) -> bool {
+        if self.epochs[..self.n].iter().any(|&p| std::ptr::eq(p, e)) {
+            return true;
+        }
+        if self.n == self.epochs.len() {
+            return false;
+        }
+        e.enter();
+        self.epochs[self.n] = e;
+        self.n += 1;
+        true
+    }
+
+    fn leave_all(&self) {
+        for &e in &self.epochs[..self.n] {
+            // SAFETY: each epoch is owned by its engine, which outlives its regions' faults.
+            unsafe { (*e).leave() };
+        }
+    }
+}
+
+/// Record a first write at `addr` in every region whose pages contain it, and make its page
+/// writable. Signal-safe.
 ///
-/// If a commit still needs the page's bytes, they are first copied aside or the writer waits
-/// for the committer (`Epoch::before_write`). Open first, mark second: if a checkpoint's `collect` (take bits, then re-protect) runs in
+/// Every region decides first (copy aside or wait for its commit, `Epoch::before_write`),
+/// and only then is the page opened: a page shared by two regions must not become writable
+/// while the second still needs its bytes. The epochs are entered once for the whole fault,
+/// so no checkpoint can schedule between the decisions and the opening.
+///
+/// Open first, mark second: if a checkpoint's `collect` (take bits, then re-protect) runs in
 /// between, either it re-protects the page after we opened it and our bit lands in the new
 /// epoch (the retried write faults again), or it took the bits before we set ours. Marking
 /// first would let `collect` take the bit and re-protect before we open the page, leaving it
 /// writable with no bit: every later write to it in the epoch would be lost.
-fn open_page(r: &TrackedRegion, addr: usize) -> bool {
+fn handle_write(addr: usize) -> registry::Lookup {
     let ps = page_size();
-    let page = (addr - r.base) / ps;
+    let mut entered = Entered {
+        epochs: [std::ptr::null(); 8],
+        n: 0,
+    };
+    let mut regions = 0usize;
+    let mut ok = true;
+    let found = registry::with_regions_containing(addr, |r| {
+        regions += 1;
+        if entered.enter(&r.epoch) {
+            r.epoch.before_write(r, (addr - r.base) / ps);
+        } else {
+            ok = false;
+        }
+    });
+    if !matches!(found, registry::Lookup::Tracked) {
+        entered.leave_all();
+        return found;
+    }
+    let shared = regions > 1;
+    registry::with_regions_containing(addr, |r| ok &= open(r, (addr - r.base) / ps, shared));
+    entered.leave_all();
+    if ok {
+        registry::Lookup::Tracked
+    } else {
+        signal::signal_safe_message(
+            b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
+        );
+        registry::Lookup::NotOurs
+    }
+}
+
+/// Open `page` of `r` (with its fault-around run unless the page is shared) and mark it.
+fn open(r: &TrackedRegion, page: usize, shared: bool) -> bool {
+    let ps = page_size();
     let epoch = &*r.epoch;
-    epoch.enter();
-    epoch.before_write(r, page);
-    let (lo, hi) = epoch.open_run(r, page);
+    let (lo, hi) = if shared {
+        (page, page + 1)
+    } else {
+        epoch.open_run(r, page)
+    };
     let opened = if mem::protect(r.page_addr(lo), (hi - lo) * ps, mem::PROT_OPEN).is_ok() {
         for p in lo..hi {
             r.dirty.set(p);
@@ -58,12 +134,7 @@ fn open_page(r: &TrackedRegion, addr: usize) -> bool {
     };
     if opened {
         r.dirty.count_fault();
-    } else {
-        signal::signal_safe_message(
-            b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
-        );
     }
-    epoch.leave();
     opened
 }
 
@@ -73,6 +144,8 @@ pub struct MprotectTracker;
 impl MprotectTracker {
     pub fn new() -> Result<Self, TrackError> {
         signal::install_segv_handler(on_segv).map_err(TrackError::Signal)?;
+        // Whatever the store, a child forked mid-commit must not wait for pages.
+        crate::sys::fs::ensure_fork_handler();
         Ok(MprotectTracker)
     }
 
@@ -122,11 +195,17 @@ impl Tracker for MprotectTracker {
         opened.map_err(TrackError::Protect)
     }
 
-    fn collect(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError> {
+    fn collect(
+        &self,
+        r: &TrackedRegion,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Result<(), TrackError> {
         // Take the bits first, then protect: a write between the two lands in a page that is
         // still open and is saved by the copy that follows; a write after faults into the
         // new epoch. Nothing is lost either way.
         r.dirty.take_into(out);
+        before_rearm(out);
         mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(|e| {
             r.dirty.merge(out);
             TrackError::Protect(e)
