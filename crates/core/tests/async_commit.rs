@@ -202,19 +202,19 @@ fn a_failed_async_commit_is_reported_by_the_next_checkpoint() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A store whose writes block while its gate is closed: holds a commit still at a known
-/// point, so a test can write into it deterministically.
-struct GatedStore {
+/// A store that runs `hook` before every write: holding a commit still at a known point
+/// (a gate), or making a store bug happen (a panic).
+struct HookStore {
     inner: DirStore,
-    closed: Arc<(Mutex<bool>, Condvar)>,
+    hook: Arc<dyn Fn() + Send + Sync>,
 }
 
-struct GatedWriter {
+struct HookWriter {
     inner: Box<dyn StoreWriter>,
-    closed: Arc<(Mutex<bool>, Condvar)>,
+    hook: Arc<dyn Fn() + Send + Sync>,
 }
 
-impl Store for GatedStore {
+impl Store for HookStore {
     fn describe(&self, name: &str) -> String {
         self.inner.describe(name)
     }
@@ -228,22 +228,38 @@ impl Store for GatedStore {
         self.inner.remove(name)
     }
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
-        Ok(Box::new(GatedWriter {
+        Ok(Box::new(HookWriter {
             inner: self.inner.create(name)?,
-            closed: self.closed.clone(),
+            hook: self.hook.clone(),
         }))
     }
 }
 
-impl StoreWriter for GatedWriter {
+impl StoreWriter for HookWriter {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        let (m, cv) = &*self.closed;
-        let _open = cv.wait_while(m.lock().unwrap(), |closed| *closed).unwrap();
+        (self.hook)();
         self.inner.write_all(buf)
     }
     fn commit(self: Box<Self>) -> io::Result<()> {
         self.inner.commit()
     }
+}
+
+type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+/// A store whose writes block while the returned gate is closed.
+fn gated_store(dir: &std::path::Path) -> (Arc<dyn Store>, Gate) {
+    let closed: Gate = Arc::new((Mutex::new(false), Condvar::new()));
+    let g = closed.clone();
+    let hook = move || {
+        let (m, cv) = &*g;
+        drop(cv.wait_while(m.lock().unwrap(), |closed| *closed).unwrap());
+    };
+    let store = HookStore {
+        inner: DirStore::open_write(dir).unwrap(),
+        hook: Arc::new(hook),
+    };
+    (Arc::new(store), closed)
 }
 
 fn set_gate(g: &(Mutex<bool>, Condvar), closed: bool) {
@@ -267,11 +283,7 @@ fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
 /// one, then the rest by address. The next version's order learns from that epoch.
 fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
     let dir = scratch_dir("async-order");
-    let closed = Arc::new((Mutex::new(false), Condvar::new()));
-    let store: Arc<dyn Store> = Arc::new(GatedStore {
-        inner: DirStore::open_write(&dir).unwrap(),
-        closed: closed.clone(),
-    });
+    let (store, closed) = gated_store(&dir);
     let e = Engine::with_store(async_config(&dir, 1, order), store).unwrap();
     let mut buf = Buf::new(8 * PS);
     // SAFETY: `buf` outlives the engine.
@@ -347,11 +359,7 @@ fn address_order_still_takes_the_waited_page_and_copies_first() {
 #[test]
 fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
     let dir = scratch_dir("async-shared");
-    let closed = Arc::new((Mutex::new(false), Condvar::new()));
-    let store: Arc<dyn Store> = Arc::new(GatedStore {
-        inner: DirStore::open_write(&dir).unwrap(),
-        closed: closed.clone(),
-    });
+    let (store, closed) = gated_store(&dir);
     let e = Engine::with_store(async_config(&dir, 1, FlushOrder::Address), store).unwrap();
     let buf = Buf::new(2 * PS);
     let base = buf.ptr as usize;
@@ -393,57 +401,19 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A store whose next write panics (a bug in a store): the commit is abandoned.
-struct PanicStore {
-    inner: DirStore,
-    armed: Arc<std::sync::atomic::AtomicBool>,
-}
-
-struct PanicWriter {
-    inner: Box<dyn StoreWriter>,
-    armed: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Store for PanicStore {
-    fn describe(&self, name: &str) -> String {
-        self.inner.describe(name)
-    }
-    fn list(&self) -> io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn open(&self, name: &str) -> io::Result<Box<dyn ickpt::store::StoreFile>> {
-        self.inner.open(name)
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        self.inner.remove(name)
-    }
-    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
-        Ok(Box::new(PanicWriter {
-            inner: self.inner.create(name)?,
-            armed: self.armed.clone(),
-        }))
-    }
-}
-
-impl StoreWriter for PanicWriter {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        if self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            panic!("a store bug");
-        }
-        self.inner.write_all(buf)
-    }
-    fn commit(self: Box<Self>) -> io::Result<()> {
-        self.inner.commit()
-    }
-}
-
 #[test]
 fn a_commit_that_panics_loses_no_dirty_page() {
     let dir = scratch_dir("async-panic");
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let store: Arc<dyn Store> = Arc::new(PanicStore {
+    let a = armed.clone();
+    let hook = move || {
+        if a.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            panic!("a store bug");
+        }
+    };
+    let store: Arc<dyn Store> = Arc::new(HookStore {
         inner: DirStore::open_write(&dir).unwrap(),
-        armed: armed.clone(),
+        hook: Arc::new(hook),
     });
     let e = Engine::with_store(async_config(&dir, 4, FlushOrder::Address), store).unwrap();
     let mut buf = Buf::new(4 * PS);
