@@ -4,6 +4,7 @@ mod bench;
 mod human;
 mod inspect;
 mod ls;
+mod probe;
 mod progress;
 mod restore;
 mod verify;
@@ -64,6 +65,12 @@ enum Cmd {
     /// Benchmarks; results go to stdout (tables, or --json).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// What this kernel offers for write tracking (userfaultfd write-protect, its async
+    /// mode, PAGEMAP_SCAN), as ickpt probes it.
+    Probe {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -84,6 +91,7 @@ fn main() -> ExitCode {
             out,
         } => restore::run(&store, version, region, &out),
         Cmd::Bench(b) => bench::run(b),
+        Cmd::Probe { json } => probe::run(json),
     };
     match r {
         Ok(code) => code,

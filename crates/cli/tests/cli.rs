@@ -345,3 +345,27 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_ne!(out.status.code(), Some(101), "{stderr}");
 }
+
+#[test]
+fn probe_reports_the_kernel_features_and_the_forced_fallback() {
+    let out = ickpt(&["probe", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let j = json(&out);
+    for k in [
+        "userfaultfd",
+        "uffd_write_protect",
+        "uffd_write_protect_async",
+        "pagemap_scan",
+    ] {
+        assert!(j[k].is_boolean(), "{k}: {j}");
+    }
+    let forced = Command::new(env!("CARGO_BIN_EXE_ickpt"))
+        .args(["probe", "--json"])
+        .env("ICKPT_NO_UFFD", "1")
+        .output()
+        .unwrap();
+    let j = json(&forced);
+    assert_eq!(j["userfaultfd"], false);
+    assert_eq!(j["pagemap_scan"], false);
+    assert!(j["notes"][0].as_str().unwrap().contains("ICKPT_NO_UFFD"));
+}

@@ -4,6 +4,7 @@ pub mod fs;
 pub mod mem;
 pub mod signal;
 pub mod thread;
+pub mod uffd;
 
 use std::sync::OnceLock;
 
