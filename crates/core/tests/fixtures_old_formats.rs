@@ -1,6 +1,7 @@
-//! Format v1 stays readable: a store written by ickpt 0.1.0 is checked in under
-//! tests/fixtures/format-v1 and must restore to the bytes it was made from forever.
-//! `ICKPT_WRITE_FIXTURE=1` regenerates it (only ever for a new format version's fixture).
+//! Every format version stays readable: a store written by each is checked in under
+//! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
+//! ickpt 0.1.0, v2 since issue 3). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
+//! format version N, once, when that version is new.
 
 mod common;
 use common::Buf;
@@ -11,8 +12,8 @@ const PS: usize = 4096;
 const BIG: usize = 3 * PS;
 const SMALL: usize = 100;
 
-fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format-v1")
+fn fixture_dir(format: u16) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/format-v{format}"))
 }
 
 /// Region contents at version `v` (1 = full, 2 and 3 increments).
@@ -31,8 +32,22 @@ fn expected(v: u64) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn format_v1_fixture_still_restores() {
-    let dir = fixture_dir();
-    if std::env::var_os("ICKPT_WRITE_FIXTURE").is_some() {
+    check_fixture(1);
+}
+
+#[test]
+fn format_v2_fixture_still_restores() {
+    check_fixture(2);
+}
+
+fn check_fixture(format: u16) {
+    let dir = fixture_dir(format);
+    let write = std::env::var("ICKPT_WRITE_FIXTURE").ok() == Some(format.to_string());
+    assert!(
+        !write || format == ickpt::format::FORMAT_VERSION,
+        "only the current format version's fixture can be written"
+    );
+    if write {
         let _ = std::fs::remove_dir_all(&dir);
         let e = Engine::open(Config::new(&dir)).unwrap();
         let mut big = Buf::new(BIG);
@@ -60,7 +75,7 @@ fn format_v1_fixture_still_restores() {
     // Read from a copy: the fixture itself stays untouched (opening for restore takes a lock
     // and cleans temporaries).
     let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("fixture-v1-{}", std::process::id()));
+        .join(format!("fixture-v{format}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&copy);
     std::fs::create_dir_all(&copy).unwrap();
     for f in std::fs::read_dir(&dir).expect("fixture present") {
@@ -103,4 +118,10 @@ fn format_v1_fixture_still_restores() {
     .unwrap();
     assert!(report.problems.is_empty());
     assert_eq!(report.versions, vec![1, 2, 3]);
+    for v in 1..=3 {
+        let store = ickpt::store::DirStore::open_read(&copy).unwrap();
+        let ov = ickpt::catalog::open(&store, v).unwrap();
+        assert_eq!(ov.meta.header.format_version, format);
+        assert_eq!(ov.meta.stats.is_some(), format >= 2, "v{v}: commit stats");
+    }
 }
