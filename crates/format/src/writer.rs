@@ -56,10 +56,6 @@ impl VersionLayout {
         self.stats = s;
     }
 
-    pub fn stats(&self) -> &CommitStats {
-        &self.stats
-    }
-
     pub fn header(&self) -> &Header {
         &self.header
     }

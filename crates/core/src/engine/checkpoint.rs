@@ -23,15 +23,7 @@ impl Engine {
         if !self.tracker.handler_intact()? {
             return Err(Error::HandlerReplaced);
         }
-        // This thread stays the epoch's owner (its faults never wait for a page) until the
-        // call returns: until then it may be the only thread able to release one.
-        struct Owner<'a>(&'a crate::track::Epoch);
-        impl Drop for Owner<'_> {
-            fn drop(&mut self) {
-                self.0.release_owner();
-            }
-        }
-        let _owner = Owner(&self.epoch);
+        let _owner = self.epoch.become_owner();
         let job = self.schedule(&mut st, started)?;
         let scheduled = CheckpointInfo {
             version: job.version,

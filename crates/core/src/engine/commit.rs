@@ -121,29 +121,27 @@ pub(super) fn run(job: Job) -> Outcome {
         // The page is released (TAKEN) as soon as its bytes are copied, before the CRC:
         // a writer waiting for it then waits for a memcpy only, and never across anything
         // that could take a lock.
-        let release = |ri: usize, page: usize| {
-            regions[ri].tr.pages.state(page).store(state::TAKEN, SeqCst);
-            epoch.page_done();
-        };
-        match take {
+        let (ri, page) = match take {
             Take::Memory(ri, page) => {
-                let src = regions[ri].tr.page_addr(page);
-                sink.page(ri, page, &mut layout, |dst| {
+                if let Some(dst) = sink.slot() {
                     // SAFETY: the page belongs to a region of this commit, which stays
                     // tracked (mapped, readable) until the commit settles; it is FLUSHING,
                     // so no writer can open it before we are done.
-                    unsafe { mem::copy_out(dst, src) };
-                    release(ri, page);
-                });
+                    unsafe { mem::copy_out(dst, regions[ri].tr.page_addr(page)) };
+                }
+                (ri, page)
             }
             Take::Slot(slot, ri, page) => {
-                sink.page(ri, page, &mut layout, |dst| {
+                if let Some(dst) = sink.slot() {
                     dst.copy_from_slice(epoch.cow.bytes(slot));
-                    release(ri, page);
-                });
-                epoch.cow.release(slot);
+                }
+                epoch.cow.free(slot);
+                (ri, page)
             }
-        }
+        };
+        regions[ri].tr.pages.state(page).store(state::TAKEN, SeqCst);
+        epoch.page_done();
+        sink.seal(ri, page, &mut layout);
         done += 1;
     }
     let (counts, peak) = epoch.end_commit();
@@ -290,8 +288,6 @@ struct Sink<'a> {
     err: Option<Error>,
     file: String,
     buf: &'a mut Vec<u8>,
-    /// Where pages go once writing has failed.
-    spare: Vec<u8>,
     fill: usize,
     ps: usize,
     bytes: u64,
@@ -310,7 +306,6 @@ impl<'a> Sink<'a> {
             err,
             file,
             buf,
-            spare: vec![0; ps],
             fill: 0,
             ps,
             bytes: 0,
@@ -318,23 +313,23 @@ impl<'a> Sink<'a> {
         }
     }
 
-    /// Add one page: `copy` fills it, then its CRC goes into the layout.
-    fn page(
-        &mut self,
-        ri: usize,
-        page: usize,
-        layout: &mut VersionLayout,
-        copy: impl FnOnce(&mut [u8]),
-    ) {
+    /// Where the next page's bytes go; None once writing has failed (the page is then
+    /// only released, not copied).
+    fn slot(&mut self) -> Option<&mut [u8]> {
         if self.err.is_some() {
-            // Nothing more is written, but the page is still handed over (and released).
-            copy(&mut self.spare);
-            return;
+            return None;
         }
         self.make_room();
-        let dst = &mut self.buf[self.fill..self.fill + self.ps];
-        copy(dst);
-        layout.push_page(ri as u32, page as u64, ickpt_format::crc(dst));
+        Some(&mut self.buf[self.fill..self.fill + self.ps])
+    }
+
+    /// The page copied into `slot` is complete: its CRC goes into the layout.
+    fn seal(&mut self, ri: usize, page: usize, layout: &mut VersionLayout) {
+        if self.err.is_some() {
+            return;
+        }
+        let data = &self.buf[self.fill..self.fill + self.ps];
+        layout.push_page(ri as u32, page as u64, ickpt_format::crc(data));
         self.fill += self.ps;
     }
 
@@ -401,7 +396,7 @@ impl Drop for Drain<'_> {
                 }
             }
             while let Some((slot, _, _)) = self.epoch.cow.pop() {
-                self.epoch.cow.release(slot);
+                self.epoch.cow.free(slot);
             }
             for r in self.regions {
                 for page in 0..r.tr.npages {

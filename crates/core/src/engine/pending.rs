@@ -21,26 +21,20 @@ impl Engine {
                     let job: commit::Job = rx.recv().expect("the job follows the spawn");
                     commit::run(job)
                 });
+            // The job is sent only once a thread exists; without one it runs here.
             if let Ok(handle) = spawned {
                 tx.send(job).expect("the committer waits for its job");
                 st.pending = Some(handle);
                 return Ok(());
             }
-            // No thread: run it here.
-            self.run_here(st, job);
-        } else {
-            self.run_here(st, job);
         }
+        self.epoch.set_committer(thread::tid());
+        let outcome = commit::run(job);
+        self.apply(st, outcome);
         match st.unreported.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
-    }
-
-    fn run_here(&self, st: &mut State, job: commit::Job) {
-        self.epoch.set_committer(thread::tid());
-        let outcome = commit::run(job);
-        self.apply(st, outcome);
     }
 
     /// Wait for the commit in flight, if any, and apply its outcome. A failure is kept for

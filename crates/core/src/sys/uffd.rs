@@ -13,6 +13,9 @@ const UFFD_USER_MODE_ONLY: libc::c_int = 1;
 const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
 pub(crate) const UFFD_FEATURE_PAGEFAULT_FLAG_WP: u64 = 1 << 0;
 pub(crate) const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+/// `PAGE_IS_PRESENT`, a PAGEMAP_SCAN category.
+#[cfg(test)]
+const PAGE_IS_PRESENT: u64 = 1 << 3;
 /// `_IOWR('f', 16, struct pm_scan_arg)` (96 bytes).
 pub(crate) const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
 
@@ -165,5 +168,56 @@ mod tests {
         if f.uffd_wp_async() {
             assert!(f.uffd_wp());
         }
+        // What the probe says of PAGEMAP_SCAN holds for a real page of this process.
+        let page = crate::sys::mem::map_anonymous(crate::sys::page_size()).unwrap();
+        // SAFETY: writing the page just mapped, so it is present.
+        unsafe { page.write_volatile(1) };
+        let file = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut region = [0u64; 3];
+        let mut arg = PmScanArg {
+            size: std::mem::size_of::<PmScanArg>() as u64,
+            start: page as u64,
+            end: page as u64 + crate::sys::page_size() as u64,
+            vec: region.as_mut_ptr() as u64,
+            vec_len: 1,
+            return_mask: PAGE_IS_PRESENT,
+            ..PmScanArg::default()
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid pm_scan_arg whose output vector holds one page_region (3 u64s).
+        let n = unsafe { libc::ioctl(file.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+        assert_eq!(n == 1, f.pagemap_scan, "probe {f:?}, scan returned {n}");
+        if n == 1 {
+            assert_eq!(region[0], page as u64);
+            assert_ne!(region[2] & PAGE_IS_PRESENT, 0);
+        }
+        // SAFETY: mapped above, unused from here on.
+        unsafe { crate::sys::mem::unmap(page, crate::sys::page_size()).unwrap() };
+    }
+
+    #[test]
+    fn async_write_protect_needs_every_piece() {
+        let all = Features {
+            userfaultfd: true,
+            uffd_features: UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_ASYNC,
+            pagemap_scan: true,
+            notes: Vec::new(),
+        };
+        assert!(all.uffd_wp() && all.uffd_wp_async());
+        let no_scan = Features {
+            pagemap_scan: false,
+            ..all.clone()
+        };
+        assert!(no_scan.uffd_wp() && !no_scan.uffd_wp_async());
+        let no_async = Features {
+            uffd_features: UFFD_FEATURE_PAGEFAULT_FLAG_WP,
+            ..all.clone()
+        };
+        assert!(!no_async.uffd_wp_async());
+        let no_uffd = Features {
+            userfaultfd: false,
+            ..all
+        };
+        assert!(!no_uffd.uffd_wp() && !no_uffd.uffd_wp_async());
     }
 }

@@ -98,8 +98,8 @@ impl CowPool {
         self.ring[pos].store(slot as u64 + 1, SeqCst);
     }
 
-    /// Give back a claimed slot that was never filled. Signal-safe.
-    pub fn unclaim(&self, slot: usize) {
+    /// Give back a claimed slot: never filled, or popped and read. Signal-safe.
+    pub fn free(&self, slot: usize) {
         self.used[slot / 64].fetch_and(!(1u64 << (slot % 64)), SeqCst);
         self.ctl[IN_USE].fetch_sub(1, SeqCst);
     }
@@ -126,17 +126,12 @@ impl CowPool {
         ))
     }
 
-    /// The bytes of a popped slot, valid until it is released.
+    /// The bytes of a popped slot, valid until it is freed.
     pub fn bytes(&self, slot: usize) -> &[u8] {
         let ps = page_size();
         assert!(slot < self.slots);
-        // SAFETY: in bounds (asserted); a popped slot is written by nobody until released.
+        // SAFETY: in bounds (asserted); a popped slot is written by nobody until freed.
         unsafe { std::slice::from_raw_parts(self.mem.as_ptr().add(slot * ps), ps) }
-    }
-
-    /// Return a popped slot to the pool.
-    pub fn release(&self, slot: usize) {
-        self.unclaim(slot);
     }
 
     /// Bytes of the most slots in use at once since the last call; restarts from now.
@@ -180,15 +175,15 @@ mod tests {
             pool.fill(b, 7, 11, src.as_ptr() as usize + ps);
             pool.fill(a, 7, 10, src.as_ptr() as usize);
         }
-        pool.unclaim(c);
+        pool.free(c);
         let (s, id, page) = pool.pop().unwrap();
         assert_eq!((s, id, page), (b, 7, 11));
         assert!(pool.bytes(s).iter().all(|&x| x == 2));
-        pool.release(s);
+        pool.free(s);
         let (s, _, page) = pool.pop().unwrap();
         assert_eq!((s, page), (a, 10));
         assert!(pool.bytes(s).iter().all(|&x| x == 1));
-        pool.release(s);
+        pool.free(s);
         assert!(pool.pop().is_none());
         assert_eq!(pool.take_peak_bytes(), 3 * ps as u64);
         assert!(pool.claim().is_some(), "released slots are reusable");

@@ -53,13 +53,22 @@ impl Drop for GateGuard<'_> {
     }
 }
 
-/// First writes of one epoch by access type, and the time writers spent waiting.
+/// Ends the owner's term when dropped.
+pub struct OwnerGuard<'a>(&'a Epoch);
+
+impl Drop for OwnerGuard<'_> {
+    fn drop(&mut self) {
+        self.0.c[C_OWNER_TID].store(0, SeqCst);
+    }
+}
+
+/// A commit's first writes by access type, and the time writers spent waiting. (AFTER
+/// writes come after the commit; `begin_commit` of the next one returns them.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AccessCounts {
     pub cow: u64,
     pub wait: u64,
     pub avoided: u64,
-    pub after: u64,
     pub wait_ns: u64,
 }
 
@@ -118,43 +127,53 @@ impl Epoch {
         if self.c[C_ORPHANED].load(SeqCst) != 0 {
             return;
         }
-        let st = r.pages.state(page);
         loop {
-            match st.load(SeqCst) {
-                state::SCHEDULED => {
-                    let Some(slot) = self.cow.claim() else {
+            match r.pages.state(page).load(SeqCst) {
+                state::SCHEDULED => match self.copy_aside(r, page) {
+                    Some(true) => return,
+                    Some(false) => continue,
+                    None => {
                         self.record(r, page, Access::Wait);
                         return self.wait_for(r, page, false);
-                    };
-                    if st
-                        .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
-                        .is_err()
-                    {
-                        self.cow.unclaim(slot);
-                        continue;
                     }
-                    self.record(r, page, Access::Cow);
-                    // SAFETY: the page belongs to a tracked region (mapped, readable) and
-                    // the slot was claimed just above.
-                    unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
-                    st.store(state::COPIED, SeqCst);
-                    return;
-                }
+                },
                 state::FLUSHING => {
                     self.record(r, page, Access::Wait);
                     return self.wait_for(r, page, true);
                 }
                 // Another writer is copying it: a memcpy away from done.
                 state::COPYING => thread::yield_now(),
-                _ => {
-                    let access = if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
-                        Access::Avoided
-                    } else {
-                        Access::After
-                    };
-                    return self.record(r, page, access);
-                }
+                _ => return self.record(r, page, self.late_access()),
             }
+        }
+    }
+
+    /// Copy scheduled `page` into a free copy-on-write slot (COW). None: no slot is free;
+    /// Some(false): another thread changed the page's state first.
+    fn copy_aside(&self, r: &TrackedRegion, page: usize) -> Option<bool> {
+        let st = r.pages.state(page);
+        let slot = self.cow.claim()?;
+        if st
+            .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
+            .is_err()
+        {
+            self.cow.free(slot);
+            return Some(false);
+        }
+        self.record(r, page, Access::Cow);
+        // SAFETY: the page belongs to a tracked region (mapped, readable) and the slot was
+        // claimed just above.
+        unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
+        st.store(state::COPIED, SeqCst);
+        Some(true)
+    }
+
+    /// How a first write to a page the running commit does not need is classified.
+    fn late_access(&self) -> Access {
+        if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
+            Access::Avoided
+        } else {
+            Access::After
         }
     }
 
@@ -189,34 +208,12 @@ impl Epoch {
         if page == 0 || page + 1 == r.npages {
             return false;
         }
-        let st = r.pages.state(page);
-        match st.load(SeqCst) {
+        match r.pages.state(page).load(SeqCst) {
             state::TAKEN | state::COPIED => {
-                let access = if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
-                    Access::Avoided
-                } else {
-                    Access::After
-                };
-                self.record(r, page, access);
+                self.record(r, page, self.late_access());
                 true
             }
-            state::SCHEDULED => {
-                let Some(slot) = self.cow.claim() else {
-                    return false;
-                };
-                if st
-                    .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
-                    .is_err()
-                {
-                    self.cow.unclaim(slot);
-                    return false;
-                }
-                self.record(r, page, Access::Cow);
-                // SAFETY: as in `before_write`.
-                unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
-                st.store(state::COPIED, SeqCst);
-                true
-            }
+            state::SCHEDULED => self.copy_aside(r, page) == Some(true),
             _ => false,
         }
     }
@@ -241,14 +238,7 @@ impl Epoch {
     /// costs tens of microseconds on a VM, and a writer following the committer through the
     /// same pages (the adaptive order makes them meet) would pay it on every page.
     fn wait_for(&self, r: &TrackedRegion, page: usize, brief: bool) {
-        let me = thread::tid();
-        if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
-            // Only this thread could release the page. Let the write through and fail the
-            // commit instead of deadlocking (see docs/design.md, "committer faults").
-            self.c[C_POISONED].store(1, SeqCst);
-            return;
-        }
-        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+        if !self.may_wait() {
             return;
         }
         let started = thread::monotonic_ns();
@@ -265,13 +255,7 @@ impl Epoch {
         }
         let published = self.publish_waited(r.id, page);
         self.c[C_WAITERS].fetch_add(1, SeqCst);
-        loop {
-            let seen = self.futex[F_PROGRESS].load(SeqCst);
-            if taken() {
-                break;
-            }
-            thread::futex_wait(&self.futex[F_PROGRESS], seen);
-        }
+        self.sleep_until(taken);
         if let Some(i) = published {
             self.c[C_WAITED + 2 * i].store(0, SeqCst);
         }
@@ -309,44 +293,61 @@ impl Epoch {
 
     /// Wait until no commit is running (used before giving up page granularity).
     pub fn wait_until_committed(&self) {
-        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+        if !self.may_wait() {
             return;
+        }
+        self.c[C_WAITERS].fetch_add(1, SeqCst);
+        self.sleep_until(|| self.c[C_IN_PROGRESS].load(SeqCst) == 0);
+        self.c[C_WAITERS].fetch_sub(1, SeqCst);
+    }
+
+    /// Whether this thread may wait for the committer. Not the checkpoint's own threads:
+    /// only they could release the page, so the write goes through and the commit fails
+    /// instead of deadlocking (docs/design.md, "committer faults"). Not a forked child's
+    /// copy of a commit: no committer came along.
+    fn may_wait(&self) -> bool {
+        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+            return false;
         }
         let me = thread::tid();
         if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
             self.c[C_POISONED].store(1, SeqCst);
-            return;
+            return false;
         }
-        self.c[C_WAITERS].fetch_add(1, SeqCst);
+        true
+    }
+
+    /// Sleep on the progress futex until `done`; the caller is counted in the waiters, so
+    /// every change that could make `done` true wakes it (`page_done`).
+    fn sleep_until(&self, done: impl Fn() -> bool) {
         loop {
             let seen = self.futex[F_PROGRESS].load(SeqCst);
-            if self.c[C_IN_PROGRESS].load(SeqCst) == 0 {
-                break;
+            if done() {
+                return;
             }
             thread::futex_wait(&self.futex[F_PROGRESS], seen);
         }
-        self.c[C_WAITERS].fetch_sub(1, SeqCst);
     }
 
     // ---- checkpoint side (ordinary code) ----
 
-    /// Hold new faults at the gate and wait for handlers already past it: while closed,
-    /// page states and protections change without any writer deciding on a stale view.
-    /// The calling thread becomes the owner: its own faults pass the gate and never wait for
-    /// a page (only it could release one) until `release_owner`. The gate reopens when the
-    /// guard drops, whatever happens in between.
-    pub fn close_gate(&self) -> GateGuard<'_> {
+    /// Make the calling thread the owner until the guard drops: its own faults pass the
+    /// gate and never wait for a page (until its checkpoint call returns it may be the only
+    /// thread able to release one).
+    pub fn become_owner(&self) -> OwnerGuard<'_> {
         self.c[C_OWNER_TID].store(thread::tid(), SeqCst);
+        OwnerGuard(self)
+    }
+
+    /// Hold new faults at the gate (except the owner's) and wait for handlers already past
+    /// it: while closed, page states and protections change without any writer deciding on
+    /// a stale view. The gate reopens when the guard drops, whatever happens in between.
+    pub fn close_gate(&self) -> GateGuard<'_> {
         self.futex[F_GATE].store(1, SeqCst);
         while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
             std::thread::yield_now();
         }
         GateGuard(self)
-    }
-
-    /// The checkpoint call that closed the gate is over (its commit, if synchronous, too).
-    pub fn release_owner(&self) {
-        self.c[C_OWNER_TID].store(0, SeqCst);
     }
 
     /// Start a commit (gate closed): counts restart for its writers. Returns the first
@@ -384,7 +385,6 @@ impl Epoch {
                 cow: take(C_COW),
                 wait: take(C_WAIT),
                 avoided: take(C_AVOIDED),
-                after: 0,
                 wait_ns: take(C_WAIT_NS),
             },
             self.cow.take_peak_bytes(),
