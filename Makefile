@@ -39,11 +39,18 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
+# Everything under `auto`, then the core's integration tests (the conformance suite every
+# backend must pass) and the C tests with each backend this kernel offers forced in turn.
 test-rust: deps
 	$(CARGO) test --release --workspace
+	scripts/each-backend.sh $(RELEASE)/ickpt $(CARGO) test --release -p ickpt --tests
+	@echo "== auto, with the kernel features hidden (each fallback of auto)"
+	ICKPT_NO_UFFD=1 $(CARGO) test --release -p ickpt --test conformance --test syscalls
+	ICKPT_NO_PAGEMAP_SCAN=1 $(CARGO) test --release -p ickpt --test conformance --test syscalls
 
 test-c: stage
 	tests/c/run.sh "$(STAGE)"
+	scripts/each-backend.sh $(RELEASE)/ickpt env ICKPT_TEST_BACKEND=@ tests/c/run.sh "$(STAGE)"
 
 test: lint test-rust test-c
 	@echo "make test: all suites passed"

@@ -13,9 +13,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Probe the kernel once and take the best backend it has (uffd-async, else mprotect).
 #define ICKPT_BACKEND_AUTO 0
 
+// mprotect + SIGSEGV: works everywhere; system calls writing into tracked memory fail
+// with EFAULT (see ickpt_prepare_write).
 #define ICKPT_BACKEND_MPROTECT 1
+
+// userfaultfd write-protect with a handler thread: system calls may write tracked memory.
+#define ICKPT_BACKEND_UFFD 2
+
+// userfaultfd async write-protect + PAGEMAP_SCAN (Linux 6.7+): the cheapest first write.
+#define ICKPT_BACKEND_UFFD_ASYNC 3
 
 #define ICKPT_KIND_FULL 0
 
@@ -211,6 +220,20 @@ const char *ickpt_result_name(int32_t r);
 
 // The library version ("0.1.0").
 const char *ickpt_version(void);
+
+// Take the first-write fault on every page of `ptr..ptr+len` now, so a system call may write
+// there. Bytes are unchanged. Needed before a system call writes into protected memory with
+// the mprotect backend (or uffd-async while a commit runs); harmless with the others.
+enum ickpt_result ickpt_prepare_write(void *ptr, size_t len);
+
+// read(2) into memory that may be protected. Returns and sets errno as read(2).
+ptrdiff_t ickpt_read(int32_t fd, void *buf, size_t count);
+
+// pread(2) into memory that may be protected. Returns and sets errno as pread(2).
+ptrdiff_t ickpt_pread(int32_t fd, void *buf, size_t count, int64_t offset);
+
+// recv(2) into memory that may be protected. Returns and sets errno as recv(2).
+ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -309,7 +309,9 @@ static void check_initialised(void) {
     OK(ickpt_get_stats(&st));
     CHECK(st.regions == 5);
     CHECK(st.protected_bytes == 100 + 50 + 50 + ps + 10);
-    CHECK_MSG(st.backend == ICKPT_BACKEND_MPROTECT, "stats.backend %u is not a concrete backend",
+    CHECK_MSG(st.backend == ICKPT_BACKEND_MPROTECT || st.backend == ICKPT_BACKEND_UFFD ||
+                  st.backend == ICKPT_BACKEND_UFFD_ASYNC,
+              "stats.backend %u is not a concrete backend",
               st.backend);
     /* Writes to protected memory still work. (They need no trap before the first checkpoint,
      * which stores new regions whole; threads.c checks the fault count after one.) */

@@ -9,7 +9,8 @@
 #   cxx_header.cpp          C++ compile/link check of ickpt.h
 #   enospc.c                run once per injected store fault (see run_fault_cases)
 # Prints "PASS name" / "FAIL name (reason)" per test and ends with "N passed, M failed";
-# exits 0 only when nothing failed.
+# exits 0 only when nothing failed. ICKPT_TEST_BACKEND=b runs every test with ICKPT_BACKEND=b
+# (other ICKPT_* variables from the caller are removed).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -19,7 +20,7 @@ fi
 STAGE=$(cd "$1" 2>/dev/null && pwd) || { echo "run.sh: no such directory: $1" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out=$root/build/ctests
+out=$root/build/ctests${ICKPT_TEST_BACKEND:+-$ICKPT_TEST_BACKEND}
 stores=$out/stores
 
 CC=${CC:-cc}
@@ -136,8 +137,10 @@ run_test() {
     rm -rf "$store"
     mkdir -p "$store"
     # (The group's 2>/dev/null silences bash's own "Segmentation fault" job report.)
+    local backend=()
+    [ -n "${ICKPT_TEST_BACKEND:-}" ] && backend=(ICKPT_BACKEND="$ICKPT_TEST_BACKEND")
     {
-        env -u ICKPT_DIR -u ICKPT_FAULT -u ICKPT_BACKEND ICKPT_TEST_DIR="$store" "${envs[@]}" \
+        env -u ICKPT_DIR -u ICKPT_FAULT -u ICKPT_BACKEND ICKPT_TEST_DIR="$store" "${backend[@]}" "${envs[@]}" \
             timeout -k 5 "$TEST_TIMEOUT" "$bin" "${args[@]}" >"$log" 2>&1
     } 2>/dev/null
     local rc=$?

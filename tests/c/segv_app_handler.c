@@ -97,16 +97,25 @@ int main(void) {
 
     const uint64_t last_ok = info.version;
 
-    /* A handler installed after ickpt_init: tracking is broken, and checkpoint says so. */
+    /* A handler installed after ickpt_init: tracking is broken, and checkpoint says so;
+     * except with the uffd backend, whose faults reach a thread of ickpt's, not a signal. */
+    ickpt_stats st;
+    OK(ickpt_get_stats(&st));
     CHECK(set_segv_handler(NULL, late_handler, 0) == 0);
-    memset(&info, 0x3C, sizeof info);
-    ickpt_checkpoint_info info0 = info;
-    CHECK_RC(ickpt_checkpoint(&info), ICKPT_ERR_TRACKING);
-    CHECK(memcmp(&info, &info0, sizeof info) == 0);
-    printf("checkpoint with a replaced handler: %s\n", ickpt_last_error());
-    uint64_t v = 0;
-    OK(ickpt_latest(&v));
-    CHECK(v == last_ok); /* nothing committed by the refused checkpoint */
+    if (st.backend == ICKPT_BACKEND_UFFD) {
+        mem[3 * ps] = 9;
+        OK(ickpt_checkpoint(&info));
+        CHECK(info.pages == 1);
+    } else {
+        memset(&info, 0x3C, sizeof info);
+        ickpt_checkpoint_info info0 = info;
+        CHECK_RC(ickpt_checkpoint(&info), ICKPT_ERR_TRACKING);
+        CHECK(memcmp(&info, &info0, sizeof info) == 0);
+        printf("checkpoint with a replaced handler: %s\n", ickpt_last_error());
+        uint64_t v = 0;
+        OK(ickpt_latest(&v));
+        CHECK(v == last_ok); /* nothing committed by the refused checkpoint */
+    }
 
     printf("segv_app_handler: ok\n");
     return 0;

@@ -70,6 +70,9 @@ enum Cmd {
     Probe {
         #[arg(long)]
         json: bool,
+        /// Print only the names of the available backends, one per line (for scripts).
+        #[arg(long, conflicts_with = "json")]
+        list: bool,
     },
 }
 
@@ -91,7 +94,7 @@ fn main() -> ExitCode {
             out,
         } => restore::run(&store, version, region, &out),
         Cmd::Bench(b) => bench::run(b),
-        Cmd::Probe { json } => probe::run(json),
+        Cmd::Probe { json, list } => probe::run(json, list),
     };
     match r {
         Ok(code) => code,

@@ -1,30 +1,45 @@
 use crate::CmdResult;
 use ickpt::sys::uffd;
+use ickpt::track;
 use serde_json::json;
 use std::process::ExitCode;
 
-pub fn run(as_json: bool) -> CmdResult {
+pub fn run(as_json: bool, list: bool) -> CmdResult {
     let f = uffd::features();
+    let available: Vec<&str> = track::available().iter().map(|b| b.as_str()).collect();
+    let auto = track::auto_choice().as_str();
+    if list {
+        for b in &available {
+            println!("{b}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let yes = |b: bool| if b { "yes" } else { "no" };
     if as_json {
         let out = json!({
             "userfaultfd": f.userfaultfd,
             "uffd_features": format!("{:#x}", f.uffd_features),
+            "uffd_kernel_faults": f.kernel_faults,
             "uffd_write_protect": f.uffd_wp(),
             "uffd_write_protect_async": f.uffd_wp_async(),
             "pagemap_scan": f.pagemap_scan,
+            "backends": available,
+            "auto": auto,
             "notes": f.notes,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("userfaultfd                     {}", yes(f.userfaultfd));
+        println!("  faults inside system calls    {}", yes(f.kernel_faults));
         println!("  write-protect                 {}", yes(f.uffd_wp()));
         println!("  async write-protect + scan    {}", yes(f.uffd_wp_async()));
         println!("PAGEMAP_SCAN                    {}", yes(f.pagemap_scan));
+        println!("mprotect + SIGSEGV              yes (always)");
+        println!("backends available              {}", available.join(", "));
+        println!("auto picks                      {auto}");
         for n in &f.notes {
             println!("note: {n}");
         }
-        println!("mprotect + SIGSEGV              yes (always)");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -368,4 +368,14 @@ fn probe_reports_the_kernel_features_and_the_forced_fallback() {
     assert_eq!(j["userfaultfd"], false);
     assert_eq!(j["pagemap_scan"], false);
     assert!(j["notes"][0].as_str().unwrap().contains("ICKPT_NO_UFFD"));
+    assert_eq!(j["backends"], serde_json::json!(["mprotect"]));
+    assert_eq!(j["auto"], "mprotect");
+    let no_scan = Command::new(env!("CARGO_BIN_EXE_ickpt"))
+        .args(["probe", "--list"])
+        .env("ICKPT_NO_PAGEMAP_SCAN", "1")
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(no_scan.stdout).unwrap();
+    assert!(!listed.contains("uffd-async"), "{listed}");
+    assert!(listed.lines().any(|l| l == "mprotect"), "{listed}");
 }

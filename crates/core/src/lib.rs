@@ -8,6 +8,7 @@ pub mod capi;
 pub mod catalog;
 mod engine;
 mod error;
+pub mod io;
 pub mod policy;
 pub mod restore;
 pub mod store;

@@ -397,6 +397,12 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
         got, 1,
         "version {v} holds a write made after its checkpoint"
     );
+    // SAFETY: inside `buf`.
+    let in_b = unsafe { ((base + PS + 250) as *const u8).read_volatile() };
+    assert_eq!(
+        in_b, 1,
+        "version {v} lost region 2's write to the shared page"
+    );
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,8 +7,10 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod boundary;
+mod io;
 mod types;
 
+pub use io::*;
 pub use types::*;
 
 use crate::engine::{Config, Engine};
@@ -77,6 +79,8 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             c.backend = match cfg.backend {
                 ICKPT_BACKEND_AUTO => Backend::Auto,
                 ICKPT_BACKEND_MPROTECT => Backend::Mprotect,
+                ICKPT_BACKEND_UFFD => Backend::Uffd,
+                ICKPT_BACKEND_UFFD_ASYNC => Backend::UffdAsync,
                 b => return Err(Error::InvalidArgument(format!("unknown backend {b}"))),
             };
             c.full_every = cfg.full_every;

@@ -38,8 +38,15 @@ pub enum ickpt_result {
     ICKPT_ERR_INTERNAL = 14,
 }
 
+/// Probe the kernel once and take the best backend it has (uffd-async, else mprotect).
 pub const ICKPT_BACKEND_AUTO: u32 = 0;
+/// mprotect + SIGSEGV: works everywhere; system calls writing into tracked memory fail
+/// with EFAULT (see ickpt_prepare_write).
 pub const ICKPT_BACKEND_MPROTECT: u32 = 1;
+/// userfaultfd write-protect with a handler thread: system calls may write tracked memory.
+pub const ICKPT_BACKEND_UFFD: u32 = 2;
+/// userfaultfd async write-protect + PAGEMAP_SCAN (Linux 6.7+): the cheapest first write.
+pub const ICKPT_BACKEND_UFFD_ASYNC: u32 = 3;
 
 pub const ICKPT_KIND_FULL: u32 = 0;
 pub const ICKPT_KIND_INCREMENTAL: u32 = 1;
@@ -173,6 +180,8 @@ impl From<&Stats> for ickpt_stats {
         ickpt_stats {
             backend: match s.backend {
                 "mprotect" => ICKPT_BACKEND_MPROTECT,
+                "uffd" => ICKPT_BACKEND_UFFD,
+                "uffd-async" => ICKPT_BACKEND_UFFD_ASYNC,
                 _ => ICKPT_BACKEND_AUTO,
             },
             regions: s.regions as u32,

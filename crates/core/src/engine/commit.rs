@@ -9,7 +9,7 @@ use crate::policy::Head;
 use crate::store::{version_name, Store, StoreWriter};
 use crate::sys::{mem, thread};
 use crate::track::pages::state;
-use crate::track::{bitmap, Epoch, TrackedRegion};
+use crate::track::{bitmap, AccessCounts, Epoch, TrackedRegion, Tracker};
 use ickpt_format::{CommitStats, Kind, RegionEntry, VersionLayout};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
@@ -43,6 +43,8 @@ pub(crate) struct Job {
     pub total: u64,
     pub store: Arc<dyn Store>,
     pub epoch: Arc<Epoch>,
+    /// Told when the commit no longer needs its regions' writes decided page by page.
+    pub tracker: Arc<dyn Tracker>,
     pub staging: Vec<u8>,
     pub requested: Instant,
     pub phases: Phases,
@@ -73,6 +75,7 @@ pub(super) fn run(job: Job) -> Outcome {
         total,
         store,
         epoch,
+        tracker,
         mut staging,
         requested,
         mut phases,
@@ -83,6 +86,7 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut drain = Drain {
         regions: &regions,
         epoch: &epoch,
+        tracker: &*tracker,
         pages_released: false,
         committed: false,
     };
@@ -144,7 +148,7 @@ pub(super) fn run(job: Job) -> Outcome {
         sink.seal(ri, page, &mut layout);
         done += 1;
     }
-    let (counts, peak) = epoch.end_commit();
+    let (counts, peak) = drain.end_commit();
     drain.pages_released = true;
     sink.flush();
     phases.copy = started.elapsed().saturating_sub(sink.write_time);
@@ -379,8 +383,20 @@ impl<'a> Sink<'a> {
 struct Drain<'a> {
     regions: &'a [JobRegion],
     epoch: &'a Epoch,
+    tracker: &'a dyn Tracker,
     pages_released: bool,
     committed: bool,
+}
+
+impl Drain<'_> {
+    /// Every page is taken: end the commit, and release the regions to their tracker.
+    fn end_commit(&self) -> (AccessCounts, u64) {
+        let ended = self.epoch.end_commit();
+        for r in self.regions {
+            self.tracker.release(&r.tr);
+        }
+        ended
+    }
 }
 
 impl Drop for Drain<'_> {
@@ -403,7 +419,7 @@ impl Drop for Drain<'_> {
                     r.tr.pages.state(page).store(state::IDLE, SeqCst);
                 }
             }
-            self.epoch.end_commit();
+            self.end_commit();
         }
         if !self.committed {
             for r in self.regions {

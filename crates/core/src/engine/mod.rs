@@ -315,6 +315,11 @@ impl Engine {
             .sum::<u64>()
             + st.stats.faults_of_removed;
         s.backend = self.backend().as_str();
+        s.regions_by_protection = st
+            .regions
+            .values()
+            .filter(|r| r.tr.tracked_by_protection())
+            .count() as u64;
         s
     }
 

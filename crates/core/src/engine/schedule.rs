@@ -7,8 +7,8 @@ use super::{Engine, Phases, State};
 use crate::error::Result;
 use crate::policy::{self, Head};
 use crate::sys::page_size;
-use crate::track::bitmap;
 use crate::track::pages::state::{IDLE, SCHEDULED};
+use crate::track::{bitmap, Access};
 use ickpt_format::{backend_code, CommitStats, FlushOrder, Kind, RegionEntry};
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
@@ -51,12 +51,15 @@ impl Engine {
             .map(|s| Vec::with_capacity(s.tr.npages.div_ceil(64)))
             .collect();
 
+        let unseen_are_after = !self.tracker.sees_every_write();
         let gate = self.epoch.close_gate();
-        let ended_after = self.epoch.begin_commit();
+        let mut ended_after = self.epoch.begin_commit();
         let mut total = 0u64;
         let mut failed = None;
         for (ri, (slot, mut bits)) in st.regions.values().zip(bits_of.drain(..)).enumerate() {
             let whole = kind == Kind::Full || slot.born.is_none();
+            // A region's writes are tracked once a checkpoint has armed it.
+            let armed = slot.born.is_some();
             let tr = &slot.tr;
             // Each page's state is final before its region is re-armed, so no write (not even
             // this thread's own, which passes the gate) meets a re-armed page with a stale one.
@@ -65,7 +68,12 @@ impl Engine {
                     // Every page's record is read, so every record starts the next epoch clear.
                     let (access, order) = tr.pages.take_access(page);
                     let state = tr.pages.state(page);
-                    if whole || bitmap::is_set(bits, page) {
+                    let written = bitmap::is_set(bits, page);
+                    if written && armed && unseen_are_after && access == Access::Untouched {
+                        // Written after the last commit without a trap: AFTER, order unknown.
+                        ended_after += 1;
+                    }
+                    if whole || written {
                         state.store(SCHEDULED, SeqCst);
                         total += 1;
                         if adaptive {
@@ -98,6 +106,7 @@ impl Engine {
             }
             for r in &regions {
                 r.tr.dirty.merge(&r.bits);
+                self.tracker.release(&r.tr);
             }
             self.epoch.end_commit();
             drop(gate);
@@ -128,6 +137,7 @@ impl Engine {
             total,
             store: self.store.clone(),
             epoch: self.epoch.clone(),
+            tracker: self.tracker.clone(),
             staging: std::mem::take(&mut st.staging),
             requested,
             phases,

@@ -50,6 +50,9 @@ pub struct RestoreInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub backend: &'static str,
+    /// Regions the backend handed to page protection because userfaultfd refused their
+    /// memory type (most file mappings, with the uffd backend).
+    pub regions_by_protection: u64,
     pub regions: u64,
     pub protected_bytes: u64,
     pub checkpoints: u64,

@@ -2,9 +2,11 @@
 
 pub mod fs;
 pub mod mem;
+pub mod pagemap;
 pub mod signal;
 pub mod thread;
 pub mod uffd;
+pub mod userfault;
 
 use std::sync::OnceLock;
 

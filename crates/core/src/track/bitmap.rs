@@ -63,6 +63,11 @@ impl AtomicBitmap {
     }
 
     /// Signal-safe.
+    pub fn count_faults(&self, n: u64) {
+        self.mem[0].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Signal-safe.
     pub fn count_fault(&self) {
         self.mem[0].fetch_add(1, Ordering::Relaxed);
     }

@@ -62,6 +62,24 @@ impl Drop for OwnerGuard<'_> {
     }
 }
 
+/// What a first write to a page must do before the page opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Go,
+    /// Wait for the committer to take the page. `brief`: it is copying it right now.
+    Wait {
+        brief: bool,
+    },
+}
+
+/// A writer counted as waiting (see `Epoch::begin_wait`). Plain data, so the userfaultfd
+/// handler can keep it in its own mapping.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitTicket {
+    published: Option<usize>,
+    started: u64,
+}
+
 /// A commit's first writes by access type, and the time writers spent waiting. (AFTER
 /// writes come after the commit; `begin_commit` of the next one returns them.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -102,48 +120,66 @@ impl Epoch {
     /// Enter the handler's critical part; waits while a checkpoint is scheduling, except on
     /// the thread doing the scheduling (its own heap writes may land on protected pages).
     pub fn enter(&self) {
-        loop {
-            self.c[C_IN_FLIGHT].fetch_add(1, SeqCst);
-            if self.futex[F_GATE].load(SeqCst) == 0 {
-                return;
-            }
-            if thread::tid() == self.c[C_OWNER_TID].load(SeqCst) {
-                return;
-            }
-            self.c[C_IN_FLIGHT].fetch_sub(1, SeqCst);
+        let me = thread::tid();
+        while !self.try_enter(me) {
             thread::futex_wait(&self.futex[F_GATE], 1);
         }
+    }
+
+    /// Enter on behalf of thread `tid` unless the gate holds it (a fault-handling thread
+    /// must not sleep at the gate: the owner's own faults may be queued behind).
+    pub fn try_enter(&self, tid: u64) -> bool {
+        self.c[C_IN_FLIGHT].fetch_add(1, SeqCst);
+        if self.futex[F_GATE].load(SeqCst) == 0 || tid == self.c[C_OWNER_TID].load(SeqCst) {
+            return true;
+        }
+        self.c[C_IN_FLIGHT].fetch_sub(1, SeqCst);
+        false
     }
 
     pub fn leave(&self) {
         self.c[C_IN_FLIGHT].fetch_sub(1, SeqCst);
     }
 
-    /// Algorithm 2 up to opening the page: copy a scheduled page into a free slot, or wait
-    /// until the committer has taken it. The write is classified and counted as soon as its
-    /// fate is decided (before any waiting), so a commit's counts are complete when its
-    /// last page is taken.
+    /// Algorithm 2 up to opening the page, for a write by the calling thread: copy a
+    /// scheduled page into a free slot, or wait until the committer has taken it.
     pub fn before_write(&self, r: &TrackedRegion, page: usize) {
-        if self.c[C_ORPHANED].load(SeqCst) != 0 {
-            return;
+        if let Decision::Wait { brief } = self.decide(r, page, thread::tid()) {
+            self.wait_for(r, page, brief);
         }
+    }
+
+    /// Algorithm 2's decision for a first write by thread `tid` to `page`: copied into a free
+    /// slot (COW) or not needed by the running commit (AVOIDED/AFTER), so the page may
+    /// open; or it must wait for the committer. The write is classified and counted as soon
+    /// as its fate is decided (before any waiting), so a commit's counts are complete when
+    /// its last page is taken. Deciding again for the same write counts nothing twice.
+    pub fn decide(&self, r: &TrackedRegion, page: usize, tid: u64) -> Decision {
+        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+            return Decision::Go;
+        }
+        let wait = |brief| {
+            self.record(r, page, Access::Wait);
+            if self.may_wait(tid) {
+                Decision::Wait { brief }
+            } else {
+                Decision::Go
+            }
+        };
         loop {
             match r.pages.state(page).load(SeqCst) {
                 state::SCHEDULED => match self.copy_aside(r, page) {
-                    Some(true) => return,
+                    Some(true) => return Decision::Go,
                     Some(false) => continue,
-                    None => {
-                        self.record(r, page, Access::Wait);
-                        return self.wait_for(r, page, false);
-                    }
+                    None => return wait(false),
                 },
-                state::FLUSHING => {
-                    self.record(r, page, Access::Wait);
-                    return self.wait_for(r, page, true);
-                }
+                state::FLUSHING => return wait(true),
                 // Another writer is copying it: a memcpy away from done.
                 state::COPYING => thread::yield_now(),
-                _ => return self.record(r, page, self.late_access()),
+                _ => {
+                    self.record(r, page, self.late_access());
+                    return Decision::Go;
+                }
             }
         }
     }
@@ -237,13 +273,9 @@ impl Epoch {
     /// now, a memcpy from done, so spin a little before sleeping: a futex sleep and wake-up
     /// costs tens of microseconds on a VM, and a writer following the committer through the
     /// same pages (the adaptive order makes them meet) would pay it on every page.
-    fn wait_for(&self, r: &TrackedRegion, page: usize, brief: bool) {
-        if !self.may_wait() {
-            return;
-        }
+    pub fn wait_for(&self, r: &TrackedRegion, page: usize, brief: bool) {
         let started = thread::monotonic_ns();
-        let st = r.pages.state(page);
-        let taken = || matches!(st.load(SeqCst), state::IDLE | state::COPIED | state::TAKEN);
+        let taken = || Self::taken(r, page);
         if brief {
             for _ in 0..SPINS {
                 if taken() {
@@ -253,14 +285,36 @@ impl Epoch {
                 std::hint::spin_loop();
             }
         }
-        let published = self.publish_waited(r.id, page);
-        self.c[C_WAITERS].fetch_add(1, SeqCst);
+        let ticket = self.begin_wait(r.id, page);
         self.sleep_until(taken);
-        if let Some(i) = published {
+        self.end_wait(ticket);
+    }
+
+    /// Whether the committer no longer needs `page` read-only.
+    pub fn taken(r: &TrackedRegion, page: usize) -> bool {
+        matches!(
+            r.pages.state(page).load(SeqCst),
+            state::IDLE | state::COPIED | state::TAKEN
+        )
+    }
+
+    /// Count a writer as waiting for `page` from now on, and ask the committer to take the
+    /// page next (if a published slot is free). `end_wait` with the ticket when it is taken.
+    pub fn begin_wait(&self, region: u64, page: usize) -> WaitTicket {
+        let ticket = WaitTicket {
+            published: self.publish_waited(region, page),
+            started: thread::monotonic_ns(),
+        };
+        self.c[C_WAITERS].fetch_add(1, SeqCst);
+        ticket
+    }
+
+    pub fn end_wait(&self, t: WaitTicket) {
+        if let Some(i) = t.published {
             self.c[C_WAITED + 2 * i].store(0, SeqCst);
         }
         // Before leaving the waiters, so the commit's end (which waits for them) counts it.
-        self.c[C_WAIT_NS].fetch_add(thread::monotonic_ns() - started, SeqCst);
+        self.c[C_WAIT_NS].fetch_add(thread::monotonic_ns() - t.started, SeqCst);
         self.c[C_WAITERS].fetch_sub(1, SeqCst);
     }
 
@@ -293,7 +347,7 @@ impl Epoch {
 
     /// Wait until no commit is running (used before giving up page granularity).
     pub fn wait_until_committed(&self) {
-        if !self.may_wait() {
+        if !self.may_wait(thread::tid()) {
             return;
         }
         self.c[C_WAITERS].fetch_add(1, SeqCst);
@@ -305,11 +359,10 @@ impl Epoch {
     /// only they could release the page, so the write goes through and the commit fails
     /// instead of deadlocking (docs/design.md, "committer faults"). Not a forked child's
     /// copy of a commit: no committer came along.
-    fn may_wait(&self) -> bool {
+    fn may_wait(&self, me: u64) -> bool {
         if self.c[C_ORPHANED].load(SeqCst) != 0 {
             return false;
         }
-        let me = thread::tid();
         if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
             self.c[C_POISONED].store(1, SeqCst);
             return false;
@@ -397,6 +450,11 @@ impl Epoch {
         if self.c[C_WAITERS].load(SeqCst) != 0 {
             thread::futex_wake_all(&self.futex[F_PROGRESS]);
         }
+    }
+
+    /// Whether a commit is running (its scheduled pages are not all taken yet).
+    pub fn committing(&self) -> bool {
+        self.c[C_IN_PROGRESS].load(SeqCst) != 0
     }
 
     pub fn has_waiters(&self) -> bool {

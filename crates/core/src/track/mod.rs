@@ -4,11 +4,15 @@
 pub mod bitmap;
 mod cow;
 pub mod epoch;
+mod fault;
 mod mprotect;
 mod own_mem;
 pub mod pages;
 pub mod region;
 mod registry;
+mod uffd_async;
+mod uffd_regions;
+mod uffd_sync;
 
 pub use epoch::{AccessCounts, Epoch};
 pub use mprotect::MprotectTracker;
@@ -17,14 +21,21 @@ pub use region::TrackedRegion;
 pub(crate) use registry::reset_after_fork;
 use std::sync::Arc;
 use thiserror::Error;
+pub use uffd_async::UffdAsyncTracker;
+pub use uffd_sync::UffdTracker;
 
 /// How writes are tracked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Backend {
     /// Probe the kernel and choose the best available backend.
     Auto,
     /// mprotect + SIGSEGV (paper 000 §3.4); works everywhere.
     Mprotect,
+    /// userfaultfd write-protect, faults handled by a thread of ickpt's.
+    Uffd,
+    /// userfaultfd async write-protect read back with PAGEMAP_SCAN (Linux 6.7+).
+    UffdAsync,
 }
 
 impl Backend {
@@ -32,6 +43,8 @@ impl Backend {
         match self {
             Backend::Auto => "auto",
             Backend::Mprotect => "mprotect",
+            Backend::Uffd => "uffd",
+            Backend::UffdAsync => "uffd-async",
         }
     }
 
@@ -39,6 +52,8 @@ impl Backend {
         match s {
             "auto" => Some(Backend::Auto),
             "mprotect" => Some(Backend::Mprotect),
+            "uffd" => Some(Backend::Uffd),
+            "uffd-async" => Some(Backend::UffdAsync),
             _ => None,
         }
     }
@@ -58,6 +73,10 @@ pub enum TrackError {
     Protect(#[source] std::io::Error),
     #[error("installing the SIGSEGV handler failed: {0}")]
     Signal(#[source] std::io::Error),
+    #[error("userfaultfd failed: {0}")]
+    Userfault(#[source] std::io::Error),
+    #[error("the {0} backend is not available on this kernel ({1}); run `ickpt probe`, or use backend auto")]
+    Unavailable(&'static str, String),
 }
 
 /// A write-tracking mechanism. Every backend passes the same conformance tests.
@@ -79,6 +98,14 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError>;
+    /// Whether every first write reaches ickpt (a trap it decides on). When not, pages
+    /// found written with no first-write record were written after the last commit.
+    fn sees_every_write(&self) -> bool {
+        true
+    }
+    /// The running commit no longer needs writes to `r`'s pages decided one by one (all its
+    /// pages are taken, or it failed). Called after every `collect`.
+    fn release(&self, _r: &TrackedRegion) {}
     /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking
     /// resumes at the next `collect`.
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;
@@ -87,13 +114,52 @@ pub trait Tracker: Send + Sync {
     fn handler_intact(&self) -> Result<bool, TrackError>;
 }
 
+/// The backends this kernel offers (as probed; the ICKPT_NO_* switches hide features).
+pub fn available() -> Vec<Backend> {
+    let f = crate::sys::uffd::features();
+    let mut v = vec![Backend::Mprotect];
+    if f.uffd_wp() {
+        v.push(Backend::Uffd);
+    }
+    if f.uffd_wp_async() {
+        v.push(Backend::UffdAsync);
+    }
+    v
+}
+
+/// What `auto` takes on this kernel (see [`select`]).
+pub fn auto_choice() -> Backend {
+    if crate::sys::uffd::features().uffd_wp_async() {
+        Backend::UffdAsync
+    } else {
+        Backend::Mprotect
+    }
+}
+
 /// The backend `requested` resolves to on this kernel. `ICKPT_BACKEND` overrides, so tests
-/// can force every fallback.
+/// can force every backend; `ICKPT_NO_UFFD` and `ICKPT_NO_PAGEMAP_SCAN` hide kernel features
+/// from the probe, so they can force each fallback of `auto` too.
+///
+/// `auto` takes uffd-async where the kernel has it (the cheapest first write, and system
+/// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
+/// round trip costs more than a signal, so it is chosen only on request.
 pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
     let forced = std::env::var("ICKPT_BACKEND")
         .ok()
         .and_then(|s| Backend::parse(&s));
-    match forced.unwrap_or(requested) {
-        Backend::Auto | Backend::Mprotect => Ok(Arc::new(MprotectTracker::new()?)),
-    }
+    let f = crate::sys::uffd::features();
+    let missing = |name| TrackError::Unavailable(name, f.notes.join("; "));
+    Ok(match forced.unwrap_or(requested) {
+        Backend::Mprotect => Arc::new(MprotectTracker::new()?),
+        Backend::UffdAsync if f.uffd_wp_async() => Arc::new(UffdAsyncTracker::new()?),
+        Backend::UffdAsync => return Err(missing("uffd-async")),
+        Backend::Uffd if f.uffd_wp() => Arc::new(UffdTracker::new()?),
+        Backend::Uffd => return Err(missing("uffd")),
+        // A userfaultfd the probe could open but this engine cannot (descriptor limit)
+        // falls back too.
+        Backend::Auto => match (auto_choice() == Backend::UffdAsync).then(UffdAsyncTracker::new) {
+            Some(Ok(t)) => Arc::new(t),
+            _ => Arc::new(MprotectTracker::new()?),
+        },
+    })
 }

@@ -1,10 +1,10 @@
 //! Write tracking by page protection (AI-Ckpt §3.4): tracked pages are read-only; the first
 //! write to one raises SIGSEGV, the handler records the page as dirty and makes it writable.
 
-use super::epoch::Epoch;
+use super::fault::{self, Outcome};
 use super::region::TrackedRegion;
 use super::{registry, Backend, TrackError, Tracker};
-use crate::sys::{mem, page_size, signal};
+use crate::sys::{mem, page_size, signal, thread};
 use std::sync::Arc;
 
 /// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomics, futexes,
@@ -21,10 +21,12 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     if unsafe { signal::is_access_error(info) } {
         // SAFETY: as above.
         let addr = unsafe { signal::fault_address(info) };
-        match handle_write(addr) {
-            registry::Lookup::Retry => return restore_errno(),
-            registry::Lookup::Tracked => return restore_errno(),
-            registry::Lookup::NotOurs => {}
+        match fault::first_write(addr, thread::tid(), &mut Segv) {
+            Outcome::Done | Outcome::Retry => return restore_errno(),
+            Outcome::Failed => signal::signal_safe_message(
+                b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
+            ),
+            Outcome::NotOurs | Outcome::Gate | Outcome::Wait => {}
         }
     }
     restore_errno();
@@ -32,110 +34,31 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     unsafe { signal::chain(sig, info, ctx) };
 }
 
-/// Epochs a fault has entered (a page shared by regions of several engines enters each).
-struct Entered {
-    epochs: [*const Epoch; 8],
-    n: usize,
-}
+/// A write caught by SIGSEGV, handled on the faulting thread, which may block.
+pub(crate) struct Segv;
 
-impl Entered {
-    fn enter(&mut self, e: &Epoch) -> bool {
-        if self.epochs[..self.n].iter().any(|&p| std::ptr::eq(p, e)) {
-            return true;
-        }
-        if self.n == self.epochs.len() {
-            return false;
-        }
-        e.enter();
-        self.epochs[self.n] = e;
-        self.n += 1;
+impl fault::Catch for Segv {
+    fn blocking(&self) -> bool {
         true
     }
 
-    fn leave_all(&self) {
-        for &e in &self.epochs[..self.n] {
-            // SAFETY: each epoch is owned by its engine, which outlives its regions' faults.
-            unsafe { (*e).leave() };
-        }
-    }
-}
-
-/// Record a first write at `addr` in every region whose pages contain it, and make its page
-/// writable. Signal-safe.
-///
-/// Every region decides first (copy aside or wait for its commit, `Epoch::before_write`),
-/// and only then is the page opened: a page shared by two regions must not become writable
-/// while the second still needs its bytes. The epochs are entered once for the whole fault,
-/// so no checkpoint can schedule between the decisions and the opening.
-///
-/// Open first, mark second: if a checkpoint's `collect` (take bits, then re-protect) runs in
-/// between, either it re-protects the page after we opened it and our bit lands in the new
-/// epoch (the retried write faults again), or it took the bits before we set ours. Marking
-/// first would let `collect` take the bit and re-protect before we open the page, leaving it
-/// writable with no bit: every later write to it in the epoch would be lost.
-fn handle_write(addr: usize) -> registry::Lookup {
-    let ps = page_size();
-    let mut entered = Entered {
-        epochs: [std::ptr::null(); 8],
-        n: 0,
-    };
-    let mut regions = 0usize;
-    let mut ok = true;
-    let found = registry::with_regions_containing(addr, |r| {
-        regions += 1;
-        if entered.enter(&r.epoch) {
-            r.epoch.before_write(r, (addr - r.base) / ps);
-        } else {
-            ok = false;
-        }
-    });
-    if !matches!(found, registry::Lookup::Tracked) {
-        entered.leave_all();
-        return found;
-    }
-    let shared = regions > 1;
-    registry::with_regions_containing(addr, |r| ok &= open(r, (addr - r.base) / ps, shared));
-    entered.leave_all();
-    if ok {
-        registry::Lookup::Tracked
-    } else {
-        signal::signal_safe_message(
-            b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
-        );
-        registry::Lookup::NotOurs
-    }
-}
-
-/// Open `page` of `r` (with its fault-around run unless the page is shared) and mark it.
-fn open(r: &TrackedRegion, page: usize, shared: bool) -> bool {
-    let ps = page_size();
-    let epoch = &*r.epoch;
-    let (lo, hi) = if shared {
-        (page, page + 1)
-    } else {
-        epoch.open_run(r, page)
-    };
-    let opened = if mem::protect(r.page_addr(lo), (hi - lo) * ps, mem::PROT_OPEN).is_ok() {
-        for p in lo..hi {
-            r.dirty.set(p);
-        }
+    fn wait(&mut self, r: &TrackedRegion, page: usize, brief: bool) -> bool {
+        r.epoch.wait_for(r, page, brief);
         true
-    } else {
-        // Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
-        // page granularity for this region until the next checkpoint rather than crash:
-        // open it whole, which also merges its mappings back into one, and mark it all
-        // dirty. Not while a commit still needs its scheduled pages read-only.
-        epoch.wait_until_committed();
-        let whole = mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok();
-        if whole {
-            r.dirty.set_all();
-        }
-        whole
-    };
-    if opened {
-        r.dirty.count_fault();
     }
-    opened
+
+    fn open(&mut self, r: &TrackedRegion, lo: usize, hi: usize) -> bool {
+        mem::protect(r.page_addr(lo), (hi - lo) * page_size(), mem::PROT_OPEN).is_ok()
+    }
+
+    /// Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
+    /// page granularity for this region until the next checkpoint rather than crash: open it
+    /// whole, which also merges its mappings back into one. Not while a commit still needs
+    /// its scheduled pages read-only.
+    fn open_whole(&mut self, r: &TrackedRegion) -> bool {
+        r.epoch.wait_until_committed();
+        mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok()
+    }
 }
 
 /// The mprotect + SIGSEGV backend.
@@ -149,11 +72,26 @@ impl MprotectTracker {
         Ok(MprotectTracker)
     }
 
-    /// Mark pages `neighbours` share with `r` as dirty in them before `r`'s pages are opened,
-    /// since their writes to those shared pages will no longer trap.
-    fn mark_shared_pages_dirty(r: &TrackedRegion) {
+    /// Write-protect a region already in the registry; on failure it leaves the registry.
+    pub(crate) fn arm(r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+        if let Err(e) = mem::protect(r.base, r.span_len(), mem::PROT_TRACKED) {
+            let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+            registry::remove(r);
+            return Err(TrackError::Protect(e));
+        }
+        Ok(())
+    }
+
+    /// Mark pages neighbours share with `r` as dirty in them before `r`'s pages are opened,
+    /// since their writes to those shared pages will no longer trap. `protection_only`: only
+    /// neighbours that page protection tracks (opening with mprotect leaves the others'
+    /// tracking alone).
+    pub(crate) fn mark_shared_pages_dirty(r: &TrackedRegion, protection_only: bool) {
         let ps = page_size();
         for o in registry::neighbours_sharing_pages(r) {
+            if protection_only && !o.tracked_by_protection() {
+                continue;
+            }
             // Only pages both spans cover: at most the first and last of `o`.
             let first = (r.base.max(o.base) - o.base) / ps;
             let end = (r.span_end().min(o.span_end()) - o.base) / ps;
@@ -170,26 +108,16 @@ impl Tracker for MprotectTracker {
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
-        registry::insert(r.clone()).map_err(|e| match e {
-            registry::Refused::Overlap { other_id } => TrackError::Overlap(other_id),
-            registry::Refused::OwnMemory => TrackError::OwnMemory,
-            registry::Refused::OutOfMemory => {
-                TrackError::Protect(std::io::Error::from_raw_os_error(libc::ENOMEM))
-            }
-        })?;
-        if !armed {
-            return Ok(());
-        }
-        if let Err(e) = mem::protect(r.base, r.span_len(), mem::PROT_TRACKED) {
-            let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
-            registry::remove(r);
-            return Err(TrackError::Protect(e));
+        r.set_mechanism(Backend::Mprotect);
+        registry::insert(r.clone(), &[])?;
+        if armed {
+            Self::arm(r)?;
         }
         Ok(())
     }
 
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        Self::mark_shared_pages_dirty(r);
+        Self::mark_shared_pages_dirty(r, false);
         let opened = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
         registry::remove(r);
         opened.map_err(TrackError::Protect)
@@ -213,7 +141,7 @@ impl Tracker for MprotectTracker {
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
-        Self::mark_shared_pages_dirty(r);
+        Self::mark_shared_pages_dirty(r, false);
         mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect)
     }
 

@@ -108,3 +108,82 @@ fn map_bytes(bytes: Option<usize>) -> io::Result<(*mut u8, usize)> {
         .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
     Ok((mem::map_anonymous(map_len)?, map_len))
 }
+
+/// A fixed-capacity vector of plain values in a mapping of its own, for a thread of ickpt's
+/// that must never write a page the application may protect (the userfaultfd handler: a
+/// fault of its own would wait for itself). It never reallocates.
+pub struct OwnArray<T: Copy> {
+    mem: OwnBytes,
+    cap: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Copy> OwnArray<T> {
+    pub fn new(cap: usize) -> io::Result<Self> {
+        let bytes = cap
+            .checked_mul(size_of::<T>())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        Ok(OwnArray {
+            mem: OwnBytes::new(bytes)?,
+            cap,
+            len: 0,
+            _t: PhantomData,
+        })
+    }
+
+    pub fn span(&self) -> (usize, usize) {
+        self.mem.span()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// Append `v`; false when full.
+    pub fn push(&mut self, v: T) -> bool {
+        if self.len == self.cap {
+            return false;
+        }
+        // SAFETY: `len < cap`, so the slot lies inside the mapping, which is page-aligned
+        // (aligned for any T) and written only through `&mut self`.
+        unsafe { self.mem.as_ptr().cast::<T>().add(self.len).write(v) };
+        self.len += 1;
+        true
+    }
+
+    /// Keep the elements for which `keep` returns true (order not kept).
+    pub fn retain(&mut self, mut keep: impl FnMut(&mut T) -> bool) {
+        let mut i = 0;
+        while i < self.len {
+            let base = self.mem.as_ptr().cast::<T>();
+            // SAFETY: `i < len`: an initialised element inside the mapping.
+            let item = unsafe { &mut *base.add(i) };
+            if keep(item) {
+                i += 1;
+            } else {
+                self.len -= 1;
+                // SAFETY: both indices are below the old length, so initialised.
+                unsafe { base.add(i).write(base.add(self.len).read()) };
+            }
+        }
+    }
+
+    /// The whole capacity as a writable buffer (for the kernel to fill).
+    ///
+    /// # Safety
+    /// `T` must be valid for any bytes, zero included (plain integer records).
+    pub unsafe fn buffer(&mut self) -> &mut [T] {
+        // SAFETY: the mapping holds `cap` T-sized, T-aligned slots, zeroed at creation,
+        // and the caller guarantees any bytes are a valid T.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr().cast::<T>(), self.cap) }
+    }
+}

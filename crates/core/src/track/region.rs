@@ -3,8 +3,9 @@
 use super::bitmap::AtomicBitmap;
 use super::epoch::Epoch;
 use super::pages::PageStates;
-use super::TrackError;
+use super::{Backend, TrackError};
 use crate::sys::{mem, page_size};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// One protected region. The fault handler reaches it through the registry and touches
@@ -23,6 +24,9 @@ pub struct TrackedRegion {
     pub pages: PageStates,
     /// The engine's epoch this region takes part in.
     pub epoch: Arc<Epoch>,
+    /// Which mechanism tracks it (`Backend` as u8), set when a tracker attaches it: a
+    /// neighbour sharing a page needs to know whether page protection is what tracks it.
+    pub mech: AtomicU8,
 }
 
 impl TrackedRegion {
@@ -48,6 +52,7 @@ impl TrackedRegion {
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
             pages: PageStates::new(npages).map_err(TrackError::OwnAlloc)?,
             epoch,
+            mech: AtomicU8::new(0),
         })
     }
 
@@ -76,6 +81,15 @@ impl TrackedRegion {
         v.extend(self.pages.spans());
         v.extend(self.epoch.spans());
         v
+    }
+
+    pub fn set_mechanism(&self, b: Backend) {
+        self.mech.store(b as u8, Ordering::SeqCst);
+    }
+
+    /// Whether page protection (mprotect) tracks this region's writes.
+    pub fn tracked_by_protection(&self) -> bool {
+        self.mech.load(Ordering::SeqCst) == Backend::Mprotect as u8
     }
 
     pub fn contains(&self, addr: usize) -> bool {

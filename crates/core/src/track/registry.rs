@@ -10,6 +10,7 @@
 
 use super::own_mem::OwnSlice;
 use super::region::TrackedRegion;
+use super::TrackError;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -48,15 +49,6 @@ fn handler_page() -> Option<&'static OwnSlice<AtomicU64>> {
 /// Signal-safe: `OnceLock::get` is an atomic load; it never initialises.
 fn handler_page_if_ready() -> Option<&'static [AtomicU64]> {
     PAGE.get().map(|p| &p[..])
-}
-
-/// The user range of an already tracked region overlaps the requested one, or the range
-/// covers memory ickpt itself writes from the fault handler.
-#[derive(Debug)]
-pub enum Refused {
-    Overlap { other_id: u64 },
-    OwnMemory,
-    OutOfMemory,
 }
 
 struct WriterGuard;
@@ -107,9 +99,11 @@ fn intersects(a: (usize, usize), b: (usize, usize)) -> bool {
 }
 
 /// Add a region; refused if its user range overlaps a tracked one or its covering pages
-/// cover memory the fault handler writes.
-pub fn insert(region: Arc<TrackedRegion>) -> Result<(), Refused> {
-    let page = handler_page().ok_or(Refused::OutOfMemory)?;
+/// cover memory the fault handler (or the kernel, `extra`) writes on ickpt's behalf.
+pub fn insert(region: Arc<TrackedRegion>, extra: &[(usize, usize)]) -> Result<(), TrackError> {
+    let page = handler_page().ok_or(TrackError::OwnAlloc(std::io::Error::from_raw_os_error(
+        libc::ENOMEM,
+    )))?;
     let _w = lock_writers();
     let mut regions = snapshot_regions();
     let (start, end) = (region.user_ptr, region.user_ptr + region.user_len);
@@ -117,16 +111,17 @@ pub fn insert(region: Arc<TrackedRegion>) -> Result<(), Refused> {
         .iter()
         .find(|o| o.user_ptr < end && start < o.user_ptr + o.user_len)
     {
-        return Err(Refused::Overlap { other_id: o.id });
+        return Err(TrackError::Overlap(o.id));
     }
     let span = (region.base, region.span_end());
     let mut own = regions
         .iter()
         .chain(std::iter::once(&region))
         .flat_map(|r| r.own_spans())
-        .chain(std::iter::once(page.span()));
+        .chain(std::iter::once(page.span()))
+        .chain(extra.iter().copied());
     if own.any(|s| intersects(s, span)) {
-        return Err(Refused::OwnMemory);
+        return Err(TrackError::OwnMemory);
     }
     let at = regions.partition_point(|o| o.user_ptr < region.user_ptr);
     regions.insert(at, region);

@@ -1,0 +1,75 @@
+//! System calls that write into tracked memory. With the mprotect backend (and with
+//! uffd-async while a commit fences its regions) the kernel cannot take a write fault inside a
+//! system call on ickpt's behalf: read(2) into a write-protected buffer fails with EFAULT
+//! (paper 000 §3.4 wraps such calls). These helpers make the buffer writable first, through an
+//! ordinary write fault, and retry if a checkpoint re-protected it in between. With the uffd
+//! backend the kernel delivers such faults to ickpt's handler thread and the plain calls work.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
+
+/// Rounds of prepare-then-call before giving up on EFAULT (each needs a checkpoint from another
+/// thread to land exactly between the two).
+const ATTEMPTS: usize = 8;
+
+/// Take the first-write fault on every page of `buf` now, from user space, so that a system
+/// call may write into it. Changes no byte, even with other threads writing: each page's
+/// first byte is rewritten with the value it holds, by compare-and-swap (an atomic
+/// read-modify-write that the compiler may not turn into a plain read).
+pub fn prepare_write(buf: &mut [u8]) {
+    let ps = crate::sys::page_size();
+    let start = buf.as_mut_ptr() as usize;
+    let end = start + buf.len();
+    let mut at = start;
+    while at < end {
+        // SAFETY: `at` lies inside `buf`, which the caller lends us mutably; AtomicU8 has
+        // the layout of u8.
+        let byte = unsafe { AtomicU8::from_ptr(at as *mut u8) };
+        let mut v = byte.load(SeqCst);
+        while let Err(now) = byte.compare_exchange_weak(v, v, SeqCst, SeqCst) {
+            v = now;
+        }
+        at = (at & !(ps - 1)) + ps;
+    }
+}
+
+fn retry_efault(buf: &mut [u8], mut call: impl FnMut(&mut [u8]) -> isize) -> io::Result<usize> {
+    for _ in 0..ATTEMPTS {
+        prepare_write(buf);
+        let n = call(buf);
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EFAULT) | Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::EFAULT))
+}
+
+/// read(2) into `buf`, which may be tracked memory.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    retry_efault(buf, |b| {
+        // SAFETY: `b` is writable for `b.len()` bytes for the whole call.
+        unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) }
+    })
+}
+
+/// pread(2) into `buf`, which may be tracked memory.
+pub fn pread(fd: RawFd, buf: &mut [u8], offset: i64) -> io::Result<usize> {
+    retry_efault(buf, |b| {
+        // SAFETY: as in `read`.
+        unsafe { libc::pread(fd, b.as_mut_ptr().cast(), b.len(), offset) }
+    })
+}
+
+/// recv(2) into `buf`, which may be tracked memory.
+pub fn recv(fd: RawFd, buf: &mut [u8], flags: i32) -> io::Result<usize> {
+    retry_efault(buf, |b| {
+        // SAFETY: as in `read`.
+        unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), flags) }
+    })
+}

@@ -1,0 +1,148 @@
+//! The PAGEMAP_SCAN ioctl on /proc/self/pagemap (Linux 6.7+): find the pages written since
+//! they were last write-protected through an async userfaultfd, and write-protect them again,
+//! in one call. Debian 12's headers predate it; the constants come from `linux/fs.h`.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+
+/// `_IOWR('f', 16, struct pm_scan_arg)` (96 bytes).
+pub(crate) const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+/// Write-protect the pages that match (needs an async write-protect userfaultfd).
+const PM_SCAN_WP_MATCHING: u64 = 1 << 0;
+/// Fail rather than skip a range that is not registered for async write-protect.
+const PM_SCAN_CHECK_WPASYNC: u64 = 1 << 1;
+/// Page categories.
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+#[cfg(test)]
+pub(crate) const PAGE_IS_PRESENT: u64 = 1 << 3;
+
+/// `struct pm_scan_arg`.
+#[repr(C)]
+#[derive(Default)]
+pub struct PmScanArg {
+    pub size: u64,
+    pub flags: u64,
+    pub start: u64,
+    pub end: u64,
+    pub walk_end: u64,
+    pub vec: u64,
+    pub vec_len: u64,
+    pub max_pages: u64,
+    pub category_inverted: u64,
+    pub category_mask: u64,
+    pub category_anyof_mask: u64,
+    pub return_mask: u64,
+}
+
+/// `struct page_region`: pages `start..end` share `categories`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageRegion {
+    pub start: u64,
+    pub end: u64,
+    pub categories: u64,
+}
+
+/// An open /proc/self/pagemap.
+pub struct Pagemap(File);
+
+impl Pagemap {
+    pub fn open() -> io::Result<Pagemap> {
+        File::open("/proc/self/pagemap").map(Pagemap)
+    }
+
+    /// Issue one PAGEMAP_SCAN. Returns the number of regions written to `out` and where the
+    /// walk stopped (it stops early when `out` is full).
+    ///
+    /// # Safety
+    /// `out` must not lie in memory the scan write-protects (the kernel writes it).
+    unsafe fn scan(&self, arg: &mut PmScanArg, out: &mut [PageRegion]) -> io::Result<usize> {
+        arg.size = std::mem::size_of::<PmScanArg>() as u64;
+        arg.vec = out.as_mut_ptr() as u64;
+        arg.vec_len = out.len() as u64;
+        // SAFETY: `arg` is a valid pm_scan_arg whose output vector is `out`, writable for
+        // `out.len()` entries; the kernel validates the range itself.
+        let n = unsafe { libc::ioctl(self.0.as_raw_fd(), PAGEMAP_SCAN, arg as *mut PmScanArg) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    /// Call `f(first_page, end_page)` (page indices from `start`) for every run of pages in
+    /// `start..end` written since they were last write-protected, and write-protect them
+    /// again. The range must be registered with an async write-protect userfaultfd. Returns
+    /// the number of written pages.
+    ///
+    /// # Safety
+    /// `buf` must be memory of ickpt's own that no tracked region covers.
+    pub unsafe fn take_written(
+        &self,
+        start: usize,
+        end: usize,
+        page_size: usize,
+        buf: &mut [PageRegion],
+        mut f: impl FnMut(usize, usize),
+    ) -> io::Result<u64> {
+        let mut at = start as u64;
+        let mut pages = 0u64;
+        while at < end as u64 {
+            let mut arg = PmScanArg {
+                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                start: at,
+                end: end as u64,
+                category_mask: PAGE_IS_WRITTEN,
+                return_mask: PAGE_IS_WRITTEN,
+                ..PmScanArg::default()
+            };
+            // SAFETY: the caller guarantees `buf` is ickpt's own, untracked memory.
+            let n = unsafe { self.scan(&mut arg, buf)? };
+            for r in &buf[..n] {
+                let (lo, hi) = (r.start as usize - start, r.end as usize - start);
+                pages += ((hi - lo) / page_size) as u64;
+                f(lo / page_size, hi / page_size);
+            }
+            // The kernel stops at `end` or where the output vector filled up.
+            if arg.walk_end <= at {
+                return Err(io::Error::other("PAGEMAP_SCAN made no progress"));
+            }
+            at = arg.walk_end;
+        }
+        Ok(pages)
+    }
+
+    /// Categories of the pages of `start..end`, as the kernel reports them (tests and
+    /// the probe).
+    pub fn categories(&self, start: usize, end: usize, mask: u64) -> io::Result<Vec<PageRegion>> {
+        let mut out = vec![PageRegion::default(); 64];
+        let mut arg = PmScanArg {
+            start: start as u64,
+            end: end as u64,
+            return_mask: mask,
+            ..PmScanArg::default()
+        };
+        // SAFETY: a plain scan without write-protection; `out` is a fresh heap vector.
+        let n = unsafe { self.scan(&mut arg, &mut out)? };
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// Issue an empty scan: Ok where the ioctl exists, ENOTTY where it does not.
+    pub fn works(&self) -> io::Result<()> {
+        // SAFETY: an empty range with no output vector; the kernel only validates it.
+        unsafe { self.scan(&mut PmScanArg::default(), &mut []) }.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn struct_sizes_match_the_ioctl_number() {
+        let size = |cmd: libc::c_ulong| ((cmd >> 16) & 0x3fff) as usize;
+        assert_eq!(size(PAGEMAP_SCAN), std::mem::size_of::<PmScanArg>());
+        assert_eq!(std::mem::size_of::<PageRegion>(), 24);
+    }
+}

@@ -1,0 +1,126 @@
+//! What both userfaultfd backends do alike: register a region for write-protect faults (or
+//! hand it to page protection when userfaultfd refuses its memory type), and unregister it.
+
+use super::mprotect::MprotectTracker;
+use super::region::TrackedRegion;
+use super::{registry, Backend, TrackError, Tracker};
+use crate::sys::mem;
+use crate::sys::userfault::Userfault;
+use std::sync::{Arc, Mutex};
+
+/// A userfaultfd, its regions, and the mprotect tracker behind it: it tracks the regions
+/// userfaultfd cannot, and its SIGSEGV handler serves the uffd-async fence.
+pub(crate) struct UffdRegions {
+    pub uffd: Userfault,
+    pub fence: MprotectTracker,
+    /// Regions handed to mprotect (by address).
+    fallback: Mutex<Vec<usize>>,
+    /// The process that opened the userfaultfd: in a forked child its ioctls would act on
+    /// the parent's address space.
+    pid: u32,
+    mech: Backend,
+}
+
+fn key(r: &TrackedRegion) -> usize {
+    r as *const TrackedRegion as usize
+}
+
+impl UffdRegions {
+    pub fn new(uffd: Userfault, mech: Backend) -> Result<Self, TrackError> {
+        Ok(UffdRegions {
+            uffd,
+            fence: MprotectTracker::new()?,
+            fallback: Mutex::new(Vec::new()),
+            pid: std::process::id(),
+            mech,
+        })
+    }
+
+    fn fallbacks(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.fallback.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether page protection tracks `r` (userfaultfd refused it).
+    pub fn by_protection(&self, r: &TrackedRegion) -> bool {
+        self.fallbacks().contains(&key(r))
+    }
+
+    /// Regions tracked by mprotect because userfaultfd refused them.
+    pub fn fallback_count(&self) -> usize {
+        self.fallbacks().len()
+    }
+
+    pub fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
+    /// Register `r` (`own`: ickpt's mappings the kernel or a handler thread writes, which it
+    /// must not cover) and, if `armed`, write-protect it.
+    pub fn attach(
+        &self,
+        r: &Arc<TrackedRegion>,
+        armed: bool,
+        own: &[(usize, usize)],
+    ) -> Result<(), TrackError> {
+        r.set_mechanism(self.mech);
+        registry::insert(r.clone(), own)?;
+        if let Err(e) = self.uffd.register_wp(r.base, r.span_len()) {
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                registry::remove(r);
+                return Err(TrackError::Userfault(e));
+            }
+            // A memory type userfaultfd cannot write-protect: page protection can.
+            self.fallbacks().push(key(r));
+            r.set_mechanism(Backend::Mprotect);
+            if armed {
+                MprotectTracker::arm(r)?;
+            }
+            return Ok(());
+        }
+        if armed {
+            if let Err(e) = self.uffd.write_protect(r.base, r.span_len(), true) {
+                let _ = self.uffd.unregister(r.base, r.span_len());
+                registry::remove(r);
+                return Err(TrackError::Userfault(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop tracking `r`; its memory is left writable. Unregistering drops its protection
+    /// and wakes any writer still blocked in it.
+    pub fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+        if self.by_protection(r) {
+            self.fallbacks().retain(|&k| k != key(r));
+            return self.fence.detach(r);
+        }
+        if self.forked() {
+            registry::remove(r);
+            return mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect);
+        }
+        MprotectTracker::mark_shared_pages_dirty(r, false);
+        let unregistered = self.uffd.unregister(r.base, r.span_len());
+        let opened = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+        registry::remove(r);
+        // Neighbours sharing a page lost its registration with ours: register them again.
+        for o in registry::neighbours_sharing_pages(r) {
+            if !self.by_protection(&o) {
+                let _ = self.uffd.register_wp(o.base, o.span_len());
+            }
+        }
+        unregistered.map_err(TrackError::Userfault)?;
+        opened.map_err(TrackError::Protect)
+    }
+
+    /// Make `r` writable for a restore without a fault per page.
+    pub fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        if self.by_protection(r) {
+            return self.fence.open_for_restore(r);
+        }
+        MprotectTracker::mark_shared_pages_dirty(r, false);
+        self.uffd
+            .write_protect(r.base, r.span_len(), false)
+            .map_err(TrackError::Userfault)?;
+        mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect)
+    }
+}

@@ -1,0 +1,272 @@
+//! Write tracking by userfaultfd write-protect with a handler thread. A first write blocks
+//! the writer in the kernel and arrives as an event; the handler thread decides for it
+//! (AI-Ckpt Algorithm 2, on the writer's behalf), clears the page's protection and so wakes
+//! the writer. Faults inside system calls arrive the same way, so read(2), recv(2) or pread(2)
+//! into tracked memory just work, where mprotect makes them fail with EFAULT.
+//!
+//! The handler never sleeps with a fault in hand: a write that must wait (the gate is closed,
+//! or its page is not taken yet) is parked and tried again, so one waiting writer holds up
+//! nobody else's fault. While a commit runs the handler spins (a sleeping handler costs a
+//! wake-up per fault, tens of microseconds on a VM); otherwise it sleeps in poll(2).
+//! `ICKPT_UFFD_SPIN=0` makes it always sleep (for measuring the difference).
+
+use super::epoch::{Epoch, WaitTicket};
+use super::fault::{self, Catch, Outcome};
+use super::own_mem::OwnArray;
+use super::region::TrackedRegion;
+use super::uffd_regions::UffdRegions;
+use super::{Backend, TrackError, Tracker};
+use crate::sys::userfault::{
+    wait_readable, UffdMsg, Userfault, Wakeup, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP,
+    UFFD_FEATURE_THREAD_ID, UFFD_FEATURE_WP_UNPOPULATED,
+};
+use crate::sys::{page_size, thread};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+
+/// Faults the handler can hold at once: at most one per application thread is outstanding.
+const PARKED: usize = 4096;
+/// Events read per read(2).
+const BATCH: usize = 64;
+
+/// A write fault the handler could not finish yet.
+#[derive(Clone, Copy)]
+struct Parked {
+    fault: WriteFault,
+    /// Counted as waiting in this tracker's epoch (see `Epoch::begin_wait`).
+    ticket: Option<WaitTicket>,
+}
+
+struct Shared {
+    regions: UffdRegions,
+    stop: Wakeup,
+    stopping: AtomicBool,
+    spin: bool,
+    /// The epoch of the engine this tracker serves (set by the first attach).
+    epoch: OnceLock<Arc<Epoch>>,
+}
+
+impl Shared {
+    fn uffd(&self) -> &Userfault {
+        &self.regions.uffd
+    }
+}
+
+pub struct UffdTracker {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Buffers the handler thread writes, kept out of tracked memory.
+    own: [(usize, usize); 2],
+}
+
+impl UffdTracker {
+    pub fn new() -> Result<Self, TrackError> {
+        let uffd = Userfault::open(
+            UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_WP_UNPOPULATED,
+        )
+        .map_err(TrackError::Userfault)?;
+        let shared = Arc::new(Shared {
+            regions: UffdRegions::new(uffd, Backend::Uffd)?,
+            stop: Wakeup::new().map_err(TrackError::Userfault)?,
+            stopping: AtomicBool::new(false),
+            spin: std::env::var("ICKPT_UFFD_SPIN").map_or(true, |v| v != "0"),
+            epoch: OnceLock::new(),
+        });
+        let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
+        let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
+        let own = [msgs.span(), parked.span()];
+        let sh = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("ickpt-uffd".into())
+            .spawn(move || handle_faults(&sh, msgs, parked))
+            .map_err(TrackError::Userfault)?;
+        Ok(UffdTracker {
+            shared,
+            thread: Mutex::new(Some(handle)),
+            own,
+        })
+    }
+
+    /// Regions tracked by mprotect because userfaultfd refused them.
+    pub fn fallback_regions(&self) -> usize {
+        self.shared.regions.fallback_count()
+    }
+
+    fn uffd(&self) -> &Userfault {
+        self.shared.uffd()
+    }
+}
+
+impl Drop for UffdTracker {
+    fn drop(&mut self) {
+        self.shared.stopping.store(true, SeqCst);
+        self.shared.stop.signal();
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle.filter(|_| !self.shared.regions.forked()) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The handler thread's loop.
+fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<Parked>) {
+    let uffd = sh.uffd().raw();
+    while !sh.stopping.load(SeqCst) {
+        let committing = sh.epoch.get().is_some_and(|e| e.committing());
+        let busy = !parked.is_empty() || (sh.spin && committing);
+        if !busy {
+            wait_readable(&[uffd, sh.stop.raw()]);
+        }
+        let room = (parked.capacity() - parked.len()).min(BATCH);
+        // SAFETY: uffd_msg records are plain integers, valid at any bytes.
+        let n = sh
+            .uffd()
+            .read_events(&mut unsafe { msgs.buffer() }[..room])
+            .unwrap_or(0);
+        for i in 0..n {
+            // SAFETY: as above.
+            let Some(fault) = unsafe { msgs.buffer() }[i].write_fault() else {
+                continue;
+            };
+            let mut p = Parked {
+                fault,
+                ticket: None,
+            };
+            if !try_finish(sh, &mut p) {
+                parked.push(p);
+            }
+        }
+        parked.retain(|p| !try_finish(sh, p));
+        if busy && n == 0 {
+            // Nothing new: let the committer and the application have the CPU a moment.
+            thread::yield_now();
+        }
+    }
+    // Stopping: every region was detached (unregistered, which wakes its writers).
+    parked.retain(|p| {
+        if let (Some(t), Some(e)) = (p.ticket.take(), sh.epoch.get()) {
+            e.end_wait(t);
+        }
+        false
+    });
+}
+
+/// Decide and open for a parked or new fault; true when it is finished (the writer woken).
+fn try_finish(sh: &Shared, p: &mut Parked) -> bool {
+    let mut c = UffdCatch {
+        sh,
+        ticket: &mut p.ticket,
+    };
+    let done = match fault::first_write(p.fault.addr, p.fault.tid, &mut c) {
+        Outcome::Done => true,
+        // No region holds the page any more: let the write through.
+        Outcome::Retry | Outcome::NotOurs => {
+            let ps = page_size();
+            let _ = sh.uffd().write_protect(p.fault.addr & !(ps - 1), ps, false);
+            true
+        }
+        Outcome::Gate | Outcome::Wait | Outcome::Failed => false,
+    };
+    if done {
+        if let (Some(t), Some(e)) = (p.ticket.take(), sh.epoch.get()) {
+            e.end_wait(t);
+        }
+    }
+    done
+}
+
+struct UffdCatch<'a> {
+    sh: &'a Shared,
+    ticket: &'a mut Option<WaitTicket>,
+}
+
+impl Catch for UffdCatch<'_> {
+    fn blocking(&self) -> bool {
+        false
+    }
+
+    fn wait(&mut self, r: &TrackedRegion, page: usize, _brief: bool) -> bool {
+        // Count the writer as waiting once (in this engine's epoch; a region of another
+        // engine sharing the page is simply tried again).
+        let ours = self
+            .sh
+            .epoch
+            .get()
+            .is_some_and(|e| std::ptr::eq(&**e, &*r.epoch));
+        if ours && self.ticket.is_none() {
+            *self.ticket = Some(r.epoch.begin_wait(r.id, page));
+        }
+        false
+    }
+
+    /// The writer sleeps on until `finish`, so its page is marked (and the fault counted)
+    /// before it can go on: what it sees in the stats afterwards includes its own write.
+    fn open(&mut self, r: &TrackedRegion, lo: usize, hi: usize) -> bool {
+        let ps = page_size();
+        self.sh
+            .uffd()
+            .release_quietly(r.page_addr(lo), (hi - lo) * ps)
+            .is_ok()
+    }
+
+    fn open_whole(&mut self, r: &TrackedRegion) -> bool {
+        // Not while a commit still needs the scheduled pages protected; tried again later.
+        !r.epoch.committing() && self.sh.uffd().release_quietly(r.base, r.span_len()).is_ok()
+    }
+
+    fn finish(&mut self, addr: usize) {
+        let ps = page_size();
+        let _ = self.sh.uffd().wake(addr & !(ps - 1), ps);
+    }
+}
+
+impl Tracker for UffdTracker {
+    fn backend(&self) -> Backend {
+        Backend::Uffd
+    }
+
+    fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
+        let _ = self.shared.epoch.set(r.epoch.clone());
+        self.shared.regions.attach(r, armed, &self.own)
+    }
+
+    fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+        self.shared.regions.detach(r)
+    }
+
+    fn collect(
+        &self,
+        r: &TrackedRegion,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Result<(), TrackError> {
+        if self.shared.regions.by_protection(r) {
+            return self.shared.regions.fence.collect(r, out, before_rearm);
+        }
+        // As with mprotect: bits first, then protect; the gate holds other writers.
+        r.dirty.take_into(out);
+        before_rearm(out);
+        self.uffd()
+            .write_protect(r.base, r.span_len(), true)
+            .map_err(|e| {
+                r.dirty.merge(out);
+                TrackError::Userfault(e)
+            })
+    }
+
+    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        self.shared.regions.open_for_restore(r)
+    }
+
+    fn handler_intact(&self) -> Result<bool, TrackError> {
+        let alive = self
+            .thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|h| !h.is_finished());
+        let regions = &self.shared.regions;
+        Ok(alive && (regions.fallback_count() == 0 || regions.fence.handler_intact()?))
+    }
+}
