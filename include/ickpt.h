@@ -43,6 +43,16 @@
 // The committer takes first the pages the last epoch's writes ran into (AI-Ckpt).
 #define ICKPT_FLUSH_ADAPTIVE 1
 
+// Every page traps on its first write in an epoch.
+#define ICKPT_GRANULARITY_PAGE 0
+
+// ACCK (paper 001): pieces of a region whose start is being written stop trapping for the
+// rest of the epoch and are stored whole. No effect with the uffd-async backend.
+#define ICKPT_GRANULARITY_ADAPTIVE 1
+
+// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
+#define MADV_COLLAPSE 25
+
 // Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
 typedef enum ickpt_result {
   ICKPT_OK = 0,
@@ -95,6 +105,15 @@ typedef struct ickpt_config {
   // Bytes of copy-on-write buffer for pages written while their commit runs (default
   // 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
   uint64_t cow_bytes;
+  // ICKPT_GRANULARITY_PAGE (default) or ICKPT_GRANULARITY_ADAPTIVE; ICKPT_GRANULARITY
+  // ("page"/"adaptive") overrides.
+  uint32_t granularity;
+  // Adaptive granularity cuts each region into 2^acck_pieces_log2 pieces (default 6, 1 to
+  // 16); ICKPT_ACCK_PIECES overrides.
+  uint32_t acck_pieces_log2;
+  // Adaptive granularity turns released 2 MiB-aligned spans into huge pages (default 1);
+  // ICKPT_HUGE_PAGES ("0"/"1") overrides.
+  uint32_t huge_pages;
 } ickpt_config;
 
 // What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
@@ -154,6 +173,15 @@ typedef struct ickpt_stats {
   uint64_t after_pages;
   // Time application threads spent waiting for the committer.
   uint64_t wait_ns;
+  // Time ickpt spent handling first writes (kernel trap entry and exit not included).
+  uint64_t monitor_ns;
+  // Pages adaptive granularity stored whole without a trap each (written or not).
+  uint64_t acck_released_pages;
+  // 2 MiB spans adaptive granularity turned into huge pages.
+  uint64_t acck_huge_spans;
+  // Regions the backend tracks by page protection because userfaultfd refused their
+  // memory type.
+  uint32_t regions_by_protection;
 } ickpt_stats;
 
 #ifdef __cplusplus
@@ -162,7 +190,7 @@ extern "C" {
 
 // Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
 // (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
-// cow_bytes 16 MiB.
+// cow_bytes 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1.
 enum ickpt_result ickpt_config_init(struct ickpt_config *cfg);
 
 // Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is

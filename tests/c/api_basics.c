@@ -112,6 +112,9 @@ static void check_config_init(void) {
     CHECK(cfg.full_every == 10);
     CHECK(cfg.keep_chains == 2);
     CHECK(cfg.dir == NULL);
+    CHECK(cfg.granularity == ICKPT_GRANULARITY_PAGE);
+    CHECK(cfg.acck_pieces_log2 == 6);
+    CHECK(cfg.huge_pages == 1);
 }
 
 static void check_bad_init(void) {
@@ -136,19 +139,21 @@ static void check_bad_init(void) {
         CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
     }
 
-    /* Other bad fields. */
-    OK(ickpt_config_init(&cfg));
-    cfg.dir = test_subdir("never-created-backend");
-    cfg.backend = 99;
-    CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
-    OK(ickpt_config_init(&cfg));
-    cfg.dir = test_subdir("bad-full-every");
-    cfg.full_every = 0;
-    CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
-    OK(ickpt_config_init(&cfg));
-    cfg.dir = test_subdir("bad-keep-chains");
-    cfg.keep_chains = 0;
-    CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
+    /* Other bad fields: each refused on its own. */
+#define REFUSED(field, value)                                                                 \
+    do {                                                                                   \
+        OK(ickpt_config_init(&cfg));                                                       \
+        cfg.dir = test_subdir("never-created-" #field);                                    \
+        cfg.field = (value);                                                               \
+        CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);                            \
+    } while (0)
+    REFUSED(backend, 99);
+    REFUSED(full_every, 0);
+    REFUSED(keep_chains, 0);
+    REFUSED(granularity, 7);
+    REFUSED(acck_pieces_log2, 0);
+    REFUSED(huge_pages, 2);
+#undef REFUSED
 
     /* A failed init leaves the library uninitialised. */
     CHECK_RC(ickpt_finalize(), ICKPT_ERR_NOT_INITIALIZED);

@@ -19,4 +19,4 @@ pub mod verify;
 pub use engine::{CheckpointInfo, Config, Engine, Phases, RestoreInfo, Stats};
 pub use error::{Error, Result};
 pub use ickpt_format as format;
-pub use track::Backend;
+pub use track::{Backend, Granularity};

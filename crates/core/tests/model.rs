@@ -113,6 +113,8 @@ struct World {
     full_every: u32,
     mode: Mode,
     around: usize,
+    /// ACCK coarse-grained monitoring with 2^n pieces per region.
+    acck: Option<u32>,
 }
 
 /// How the engine commits: sync, or async with a copy-on-write buffer of this many pages.
@@ -214,10 +216,14 @@ impl World {
         self.engine.as_ref().unwrap()
     }
 
-    fn open(dir: &Path, full_every: u32, mode: Mode, around: usize) -> Engine {
+    fn open(dir: &Path, full_every: u32, mode: Mode, around: usize, acck: Option<u32>) -> Engine {
         let mut c = Config::new(dir);
         c.full_every = full_every;
         c.fault_around = around;
+        if let Some(n) = acck {
+            c.granularity = ickpt::Granularity::Adaptive;
+            c.acck_pieces_log2 = n;
+        }
         c.keep_chains = 2;
         if let Mode::Async { cow_pages, order } = mode {
             c.mode = CommitMode::Async;
@@ -316,7 +322,13 @@ impl World {
             Op::Restart { offset } => {
                 self.engine = None;
                 self.live.clear();
-                let e = Self::open(&self.dir, self.full_every, self.mode, self.around);
+                let e = Self::open(
+                    &self.dir,
+                    self.full_every,
+                    self.mode,
+                    self.around,
+                    self.acck,
+                );
                 if let Some((v, Some(snap))) = self.versions.last().cloned() {
                     assert_eq!(e.latest().unwrap(), Some(v));
                     for (id, m) in &snap {
@@ -349,13 +361,15 @@ proptest! {
         full_every in 1u32..5,
         mode in mode(),
         around in prop::sample::select(vec![1usize, 4, 16]),
+        acck in prop::option::of(1u32..7),
         ops in prop::collection::vec(op(), 1..40),
     ) {
         let dir = scratch_dir("model");
         let mut w = World {
-            engine: Some(World::open(&dir, full_every, mode, around)),
+            engine: Some(World::open(&dir, full_every, mode, around, acck)),
             mode,
             around,
+            acck,
             dir: dir.clone(),
             live: BTreeMap::new(),
             versions: Vec::new(),

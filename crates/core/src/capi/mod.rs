@@ -15,7 +15,7 @@ pub use types::*;
 
 use crate::engine::{Config, Engine};
 use crate::error::Error;
-use crate::track::Backend;
+use crate::track::{Backend, Granularity};
 use boundary::{guard, with_engine};
 use ickpt_format::{CommitMode, FlushOrder};
 use std::ffi::{c_char, c_void, CStr};
@@ -27,7 +27,7 @@ static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
 
 /// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
 /// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
-/// cow_bytes 16 MiB.
+/// cow_bytes 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1.
 #[no_mangle]
 pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
     guard(|| {
@@ -43,6 +43,9 @@ pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
             mode: ICKPT_MODE_SYNC,
             flush_order: ICKPT_FLUSH_ADAPTIVE,
             cow_bytes: d.cow_bytes as u64,
+            granularity: ICKPT_GRANULARITY_PAGE,
+            acck_pieces_log2: d.acck_pieces_log2,
+            huge_pages: d.huge_pages as u32,
         };
         Ok(())
     })
@@ -95,6 +98,17 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 ICKPT_FLUSH_ADDRESS => FlushOrder::Address,
                 ICKPT_FLUSH_ADAPTIVE => FlushOrder::Adaptive,
                 o => return Err(Error::InvalidArgument(format!("unknown flush order {o}"))),
+            };
+            c.granularity = match cfg.granularity {
+                ICKPT_GRANULARITY_PAGE => Granularity::Page,
+                ICKPT_GRANULARITY_ADAPTIVE => Granularity::Adaptive,
+                g => return Err(Error::InvalidArgument(format!("unknown granularity {g}"))),
+            };
+            c.acck_pieces_log2 = cfg.acck_pieces_log2;
+            c.huge_pages = match cfg.huge_pages {
+                0 => false,
+                1 => true,
+                h => return Err(Error::InvalidArgument(format!("huge_pages {h}: 0 or 1"))),
             };
             c.cow_bytes = usize::try_from(cfg.cow_bytes).map_err(|_| {
                 Error::InvalidArgument(format!("cow_bytes {} too large", cfg.cow_bytes))

@@ -62,6 +62,12 @@ pub const ICKPT_FLUSH_ADDRESS: u32 = 0;
 /// The committer takes first the pages the last epoch's writes ran into (AI-Ckpt).
 pub const ICKPT_FLUSH_ADAPTIVE: u32 = 1;
 
+/// Every page traps on its first write in an epoch.
+pub const ICKPT_GRANULARITY_PAGE: u32 = 0;
+/// ACCK (paper 001): pieces of a region whose start is being written stop trapping for the
+/// rest of the epoch and are stored whole. No effect with the uffd-async backend.
+pub const ICKPT_GRANULARITY_ADAPTIVE: u32 = 1;
+
 /// Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +92,15 @@ pub struct ickpt_config {
     /// Bytes of copy-on-write buffer for pages written while their commit runs (default
     /// 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
     pub cow_bytes: u64,
+    /// ICKPT_GRANULARITY_PAGE (default) or ICKPT_GRANULARITY_ADAPTIVE; ICKPT_GRANULARITY
+    /// ("page"/"adaptive") overrides.
+    pub granularity: u32,
+    /// Adaptive granularity cuts each region into 2^acck_pieces_log2 pieces (default 6, 1 to
+    /// 16); ICKPT_ACCK_PIECES overrides.
+    pub acck_pieces_log2: u32,
+    /// Adaptive granularity turns released 2 MiB-aligned spans into huge pages (default 1);
+    /// ICKPT_HUGE_PAGES ("0"/"1") overrides.
+    pub huge_pages: u32,
 }
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
@@ -149,6 +164,15 @@ pub struct ickpt_stats {
     pub after_pages: u64,
     /// Time application threads spent waiting for the committer.
     pub wait_ns: u64,
+    /// Time ickpt spent handling first writes (kernel trap entry and exit not included).
+    pub monitor_ns: u64,
+    /// Pages adaptive granularity stored whole without a trap each (written or not).
+    pub acck_released_pages: u64,
+    /// 2 MiB spans adaptive granularity turned into huge pages.
+    pub acck_huge_spans: u64,
+    /// Regions the backend tracks by page protection because userfaultfd refused their
+    /// memory type.
+    pub regions_by_protection: u32,
 }
 
 impl From<&CheckpointInfo> for ickpt_checkpoint_info {
@@ -202,6 +226,10 @@ impl From<&Stats> for ickpt_stats {
             avoided_pages: s.avoided_pages,
             after_pages: s.after_pages,
             wait_ns: s.wait_time.as_nanos() as u64,
+            monitor_ns: s.monitor_time.as_nanos() as u64,
+            acck_released_pages: s.acck_released_pages,
+            acck_huge_spans: s.acck_huge_spans,
+            regions_by_protection: s.regions_by_protection as u32,
         }
     }
 }

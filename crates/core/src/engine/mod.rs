@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::store::{parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, ThrottledStore};
 use crate::sys::{mem, page_size};
-use crate::track::{self, Backend, Epoch, TrackedRegion, Tracker};
+use crate::track::{self, Backend, Epoch, Granularity, TrackedRegion, Tracker};
 use ickpt_format::{CommitMode, FlushOrder};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -48,6 +48,15 @@ pub struct Config {
     /// epoch wrote, so one trap serves a block when an iterative code rewrites it; 1 traps
     /// every page (paper 000). `ICKPT_FAULT_AROUND` overrides.
     pub fault_around: usize,
+    /// Page: every page traps on its first write. Adaptive: ACCK (paper 001) stops trapping
+    /// in the rest of a piece whose start is being written. `ICKPT_GRANULARITY` overrides.
+    /// No effect with the uffd-async backend, whose first writes never reach ickpt.
+    pub granularity: Granularity,
+    /// ACCK cuts each region into 2^acck_pieces_log2 pieces (at least a page each).
+    /// `ICKPT_ACCK_PIECES` overrides.
+    pub acck_pieces_log2: u32,
+    /// ACCK makes released 2 MiB-aligned spans huge pages. `ICKPT_HUGE_PAGES` overrides.
+    pub huge_pages: bool,
 }
 
 impl Config {
@@ -63,6 +72,9 @@ impl Config {
             cow_bytes: 16 << 20,
             flush_order: FlushOrder::Adaptive,
             fault_around: 1,
+            granularity: Granularity::Page,
+            acck_pieces_log2: 6,
+            huge_pages: true,
         }
     }
 
@@ -86,6 +98,24 @@ impl Config {
                 .ok()
                 .filter(|&n: &usize| (1..=4096).contains(&n))
                 .ok_or_else(|| bad("ICKPT_FAULT_AROUND", &v, "a page count from 1 to 4096"))?;
+        }
+        if let Ok(v) = std::env::var("ICKPT_GRANULARITY") {
+            self.granularity = Granularity::parse(&v)
+                .ok_or_else(|| bad("ICKPT_GRANULARITY", &v, "page or adaptive"))?;
+        }
+        if let Ok(v) = std::env::var("ICKPT_ACCK_PIECES") {
+            self.acck_pieces_log2 = v
+                .parse()
+                .ok()
+                .filter(|n| (1..=16).contains(n))
+                .ok_or_else(|| bad("ICKPT_ACCK_PIECES", &v, "log2 of pieces, 1 to 16"))?;
+        }
+        if let Ok(v) = std::env::var("ICKPT_HUGE_PAGES") {
+            self.huge_pages = match v.as_str() {
+                "0" => false,
+                "1" => true,
+                _ => return Err(bad("ICKPT_HUGE_PAGES", &v, "0 or 1")),
+            };
         }
         if let Ok(v) = std::env::var("ICKPT_FLUSH_ORDER") {
             self.flush_order = FlushOrder::parse(&v)
@@ -160,6 +190,12 @@ impl Engine {
     /// An engine over any store (tests use this to inject faults).
     pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
         let cfg = cfg.with_env_overrides()?;
+        if !(1..=16).contains(&cfg.acck_pieces_log2) {
+            return Err(Error::InvalidArgument(format!(
+                "acck_pieces_log2 {} is out of range 1..=16",
+                cfg.acck_pieces_log2
+            )));
+        }
         if cfg.full_every == 0 || cfg.keep_chains == 0 {
             return Err(Error::InvalidArgument(
                 "full_every and keep_chains must be at least 1".into(),
@@ -168,7 +204,13 @@ impl Engine {
         let tracker = track::select(cfg.backend)?;
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
         let epoch = Arc::new(
-            Epoch::new(cfg.cow_bytes, cfg.fault_around).map_err(track::TrackError::OwnAlloc)?,
+            Epoch::new(
+                cfg.cow_bytes,
+                cfg.fault_around,
+                (cfg.granularity == Granularity::Adaptive)
+                    .then_some((cfg.acck_pieces_log2, cfg.huge_pages)),
+            )
+            .map_err(track::TrackError::OwnAlloc)?,
         );
         Ok(Engine {
             cfg,
@@ -254,6 +296,7 @@ impl Engine {
         self.settle(&mut st);
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
         st.stats.faults_of_removed += slot.tr.dirty.faults();
+        st.stats.acck_released_of_removed += slot.tr.acck.released_pages();
         self.tracker.detach(&slot.tr)?;
         Ok(())
     }
@@ -290,6 +333,7 @@ impl Engine {
             })?;
         let slot = st.regions.remove(&id).expect("found above");
         st.stats.faults_of_removed += slot.tr.dirty.faults();
+        st.stats.acck_released_of_removed += slot.tr.acck.released_pages();
         self.tracker.detach(&slot.tr)?;
         let (p, len) = slot.owned.expect("owned");
         // SAFETY: the mapping was made by `alloc` and the caller hands it back for good.
@@ -315,6 +359,14 @@ impl Engine {
             .sum::<u64>()
             + st.stats.faults_of_removed;
         s.backend = self.backend().as_str();
+        s.monitor_time = std::time::Duration::from_nanos(self.epoch.monitor_ns());
+        s.acck_released_pages = st
+            .regions
+            .values()
+            .map(|r| r.tr.acck.released_pages())
+            .sum::<u64>()
+            + st.stats.acck_released_of_removed;
+        s.acck_huge_spans = st.regions.values().map(|r| r.tr.acck.huge_spans()).sum();
         s.regions_by_protection = st
             .regions
             .values()

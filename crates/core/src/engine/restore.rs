@@ -88,7 +88,9 @@ impl Engine {
         let same_pages = newest.page_size() as usize == crate::sys::page_size();
         for r in &newest.regions {
             let s = st.regions.get_mut(&r.id).expect("checked above");
-            let collected = self.tracker.collect(&s.tr, &mut scratch, &mut |_| {});
+            let collected = self
+                .tracker
+                .collect(&s.tr, &mut scratch, &mut |_| s.tr.acck.reset());
             self.tracker.release(&s.tr);
             collected?;
             // Same in-page offset: the stored pages line up with this process's pages, so the

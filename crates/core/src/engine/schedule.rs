@@ -64,6 +64,8 @@ impl Engine {
             // Each page's state is final before its region is re-armed, so no write (not even
             // this thread's own, which passes the gate) meets a re-armed page with a stale one.
             let mut mark = |bits: &[u64]| {
+                // Every piece is monitored again from the next epoch on.
+                tr.acck.reset();
                 for page in 0..tr.npages {
                     // Every page's record is read, so every record starts the next epoch clear.
                     let (access, order) = tr.pages.take_access(page);

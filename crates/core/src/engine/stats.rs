@@ -65,6 +65,15 @@ pub struct Stats {
     /// First writes trapped since start.
     pub faults: u64,
     pub(crate) faults_of_removed: u64,
+    /// Time ickpt spent handling first writes (the trap's kernel entry and exit come on
+    /// top; a write that waited for the committer counts its wait here too).
+    pub monitor_time: Duration,
+    /// Pages coarse-grained monitoring released (stored whole without a trap each, written
+    /// or not), since start.
+    pub acck_released_pages: u64,
+    pub(crate) acck_released_of_removed: u64,
+    /// 2 MiB spans of released pages turned into huge pages, since start.
+    pub acck_huge_spans: u64,
     /// First writes that copied a page aside, waited for the committer, came after the
     /// committer had taken the page, or came after the commit (paper 000's access types).
     pub cow_pages: u64,

@@ -51,6 +51,20 @@ pub fn protect(addr: usize, len: usize, prot: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
+pub const MADV_COLLAPSE: i32 = 25;
+
+/// madvise(2) on whole pages of the application's tracked memory. Only advice that keeps
+/// the contents is used (huge page hints), so no byte changes.
+pub fn advise(addr: usize, len: usize, advice: i32) -> io::Result<()> {
+    // SAFETY: madvise with THP advice on our own mapped pages changes how they are backed,
+    // never what they hold; a bad range is an error.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Copy `src` into application memory at `dst`.
 ///
 /// # Safety

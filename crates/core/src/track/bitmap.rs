@@ -34,6 +34,12 @@ impl AtomicBitmap {
     }
 
     /// Signal-safe.
+    #[inline]
+    pub fn is_set(&self, i: usize) -> bool {
+        self.bit_words()[i / 64].load(Ordering::SeqCst) & (1 << (i % 64)) != 0
+    }
+
+    /// Signal-safe.
     pub fn set_all(&self) {
         for (w, word) in self.bit_words().iter().enumerate() {
             word.store(full_word(self.bits, w), Ordering::SeqCst);

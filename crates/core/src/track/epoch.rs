@@ -40,7 +40,12 @@ const C_WAIT_NS: usize = 11;
 const C_AROUND: usize = 12;
 /// Set in a forked child: its copy of a commit has no committer (see `orphan`).
 const C_ORPHANED: usize = 13;
-const C_WAITED: usize = 14;
+/// ACCK (paper 001): log2 of the pieces a region is cut into, 0 when off; huge pages for
+/// released spans (0/1); and nanoseconds spent deciding first writes, since the start.
+const C_ACCK_N: usize = 14;
+const C_ACCK_HUGE: usize = 15;
+const C_MONITOR_NS: usize = 16;
+const C_WAITED: usize = 17;
 const COUNTERS: usize = C_WAITED + 2 * WAITED;
 
 /// Reopens the gate when dropped.
@@ -99,14 +104,43 @@ pub struct Epoch {
 impl Epoch {
     /// `fault_around`: a write fault may open up to this many pages (an aligned block) at
     /// once, see [`Epoch::open_run`]; 1 opens only the faulting page.
-    pub fn new(cow_bytes: usize, fault_around: usize) -> io::Result<Self> {
+    /// `acck`: coarse-grained monitoring (paper 001), as log2 of the pieces per region and
+    /// whether released spans become huge pages; None monitors every page.
+    pub fn new(
+        cow_bytes: usize,
+        fault_around: usize,
+        acck: Option<(u32, bool)>,
+    ) -> io::Result<Self> {
         let e = Epoch {
             futex: OwnSlice::new(2)?,
             c: OwnSlice::new(COUNTERS)?,
             cow: CowPool::new(cow_bytes)?,
         };
         e.c[C_AROUND].store(fault_around.max(1) as u64, SeqCst);
+        if let Some((n, huge)) = acck {
+            e.c[C_ACCK_N].store(n.max(1) as u64, SeqCst);
+            e.c[C_ACCK_HUGE].store(huge as u64, SeqCst);
+        }
         Ok(e)
+    }
+
+    /// ACCK's log2 of pieces per region; 0: every page is monitored.
+    pub fn acck_n(&self) -> u32 {
+        self.c[C_ACCK_N].load(SeqCst) as u32
+    }
+
+    pub fn acck_huge_pages(&self) -> bool {
+        self.c[C_ACCK_HUGE].load(SeqCst) != 0
+    }
+
+    /// Count time spent handling a first write. Signal-safe.
+    pub fn add_monitor_ns(&self, ns: u64) {
+        self.c[C_MONITOR_NS].fetch_add(ns, SeqCst);
+    }
+
+    /// Nanoseconds spent handling first writes since the engine started.
+    pub fn monitor_ns(&self) -> u64 {
+        self.c[C_MONITOR_NS].load(SeqCst)
     }
 
     pub fn spans(&self) -> Vec<(usize, usize)> {
@@ -205,7 +239,7 @@ impl Epoch {
     }
 
     /// How a first write to a page the running commit does not need is classified.
-    fn late_access(&self) -> Access {
+    pub(crate) fn late_access(&self) -> Access {
         if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
             Access::Avoided
         } else {
@@ -256,7 +290,7 @@ impl Epoch {
 
     /// Record the epoch's first write of `page` and count it (later writers of the same
     /// page in the epoch are not counted again).
-    fn record(&self, r: &TrackedRegion, page: usize, access: Access) {
+    pub(crate) fn record(&self, r: &TrackedRegion, page: usize, access: Access) {
         let order = self.c[C_ORDER].fetch_add(1, SeqCst) + 1;
         if r.pages.record(page, access, order) {
             let c = match access {

@@ -4,10 +4,11 @@
 //! thread and may block; the userfaultfd handler thread runs it for another thread and must
 //! not, so it parks the fault and tries again later.
 
+use super::acck;
 use super::epoch::{Decision, Epoch};
 use super::region::TrackedRegion;
 use super::registry;
-use crate::sys::page_size;
+use crate::sys::{page_size, thread};
 
 /// What the mechanism that caught the fault does at the points it differs.
 pub(crate) trait Catch {
@@ -69,6 +70,13 @@ impl Entered {
         Enter::Yes
     }
 
+    fn add_monitor_ns(&self, ns: u64) {
+        for &e in &self.epochs[..self.n] {
+            // SAFETY: as in `leave_all`.
+            unsafe { (*e).add_monitor_ns(ns) };
+        }
+    }
+
     fn leave_all(&self) {
         for &e in &self.epochs[..self.n] {
             // SAFETY: each epoch is owned by its engine, which outlives its regions' faults.
@@ -91,6 +99,7 @@ impl Entered {
 /// writable with no bit: every later write to it in the epoch would be lost. (The gate makes
 /// this moot today; the order keeps it safe without.)
 pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome {
+    let started = thread::monotonic_ns();
     let ps = page_size();
     let mut entered = Entered {
         epochs: [std::ptr::null(); 8],
@@ -134,6 +143,9 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
             }
         }
     };
+    if outcome == Outcome::Done {
+        entered.add_monitor_ns(thread::monotonic_ns() - started);
+    }
     entered.leave_all();
     outcome
 }
@@ -159,6 +171,9 @@ fn open(r: &TrackedRegion, page: usize, shared: bool, c: &mut impl Catch) -> boo
     };
     if opened {
         r.dirty.count_fault();
+        if !shared {
+            acck::after_write(r, page, c);
+        }
     }
     opened
 }

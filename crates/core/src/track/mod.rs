@@ -1,6 +1,7 @@
 //! Write tracking: which pages of the protected regions were written since the last
 //! checkpoint. One trait; each kernel mechanism is a backend behind it.
 
+mod acck;
 pub mod bitmap;
 mod cow;
 pub mod epoch;
@@ -54,6 +55,32 @@ impl Backend {
             "mprotect" => Some(Backend::Mprotect),
             "uffd" => Some(Backend::Uffd),
             "uffd-async" => Some(Backend::UffdAsync),
+            _ => None,
+        }
+    }
+}
+
+/// How finely writes are monitored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Granularity {
+    /// Every page traps on its first write in an epoch (paper 000).
+    Page,
+    /// ACCK (paper 001): stop trapping in pieces of a region whose start is being written.
+    Adaptive,
+}
+
+impl Granularity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Granularity::Page => "page",
+            Granularity::Adaptive => "adaptive",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Granularity> {
+        match s {
+            "page" => Some(Granularity::Page),
+            "adaptive" => Some(Granularity::Adaptive),
             _ => None,
         }
     }

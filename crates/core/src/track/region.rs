@@ -1,5 +1,6 @@
 //! A region of application memory whose pages are tracked.
 
+use super::acck::AcckState;
 use super::bitmap::AtomicBitmap;
 use super::epoch::Epoch;
 use super::pages::PageStates;
@@ -24,6 +25,8 @@ pub struct TrackedRegion {
     pub pages: PageStates,
     /// The engine's epoch this region takes part in.
     pub epoch: Arc<Epoch>,
+    /// Coarse-grained monitoring state (pieces released this epoch).
+    pub acck: AcckState,
     /// Which mechanism tracks it (`Backend` as u8), set when a tracker attaches it: a
     /// neighbour sharing a page needs to know whether page protection is what tracks it.
     pub mech: AtomicU8,
@@ -51,6 +54,7 @@ impl TrackedRegion {
             npages,
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
             pages: PageStates::new(npages).map_err(TrackError::OwnAlloc)?,
+            acck: AcckState::new(npages, epoch.acck_n()).map_err(TrackError::OwnAlloc)?,
             epoch,
             mech: AtomicU8::new(0),
         })
@@ -79,6 +83,7 @@ impl TrackedRegion {
     pub fn own_spans(&self) -> Vec<(usize, usize)> {
         let mut v = vec![self.dirty.span()];
         v.extend(self.pages.spans());
+        v.push(self.acck.span());
         v.extend(self.epoch.spans());
         v
     }

@@ -1,0 +1,201 @@
+//! Coarse-grained monitoring (ACCK, paper 001 §3.2–3.3). Applications write contiguous runs
+//! whose length grows with the allocation, so once the start of a piece of a region is being
+//! written, the rest of it (and the pieces after it) will be too: stop trapping there.
+//!
+//! Each region is cut into 2^n pieces (at least one page each). A piece is potentially hot
+//! when more than 80% of its first 10% of pages were written in the epoch. A hot piece is
+//! released, with the pieces after it, at the pace 1, 2, 4 … 2^(n−3) pieces (per region, then
+//! from 1 again): released pages are opened and marked dirty, so they are stored whole at the
+//! next checkpoint whether written or not. `collect` protects everything again, so every piece
+//! is monitored anew each epoch. Released 2 MiB-aligned spans are made huge pages (§3.3);
+//! the kernel splits them back into 4 KiB pages at the first write after the checkpoint,
+//! when one page of them changes protection.
+//!
+//! Releases happen only while no commit runs: a running commit needs its scheduled pages
+//! decided one by one. A region's first and last page are never released (they may hold a
+//! neighbour's bytes, whose tracking this region cannot speak for).
+
+use super::fault::Catch;
+use super::own_mem::OwnSlice;
+use super::region::TrackedRegion;
+use crate::sys::{mem, page_size};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+
+/// Per-region state, in ickpt's own memory (the fault handler writes it).
+pub struct AcckState {
+    /// Word 0: pace step; word 1: pages released, since the start; word 2: 2 MiB spans
+    /// made huge pages, since the start; then one bit per piece released in this epoch.
+    w: OwnSlice<AtomicU64>,
+    pieces: usize,
+    npages: usize,
+}
+
+const W_PACE: usize = 0;
+const W_RELEASED: usize = 1;
+const W_HUGE: usize = 2;
+const W_BITS: usize = 3;
+
+impl AcckState {
+    /// `n`: log2 of the pieces (0: ACCK off, nothing allocated beyond the counters).
+    pub fn new(npages: usize, n: u32) -> io::Result<Self> {
+        let pieces = if n == 0 {
+            0
+        } else {
+            (1usize << n.min(20)).min(npages)
+        };
+        Ok(AcckState {
+            w: OwnSlice::new(W_BITS + pieces.div_ceil(64))?,
+            pieces,
+            npages,
+        })
+    }
+
+    pub fn span(&self) -> (usize, usize) {
+        self.w.span()
+    }
+
+    /// Pages of piece `i`, as `start..end`.
+    fn piece(&self, i: usize) -> (usize, usize) {
+        (
+            i * self.npages / self.pieces,
+            (i + 1) * self.npages / self.pieces,
+        )
+    }
+
+    fn piece_of(&self, page: usize) -> usize {
+        // The largest i with piece(i).0 <= page.
+        let mut i = (page * self.pieces) / self.npages;
+        while i + 1 < self.pieces && self.piece(i + 1).0 <= page {
+            i += 1;
+        }
+        while self.piece(i).0 > page {
+            i -= 1;
+        }
+        i
+    }
+
+    /// Claim piece `i` for release; false if it was released already this epoch.
+    fn claim(&self, i: usize) -> bool {
+        let bit = 1u64 << (i % 64);
+        self.w[W_BITS + i / 64].fetch_or(bit, SeqCst) & bit == 0
+    }
+
+    fn released(&self, i: usize) -> bool {
+        self.w[W_BITS + i / 64].load(SeqCst) & (1 << (i % 64)) != 0
+    }
+
+    /// Pages released (stored whole without a trap per page) since the start.
+    pub fn released_pages(&self) -> u64 {
+        self.w[W_RELEASED].load(SeqCst)
+    }
+
+    /// 2 MiB spans turned into huge pages since the start.
+    pub fn huge_spans(&self) -> u64 {
+        self.w[W_HUGE].load(SeqCst)
+    }
+
+    /// Start a new epoch: every piece monitored again, the pace from 1.
+    pub fn reset(&self) {
+        for w in &self.w[W_BITS..] {
+            w.store(0, SeqCst);
+        }
+        self.w[W_PACE].store(0, SeqCst);
+    }
+}
+
+/// After a first write to `page` of `r` opened it: if that made its piece potentially hot,
+/// release the piece and the ones after it at the region's pace. Signal-safe. Returns the
+/// pages released.
+pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) -> u64 {
+    let a = &r.acck;
+    let n = r.epoch.acck_n();
+    if n == 0 || a.pieces == 0 || r.epoch.committing() {
+        return 0;
+    }
+    let i = a.piece_of(page);
+    if a.released(i) {
+        return 0;
+    }
+    let (start, end) = a.piece(i);
+    let head = (end - start).div_ceil(10).max(1);
+    // Only a write in the piece's first 10% can change whether it is hot.
+    if page >= start + head {
+        return 0;
+    }
+    let written = (start..start + head).filter(|&p| r.dirty.is_set(p)).count();
+    if written * 10 <= head * 8 {
+        return 0;
+    }
+    // Pace 2^0 … 2^(n−3), then 1 again.
+    let steps = n.saturating_sub(2).max(1) as u64;
+    let step = a.w[W_PACE].fetch_add(1, SeqCst) % steps;
+    let run = 1usize << step;
+    let mut released = 0u64;
+    for q in i..(i + run).min(a.pieces) {
+        if !a.claim(q) {
+            continue;
+        }
+        let (mut lo, mut hi) = a.piece(q);
+        lo = lo.max(1);
+        hi = hi.min(r.npages - 1);
+        if lo >= hi || !c.open(r, lo, hi) {
+            continue;
+        }
+        for p in lo..hi {
+            if !r.dirty.is_set(p) {
+                r.dirty.set(p);
+                r.epoch.record(r, p, r.epoch.late_access());
+                released += 1;
+            }
+        }
+        if r.epoch.acck_huge_pages() {
+            a.w[W_HUGE].fetch_add(make_huge(r.page_addr(lo), r.page_addr(hi)), SeqCst);
+        }
+    }
+    a.w[W_RELEASED].fetch_add(released, SeqCst);
+    released
+}
+
+/// Turn the 2 MiB-aligned part of `start..end` into huge pages now (MADV_COLLAPSE, Linux
+/// 6.1+), or let khugepaged do it later (MADV_HUGEPAGE). Returns the spans collapsed now.
+/// Best effort: a kernel without THP refuses and nothing changes; so does one asked to
+/// collapse userfaultfd-registered memory with pages never touched (EBUSY: it will not fill
+/// them in behind a userfaultfd).
+fn make_huge(start: usize, end: usize) -> u64 {
+    const HUGE: usize = 2 << 20;
+    let lo = start.next_multiple_of(HUGE);
+    let hi = end & !(HUGE - 1);
+    if hi <= lo || page_size() >= HUGE {
+        return 0;
+    }
+    let _ = mem::advise(lo, hi - lo, libc::MADV_HUGEPAGE);
+    (lo..hi)
+        .step_by(HUGE)
+        .filter(|&s| mem::advise(s, HUGE, mem::MADV_COLLAPSE).is_ok())
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_cover_the_region_exactly_once() {
+        for npages in [1usize, 5, 63, 64, 65, 1000, 65536] {
+            let a = AcckState::new(npages, 6).unwrap();
+            assert_eq!(a.pieces, npages.min(64));
+            let mut next = 0;
+            for i in 0..a.pieces {
+                let (s, e) = a.piece(i);
+                assert_eq!(s, next);
+                assert!(e > s, "every piece has a page");
+                for p in s..e {
+                    assert_eq!(a.piece_of(p), i, "npages {npages} page {p}");
+                }
+                next = e;
+            }
+            assert_eq!(next, npages);
+        }
+    }
+}
