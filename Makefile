@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps build header install uninstall stage test test-rust test-c lint demo bench bench-incremental bench-aickpt plot-deps clean
+.PHONY: all deps build header install uninstall stage test test-rust test-c lint demo bench bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -58,7 +58,7 @@ test: lint test-rust test-c
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: bench-incremental bench-aickpt
+bench: bench-incremental bench-aickpt bench-tracking
 
 bench-incremental: build
 	$(RELEASE)/ickpt bench incremental --dir $(BUILD)/bench
@@ -66,6 +66,11 @@ bench-incremental: build
 # Writes docs/benchmarks/aickpt-*.{csv,json,png} (about 25 minutes).
 bench-aickpt: build plot-deps
 	scripts/bench-aickpt.sh $(RELEASE)/ickpt docs/benchmarks
+
+# Writes docs/benchmarks/tracking.{json,png} and tracking-*.csv (about 5 minutes).
+bench-tracking: build plot-deps
+	$(RELEASE)/ickpt bench tracking --dir $(BUILD)/bench-tracking --out docs/benchmarks
+	/usr/bin/python3 scripts/plot_tracking.py docs/benchmarks/tracking.json docs/benchmarks/
 
 plot-deps:
 	@scripts/deps.sh plot

@@ -3,6 +3,9 @@
 
 mod aickpt;
 mod incremental;
+mod tracking;
+mod tracking_acck;
+mod tracking_raw;
 mod util;
 
 use crate::CmdResult;
@@ -18,11 +21,15 @@ pub enum BenchCmd {
     /// async + address order and async + adaptive order, ascending/random/descending page
     /// order; optionally the copy-on-write buffer swept (figure 4).
     Aickpt(aickpt::Args),
+    /// First-write cost of each tracking backend against unprotected writes and the bare
+    /// kernel mechanism; ACCK coarse-grained monitoring against page granularity (issue 4).
+    Tracking(tracking::Args),
 }
 
 pub fn run(cmd: BenchCmd) -> CmdResult {
     match cmd {
         BenchCmd::Incremental(a) => incremental::run(&a),
         BenchCmd::Aickpt(a) => aickpt::run(&a),
+        BenchCmd::Tracking(a) => tracking::run(&a),
     }
 }

@@ -108,10 +108,13 @@ impl Engine {
             }
             for r in &regions {
                 r.tr.dirty.merge(&r.bits);
-                self.tracker.release(&r.tr);
             }
             self.epoch.end_commit();
             drop(gate);
+            // After the gate: release may allocate (a writer held there may hold malloc's lock).
+            for r in &regions {
+                self.tracker.release(&r.tr);
+            }
             return Err(e.into());
         }
         drop(gate);

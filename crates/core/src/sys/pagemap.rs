@@ -71,8 +71,9 @@ impl Pagemap {
     }
 
     /// Call `f(first_page, end_page)` (page indices from `start`) for every run of pages in
-    /// `start..end` written since they were last write-protected, and write-protect them
-    /// again. The range must be registered with an async write-protect userfaultfd. Returns
+    /// `start..end` written since they were last write-protected (present without the
+    /// userfaultfd write-protect bit). `protect_again`: write-protect them in the same walk;
+    /// the range must then be registered with an async write-protect userfaultfd. Returns
     /// the number of written pages.
     ///
     /// # Safety
@@ -83,13 +84,18 @@ impl Pagemap {
         end: usize,
         page_size: usize,
         buf: &mut [PageRegion],
+        protect_again: bool,
         mut f: impl FnMut(usize, usize),
     ) -> io::Result<u64> {
         let mut at = start as u64;
         let mut pages = 0u64;
         while at < end as u64 {
             let mut arg = PmScanArg {
-                flags: PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+                flags: if protect_again {
+                    PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC
+                } else {
+                    0
+                },
                 start: at,
                 end: end as u64,
                 category_mask: PAGE_IS_WRITTEN,

@@ -90,6 +90,7 @@ pub struct Userfault {
     /// Faults the kernel itself takes (a read(2) into protected memory) reach this
     /// userfaultfd; false when only the unprivileged user-mode-only flavour could be opened.
     pub kernel_faults: bool,
+    /// The features enabled.
     pub features: u64,
 }
 
@@ -149,8 +150,22 @@ impl Userfault {
         Ok(Userfault {
             fd,
             kernel_faults,
-            features: api.features,
+            features,
         })
+    }
+
+    /// For write-protect faults delivered as events, with the faulting thread's id, and
+    /// pages never touched protected too.
+    pub fn for_events() -> io::Result<Userfault> {
+        Self::open(
+            UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_WP_UNPOPULATED,
+        )
+    }
+
+    /// For async write-protect: the kernel resolves first writes itself and PAGEMAP_SCAN
+    /// reads them back.
+    pub fn for_async() -> io::Result<Userfault> {
+        Self::open(UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED)
     }
 
     /// The feature bits the kernel supports (an extra descriptor opened only to ask).
@@ -210,10 +225,12 @@ impl Userfault {
             },
             mode,
         };
+        // EAGAIN: the address space is changing under a concurrent fork or mremap (only with
+        // event features, which ickpt does not enable): retry a while.
+        let mut tries = 0;
         loop {
             match ioctl(self.raw(), UFFDIO_WRITEPROTECT, &mut wp) {
-                // The address space is changing under a concurrent fork or mremap: retry.
-                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && tries < 1000 => tries += 1,
                 r => return r,
             }
         }

@@ -100,6 +100,10 @@ pub enum TrackError {
     Protect(#[source] std::io::Error),
     #[error("installing the SIGSEGV handler failed: {0}")]
     Signal(#[source] std::io::Error),
+    #[error("{0}")]
+    Setting(String),
+    #[error("this engine belongs to the parent process; a forked child must start its own")]
+    ForkedChild,
     #[error("userfaultfd failed: {0}")]
     Userfault(#[source] std::io::Error),
     #[error("the {0} backend is not available on this kernel ({1}); run `ickpt probe`, or use backend auto")]

@@ -9,74 +9,30 @@
 //! writes cost the kernel's async fault again. A sync commit with a single-threaded
 //! application never meets its fence.
 
-use super::mprotect::MprotectTracker;
-use super::own_mem::OwnBytes;
 use super::region::TrackedRegion;
-use super::uffd_regions::UffdRegions;
+use super::uffd_regions::{Scanner, UffdRegions};
 use super::{registry, Backend, TrackError, Tracker};
-use crate::sys::pagemap::{PageRegion, Pagemap};
-use crate::sys::userfault::{Userfault, UFFD_FEATURE_WP_ASYNC, UFFD_FEATURE_WP_UNPOPULATED};
+use crate::sys::userfault::Userfault;
 use crate::sys::{mem, page_size};
-use std::io;
-use std::sync::{Arc, Mutex};
-
-/// Page runs one PAGEMAP_SCAN call reports (24 bytes each); a region with more is scanned
-/// in several calls.
-const SCAN_RUNS: usize = 4096;
+use std::sync::Arc;
 
 pub struct UffdAsyncTracker {
     regions: UffdRegions,
-    pagemap: Pagemap,
-    /// PAGEMAP_SCAN's output, in a mapping of ickpt's own: the kernel writes it, so no
-    /// tracked region may cover it.
-    scan: Mutex<OwnBytes>,
+    scanner: Scanner,
 }
 
 impl UffdAsyncTracker {
     pub fn new() -> Result<Self, TrackError> {
-        let uffd = Userfault::open(UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED)
-            .map_err(TrackError::Userfault)?;
-        let pagemap = Pagemap::open().map_err(TrackError::Userfault)?;
-        let scan = OwnBytes::new(SCAN_RUNS * std::mem::size_of::<PageRegion>())
-            .map_err(TrackError::OwnAlloc)?;
+        let uffd = Userfault::for_async().map_err(TrackError::Userfault)?;
         Ok(UffdAsyncTracker {
             regions: UffdRegions::new(uffd, Backend::UffdAsync)?,
-            pagemap,
-            scan: Mutex::new(scan),
+            scanner: Scanner::new()?,
         })
     }
 
     /// Regions tracked by mprotect because userfaultfd refused them.
     pub fn fallback_regions(&self) -> usize {
         self.regions.fallback_count()
-    }
-
-    fn own_spans(&self) -> [(usize, usize); 1] {
-        [self.scan.lock().unwrap_or_else(|e| e.into_inner()).span()]
-    }
-
-    /// Take the written pages of `r` into `out` and write-protect them again. Returns how
-    /// many, and which of the region's edge pages (first, last) were among them.
-    fn take_written(&self, r: &TrackedRegion, out: &mut [u64]) -> io::Result<(u64, [bool; 2])> {
-        let buf = self.scan.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: the mapping holds SCAN_RUNS page_regions (plain integers, valid at zero),
-        // is page-aligned, and the lock gives this call sole use of it.
-        let runs =
-            unsafe { std::slice::from_raw_parts_mut(buf.as_ptr().cast::<PageRegion>(), SCAN_RUNS) };
-        let last = r.npages - 1;
-        let mut edges = [false; 2];
-        // SAFETY: the buffer is ickpt's own mapping, which the registry keeps untracked.
-        let pages = unsafe {
-            self.pagemap
-                .take_written(r.base, r.span_end(), page_size(), runs, |lo, hi| {
-                    edges[0] |= lo == 0;
-                    edges[1] |= hi > last;
-                    for p in lo..hi {
-                        out[p / 64] |= 1 << (p % 64);
-                    }
-                })
-        }?;
-        Ok((pages, edges))
     }
 
     /// A written page `r` shares with a neighbour was write-protected again by `r`'s scan, so
@@ -105,7 +61,7 @@ impl Tracker for UffdAsyncTracker {
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
-        self.regions.attach(r, armed, &self.own_spans())
+        self.regions.attach(r, armed, &[self.scanner.span()])
     }
 
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
@@ -118,27 +74,37 @@ impl Tracker for UffdAsyncTracker {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
+        self.regions.check_owner()?;
         if self.regions.by_protection(r) {
             return self.regions.fence.collect(r, out, before_rearm);
         }
         // Fence first: from here a write by any other thread traps and waits at the gate, so
         // none lands between the scan and the page states the commit sets below.
+        let faults_before = r.dirty.faults();
         mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)?;
         // Pages opened through the fence during the last commit, and the bits of a failed
         // commit put back: their pages are written-protected already or reported below.
         r.dirty.take_into(out);
-        match self.take_written(r, out) {
+        let written = match self.scanner.written(r, out, true) {
             Ok((pages, edges)) => {
-                r.dirty.count_faults(pages);
                 Self::share_edge_pages(r, edges);
+                pages
             }
             Err(e) => {
                 r.dirty.merge(out);
                 let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
                 return Err(TrackError::Userfault(e));
             }
-        }
+        };
         before_rearm(out);
+        // This thread's own writes pass the gate. One that landed on a region page since the
+        // fence (its heap shares a page with a tracked buffer, as `out` may) opened that page
+        // through the fence with a stale state: fence it again, or other threads' writes to
+        // it would reach the version.
+        if r.dirty.faults() != faults_before {
+            mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)?;
+        }
+        r.dirty.count_faults(written);
         Ok(())
     }
 
@@ -148,13 +114,23 @@ impl Tracker for UffdAsyncTracker {
     }
 
     fn release(&self, r: &TrackedRegion) {
-        if self.regions.by_protection(r) {
+        if self.regions.by_protection(r) || self.regions.forked() {
             return;
         }
-        // Opening the span opens pages it shares with neighbours too: those that page
-        // protection tracks count them as written.
-        MprotectTracker::mark_shared_pages_dirty(r, true);
-        let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+        // An edge page shared with a neighbour that page protection tracks stays fenced: its
+        // next write traps and is marked for both, where opening it would blind the neighbour.
+        let shared_by_protection = |page: usize| {
+            let mut found = false;
+            registry::with_regions_containing(r.page_addr(page), |o| {
+                found |= !std::ptr::eq(o, r) && o.tracked_by_protection();
+            });
+            found
+        };
+        let lo = usize::from(shared_by_protection(0));
+        let hi = r.npages - usize::from(r.npages > lo && shared_by_protection(r.npages - 1));
+        if lo < hi {
+            let _ = mem::protect(r.page_addr(lo), (hi - lo) * page_size(), mem::PROT_OPEN);
+        }
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

@@ -2,11 +2,79 @@
 //! hand it to page protection when userfaultfd refuses its memory type), and unregister it.
 
 use super::mprotect::MprotectTracker;
+use super::own_mem::OwnBytes;
 use super::region::TrackedRegion;
 use super::{registry, Backend, TrackError, Tracker};
-use crate::sys::mem;
+use crate::sys::pagemap::{PageRegion, Pagemap};
 use crate::sys::userfault::Userfault;
+use crate::sys::{mem, page_size};
+use std::io;
 use std::sync::{Arc, Mutex};
+
+/// Page runs one PAGEMAP_SCAN call reports (24 bytes each); a region with more is scanned
+/// in several calls.
+const SCAN_RUNS: usize = 4096;
+
+/// PAGEMAP_SCAN over tracked regions: which pages were written since they were last
+/// write-protected.
+pub(crate) struct Scanner {
+    pagemap: Pagemap,
+    /// The ioctl's output, in a mapping of ickpt's own: the kernel writes it, so no tracked
+    /// region may cover it.
+    buf: Mutex<OwnBytes>,
+}
+
+impl Scanner {
+    pub fn new() -> Result<Scanner, TrackError> {
+        Ok(Scanner {
+            pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
+            buf: Mutex::new(
+                OwnBytes::new(SCAN_RUNS * std::mem::size_of::<PageRegion>())
+                    .map_err(TrackError::OwnAlloc)?,
+            ),
+        })
+    }
+
+    pub fn span(&self) -> (usize, usize) {
+        self.buf.lock().unwrap_or_else(|e| e.into_inner()).span()
+    }
+
+    /// Set the bits of `r`'s written pages in `out` (`protect_again`: and write-protect them,
+    /// async userfaultfd only). Returns how many, and which of the region's edge pages
+    /// (first, last) were among them.
+    pub fn written(
+        &self,
+        r: &TrackedRegion,
+        out: &mut [u64],
+        protect_again: bool,
+    ) -> io::Result<(u64, [bool; 2])> {
+        let buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: the mapping holds SCAN_RUNS page_regions (plain integers, valid at zero),
+        // is page-aligned, and the lock gives this call sole use of it.
+        let runs =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_ptr().cast::<PageRegion>(), SCAN_RUNS) };
+        let last = r.npages - 1;
+        let mut edges = [false; 2];
+        // SAFETY: the buffer is ickpt's own mapping, which the registry keeps untracked.
+        let pages = unsafe {
+            self.pagemap.take_written(
+                r.base,
+                r.span_end(),
+                page_size(),
+                runs,
+                protect_again,
+                |lo, hi| {
+                    edges[0] |= lo == 0;
+                    edges[1] |= hi > last;
+                    for p in lo..hi {
+                        out[p / 64] |= 1 << (p % 64);
+                    }
+                },
+            )
+        }?;
+        Ok((pages, edges))
+    }
+}
 
 /// A userfaultfd, its regions, and the mprotect tracker behind it: it tracks the regions
 /// userfaultfd cannot, and its SIGSEGV handler serves the uffd-async fence.
@@ -54,6 +122,15 @@ impl UffdRegions {
         std::process::id() != self.pid
     }
 
+    /// Refuse to act for a forked child: the userfaultfd (and an open pagemap) would act on
+    /// the parent's address space.
+    pub fn check_owner(&self) -> Result<(), TrackError> {
+        if self.forked() {
+            return Err(TrackError::ForkedChild);
+        }
+        Ok(())
+    }
+
     /// Register `r` (`own`: ickpt's mappings the kernel or a handler thread writes, which it
     /// must not cover) and, if `armed`, write-protect it.
     pub fn attach(
@@ -62,14 +139,16 @@ impl UffdRegions {
         armed: bool,
         own: &[(usize, usize)],
     ) -> Result<(), TrackError> {
+        self.check_owner()?;
         r.set_mechanism(self.mech);
         registry::insert(r.clone(), own)?;
         if let Err(e) = self.uffd.register_wp(r.base, r.span_len()) {
-            if e.raw_os_error() != Some(libc::EINVAL) {
+            if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EBUSY)) {
                 registry::remove(r);
                 return Err(TrackError::Userfault(e));
             }
-            // A memory type userfaultfd cannot write-protect: page protection can.
+            // A memory type userfaultfd cannot write-protect (EINVAL), or a page another
+            // engine's userfaultfd registered (EBUSY): page protection can do it.
             self.fallbacks().push(key(r));
             r.set_mechanism(Backend::Mprotect);
             if armed {
@@ -114,6 +193,7 @@ impl UffdRegions {
 
     /// Make `r` writable for a restore without a fault per page.
     pub fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        self.check_owner()?;
         if self.by_protection(r) {
             return self.fence.open_for_restore(r);
         }

@@ -6,20 +6,19 @@
 //!
 //! The handler never sleeps with a fault in hand: a write that must wait (the gate is closed,
 //! or its page is not taken yet) is parked and tried again, so one waiting writer holds up
-//! nobody else's fault. While a commit runs the handler spins (a sleeping handler costs a
-//! wake-up per fault, tens of microseconds on a VM); otherwise it sleeps in poll(2).
-//! `ICKPT_UFFD_SPIN=0` makes it always sleep (for measuring the difference).
+//! nobody else's fault. A sleeping handler costs the writer a wake-up per fault (tens of
+//! microseconds on a VM), so the handler spins while a commit runs and for a short while
+//! after each fault (a sweep's next fault comes within microseconds), and sleeps in poll(2)
+//! otherwise. `ICKPT_UFFD_SPIN` = never | commit | burst (default) | always chooses, for
+//! measuring the difference (docs/benchmarks.md).
 
 use super::epoch::{Epoch, WaitTicket};
 use super::fault::{self, Catch, Outcome};
 use super::own_mem::OwnArray;
 use super::region::TrackedRegion;
-use super::uffd_regions::UffdRegions;
+use super::uffd_regions::{Scanner, UffdRegions};
 use super::{Backend, TrackError, Tracker};
-use crate::sys::userfault::{
-    wait_readable, UffdMsg, Userfault, Wakeup, WriteFault, UFFD_FEATURE_PAGEFAULT_FLAG_WP,
-    UFFD_FEATURE_THREAD_ID, UFFD_FEATURE_WP_UNPOPULATED,
-};
+use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,6 +28,36 @@ use std::thread::JoinHandle;
 const PARKED: usize = 4096;
 /// Events read per read(2).
 const BATCH: usize = 64;
+
+/// When the handler thread polls without sleeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spin {
+    Never,
+    /// While a commit runs.
+    Commit,
+    /// While a commit runs, and for `BURST_NS` after each fault.
+    Burst,
+    Always,
+}
+
+/// How long the handler keeps polling after a fault: several first writes' worth of a sweep.
+const BURST_NS: u64 = 50_000;
+
+impl Spin {
+    fn from_env() -> Result<Spin, TrackError> {
+        Ok(match std::env::var("ICKPT_UFFD_SPIN").as_deref() {
+            Err(_) | Ok("burst") => Spin::Burst,
+            Ok("never") | Ok("0") => Spin::Never,
+            Ok("commit") => Spin::Commit,
+            Ok("always") => Spin::Always,
+            Ok(other) => {
+                return Err(TrackError::Setting(format!(
+                    "ICKPT_UFFD_SPIN={other:?}: expected never, commit, burst or always"
+                )))
+            }
+        })
+    }
+}
 
 /// A write fault the handler could not finish yet.
 #[derive(Clone, Copy)]
@@ -42,7 +71,7 @@ struct Shared {
     regions: UffdRegions,
     stop: Wakeup,
     stopping: AtomicBool,
-    spin: bool,
+    spin: Spin,
     /// The epoch of the engine this tracker serves (set by the first attach).
     epoch: OnceLock<Arc<Epoch>>,
 }
@@ -56,26 +85,31 @@ impl Shared {
 pub struct UffdTracker {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// Buffers the handler thread writes, kept out of tracked memory.
-    own: [(usize, usize); 2],
+    /// Buffers the handler thread and the kernel write, kept out of tracked memory.
+    own: Vec<(usize, usize)>,
+    /// Finds pages written without a fault (see `collect`); None without PAGEMAP_SCAN.
+    scanner: Option<Scanner>,
 }
 
 impl UffdTracker {
     pub fn new() -> Result<Self, TrackError> {
-        let uffd = Userfault::open(
-            UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_WP_UNPOPULATED,
-        )
-        .map_err(TrackError::Userfault)?;
+        let uffd = Userfault::for_events().map_err(TrackError::Userfault)?;
         let shared = Arc::new(Shared {
             regions: UffdRegions::new(uffd, Backend::Uffd)?,
             stop: Wakeup::new().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
-            spin: std::env::var("ICKPT_UFFD_SPIN").map_or(true, |v| v != "0"),
+            spin: Spin::from_env()?,
             epoch: OnceLock::new(),
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
-        let own = [msgs.span(), parked.span()];
+        let scanner = if crate::sys::uffd::features().pagemap_scan {
+            Some(Scanner::new()?)
+        } else {
+            None
+        };
+        let mut own = vec![msgs.span(), parked.span()];
+        own.extend(scanner.as_ref().map(|s| s.span()));
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ickpt-uffd".into())
@@ -85,6 +119,7 @@ impl UffdTracker {
             shared,
             thread: Mutex::new(Some(handle)),
             own,
+            scanner,
         })
     }
 
@@ -100,10 +135,15 @@ impl UffdTracker {
 
 impl Drop for UffdTracker {
     fn drop(&mut self) {
+        // A forked child has no handler thread, and shares the stop eventfd with its parent:
+        // signalling it would set the parent's handler spinning.
+        if self.shared.regions.forked() {
+            return;
+        }
         self.shared.stopping.store(true, SeqCst);
         self.shared.stop.signal();
         let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = handle.filter(|_| !self.shared.regions.forked()) {
+        if let Some(h) = handle {
             let _ = h.join();
         }
     }
@@ -112,9 +152,16 @@ impl Drop for UffdTracker {
 /// The handler thread's loop.
 fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<Parked>) {
     let uffd = sh.uffd().raw();
+    let mut last_fault = 0u64;
     while !sh.stopping.load(SeqCst) {
         let committing = sh.epoch.get().is_some_and(|e| e.committing());
-        let busy = !parked.is_empty() || (sh.spin && committing);
+        let spin = match sh.spin {
+            Spin::Never => false,
+            Spin::Commit => committing,
+            Spin::Burst => committing || thread::monotonic_ns() - last_fault < BURST_NS,
+            Spin::Always => true,
+        };
+        let busy = !parked.is_empty() || spin;
         if !busy {
             wait_readable(&[uffd, sh.stop.raw()]);
         }
@@ -124,6 +171,9 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
             .uffd()
             .read_events(&mut unsafe { msgs.buffer() }[..room])
             .unwrap_or(0);
+        if n > 0 {
+            last_fault = thread::monotonic_ns();
+        }
         for i in 0..n {
             // SAFETY: as above.
             let Some(fault) = unsafe { msgs.buffer() }[i].write_fault() else {
@@ -160,8 +210,14 @@ fn try_finish(sh: &Shared, p: &mut Parked) -> bool {
     };
     let done = match fault::first_write(p.fault.addr, p.fault.tid, &mut c) {
         Outcome::Done => true,
-        // No region holds the page any more: let the write through.
-        Outcome::Retry | Outcome::NotOurs => {
+        // Its region left, and unregistering released the page: just wake the writer.
+        Outcome::Retry => {
+            let ps = page_size();
+            let _ = sh.uffd().wake(p.fault.addr & !(ps - 1), ps);
+            true
+        }
+        // No region holds the page: let the write through.
+        Outcome::NotOurs => {
             let ps = page_size();
             let _ = sh.uffd().write_protect(p.fault.addr & !(ps - 1), ps, false);
             true
@@ -241,11 +297,23 @@ impl Tracker for UffdTracker {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        if self.shared.regions.by_protection(r) {
-            return self.shared.regions.fence.collect(r, out, before_rearm);
+        let regions = &self.shared.regions;
+        regions.check_owner()?;
+        if regions.by_protection(r) {
+            return regions.fence.collect(r, out, before_rearm);
         }
         // As with mprotect: bits first, then protect; the gate holds other writers.
         r.dirty.take_into(out);
+        // A page the application discarded (MADV_DONTNEED) loses its write-protection with
+        // its contents, so writing it again takes no fault: find such pages as present and
+        // not write-protected. (One zapped and refilled by another thread during these few
+        // milliseconds can still slip through; see docs/design.md.)
+        if let Some(s) = &self.scanner {
+            if let Err(e) = s.written(r, out, false) {
+                r.dirty.merge(out);
+                return Err(TrackError::Userfault(e));
+            }
+        }
         before_rearm(out);
         self.uffd()
             .write_protect(r.base, r.span_len(), true)
