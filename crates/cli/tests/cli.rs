@@ -379,3 +379,57 @@ fn probe_reports_the_kernel_features_and_the_forced_fallback() {
     assert!(!listed.contains("uffd-async"), "{listed}");
     assert!(listed.lines().any(|l| l == "mprotect"), "{listed}");
 }
+
+#[test]
+fn bench_tracking_runs_every_case_and_reports_exact_pages() {
+    let dir = scratch("bench-tracking");
+    let out = ickpt(&[
+        "bench",
+        "tracking",
+        "--size-mib",
+        "4",
+        "--reps",
+        "1",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let j = json(&out);
+    let first = j["first_write"].as_array().unwrap();
+    let available = ickpt::track::available();
+    for b in &available {
+        for order in ["sequential", "random"] {
+            assert!(
+                first
+                    .iter()
+                    .any(|c| c["tracker"] == b.as_str() && c["order"] == order),
+                "{} {order} missing: {j}",
+                b.as_str()
+            );
+        }
+    }
+    for c in first {
+        if c["tracker"].as_str().unwrap().starts_with("raw-") {
+            continue;
+        }
+        assert_eq!(c["backend_in_use"], c["tracker"], "{c}");
+        assert!(c["tracked_ns_per_page"].as_f64().unwrap() > 0.0, "{c}");
+    }
+    let acck = j["acck"].as_array().unwrap();
+    let per_workload: usize = available
+        .iter()
+        .map(|&b| if b == ickpt::Backend::UffdAsync { 1 } else { 2 })
+        .sum();
+    assert_eq!(acck.len(), 3 * per_workload, "{j}");
+    for c in acck {
+        let (written, stored) = (
+            c["written_pages"].as_u64().unwrap(),
+            c["stored_pages"].as_u64().unwrap(),
+        );
+        assert!(stored >= written, "{c}");
+        if c["granularity"] == "page" {
+            assert_eq!(stored, written, "page granularity stores exactly: {c}");
+        }
+    }
+}
