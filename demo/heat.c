@@ -308,6 +308,11 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     if (o.ckpt) {
+        ickpt_stats stats;
+        check("ickpt_get_stats", ickpt_get_stats(&stats));
+        static const char *const backends[] = {"auto", "mprotect", "uffd", "uffd-async"};
+        printf("tracking backend=%s first-write faults=%" PRIu64 "\n",
+               stats.backend < 4 ? backends[stats.backend] : "?", stats.faults);
         /* Unprotect the grid before handing it back to malloc. */
         check("ickpt_finalize", ickpt_finalize());
     }

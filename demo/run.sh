@@ -69,6 +69,7 @@ T_PLAIN=$(run_heat "$OUT/run-a.log" --no-ckpt --iters "$ITERS" --every "$EVERY" 
 echo "[b] uninterrupted run with checkpointing"
 T_CKPT=$(run_heat "$OUT/run-b.log" --dir "$OUT/store-b" --iters "$ITERS" --every "$EVERY" \
     --out "$OUT/grid-b-uninterrupted.bin")
+echo "    $(grep '^tracking ' "$OUT/run-b.log") (ICKPT_BACKEND picks another; see 'ickpt probe')"
 echo "[b] uninterrupted run with async checkpointing"
 T_ASYNC=$(run_heat "$OUT/run-b-async.log" --dir "$OUT/store-b-async" --async --iters "$ITERS" \
     --every "$EVERY" --out "$OUT/grid-b-async.bin")
