@@ -42,9 +42,9 @@ fn retry_efault(buf: &mut [u8], mut call: impl FnMut(&mut [u8]) -> isize) -> io:
             return Ok(n as usize);
         }
         let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EFAULT) | Some(libc::EINTR) => continue,
-            _ => return Err(e),
+        if e.raw_os_error() != Some(libc::EFAULT) {
+            // EINTR included: the caller decides, as with the plain call.
+            return Err(e);
         }
     }
     Err(io::Error::from_raw_os_error(libc::EFAULT))

@@ -50,7 +50,8 @@ pub struct Config {
     pub fault_around: usize,
     /// Page: every page traps on its first write. Adaptive: ACCK (paper 001) stops trapping
     /// in the rest of a piece whose start is being written. `ICKPT_GRANULARITY` overrides.
-    /// No effect with the uffd-async backend, whose first writes never reach ickpt.
+    /// No effect with the uffd-async backend, whose first writes never reach ickpt (except in
+    /// regions that fell back to page protection).
     pub granularity: Granularity,
     /// ACCK cuts each region into 2^acck_pieces_log2 pieces (at least a page each).
     /// `ICKPT_ACCK_PIECES` overrides.

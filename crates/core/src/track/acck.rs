@@ -27,6 +27,9 @@ pub struct AcckState {
     /// Word 0: pace step; word 1: pages released, since the start; word 2: 2 MiB spans
     /// made huge pages, since the start; then one bit per piece released in this epoch.
     w: OwnSlice<AtomicU64>,
+    /// The region's own n: the configured one, or less for a region with fewer pages than
+    /// 2^n (so that there are 2^n pieces of at least a page each, and the pace fits them).
+    n: u32,
     pieces: usize,
     npages: usize,
 }
@@ -39,13 +42,16 @@ const W_BITS: usize = 3;
 impl AcckState {
     /// `n`: log2 of the pieces (0: ACCK off, nothing allocated beyond the counters).
     pub fn new(npages: usize, n: u32) -> io::Result<Self> {
-        let pieces = if n == 0 {
+        let n = if n == 0 {
             0
         } else {
-            (1usize << n.min(20)).min(npages)
+            n.min(20).min(npages.max(1).ilog2())
         };
+        // A one-page region has nothing to release (its only page is an edge page).
+        let pieces = if n == 0 { 0 } else { 1usize << n };
         Ok(AcckState {
             w: OwnSlice::new(W_BITS + pieces.div_ceil(64))?,
+            n,
             pieces,
             npages,
         })
@@ -109,8 +115,7 @@ impl AcckState {
 /// pages released.
 pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) -> u64 {
     let a = &r.acck;
-    let n = r.epoch.acck_n();
-    if n == 0 || a.pieces == 0 || r.epoch.committing() {
+    if a.pieces == 0 || r.epoch.acck_n() == 0 || r.epoch.committing() {
         return 0;
     }
     let i = a.piece_of(page);
@@ -127,13 +132,18 @@ pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) ->
     if written * 10 <= head * 8 {
         return 0;
     }
+    // Two writers may find the same piece hot: the one that claims it releases the run.
+    if !a.claim(i) {
+        return 0;
+    }
     // Pace 2^0 … 2^(n−3), then 1 again.
-    let steps = n.saturating_sub(2).max(1) as u64;
+    let steps = a.n.saturating_sub(2).max(1) as u64;
     let step = a.w[W_PACE].fetch_add(1, SeqCst) % steps;
-    let run = 1usize << step;
+    let last = (i + (1usize << step)).min(a.pieces);
     let mut released = 0u64;
-    for q in i..(i + run).min(a.pieces) {
-        if !a.claim(q) {
+    let (mut run_lo, mut run_hi) = (usize::MAX, 0);
+    for q in i..last {
+        if q != i && !a.claim(q) {
             continue;
         }
         let (mut lo, mut hi) = a.piece(q);
@@ -143,15 +153,18 @@ pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) ->
             continue;
         }
         for p in lo..hi {
-            if !r.dirty.is_set(p) {
-                r.dirty.set(p);
-                r.epoch.record(r, p, r.epoch.late_access());
-                released += 1;
+            if r.dirty.test_and_set(p) {
+                continue;
             }
+            released += 1;
         }
-        if r.epoch.acck_huge_pages() {
-            a.w[W_HUGE].fetch_add(make_huge(r.page_addr(lo), r.page_addr(hi)), SeqCst);
-        }
+        run_lo = run_lo.min(lo);
+        run_hi = run_hi.max(hi);
+    }
+    // Every piece between run_lo and run_hi is open: released now or earlier this epoch.
+    if run_lo < run_hi && r.epoch.acck_huge_pages() {
+        let spans = make_huge(r.page_addr(run_lo), r.page_addr(run_hi));
+        a.w[W_HUGE].fetch_add(spans, SeqCst);
     }
     a.w[W_RELEASED].fetch_add(released, SeqCst);
     released
@@ -182,9 +195,10 @@ mod tests {
 
     #[test]
     fn pieces_cover_the_region_exactly_once() {
-        for npages in [1usize, 5, 63, 64, 65, 1000, 65536] {
+        for npages in [2usize, 5, 63, 64, 65, 1000, 65536] {
             let a = AcckState::new(npages, 6).unwrap();
-            assert_eq!(a.pieces, npages.min(64));
+            assert_eq!(a.pieces, 1 << 6u32.min(npages.ilog2()));
+            assert!(a.pieces <= npages);
             let mut next = 0;
             for i in 0..a.pieces {
                 let (s, e) = a.piece(i);

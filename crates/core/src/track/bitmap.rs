@@ -39,6 +39,13 @@ impl AtomicBitmap {
         self.bit_words()[i / 64].load(Ordering::SeqCst) & (1 << (i % 64)) != 0
     }
 
+    /// Set bit `i`; true if it was set already. Signal-safe.
+    #[inline]
+    pub fn test_and_set(&self, i: usize) -> bool {
+        let bit = 1 << (i % 64);
+        self.bit_words()[i / 64].fetch_or(bit, Ordering::SeqCst) & bit != 0
+    }
+
     /// Signal-safe.
     pub fn set_all(&self) {
         for (w, word) in self.bit_words().iter().enumerate() {

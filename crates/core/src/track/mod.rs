@@ -175,9 +175,14 @@ pub fn auto_choice() -> Backend {
 /// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
 /// round trip costs more than a signal, so it is chosen only on request.
 pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
-    let forced = std::env::var("ICKPT_BACKEND")
-        .ok()
-        .and_then(|s| Backend::parse(&s));
+    let forced = match std::env::var("ICKPT_BACKEND") {
+        Ok(s) => Some(Backend::parse(&s).ok_or_else(|| {
+            TrackError::Setting(format!(
+                "ICKPT_BACKEND={s:?}: expected auto, mprotect, uffd or uffd-async"
+            ))
+        })?),
+        Err(_) => None,
+    };
     let f = crate::sys::uffd::features();
     let missing = |name| TrackError::Unavailable(name, f.notes.join("; "));
     Ok(match forced.unwrap_or(requested) {
