@@ -14,11 +14,14 @@ use super::uffd_regions::{Scanner, UffdRegions};
 use super::{registry, Backend, TrackError, Tracker};
 use crate::sys::userfault::Userfault;
 use crate::sys::{mem, page_size};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub struct UffdAsyncTracker {
     regions: UffdRegions,
     scanner: Scanner,
+    /// Regions attached unarmed and not collected yet: their first scan reports every page
+    /// present, which were not first writes of an epoch, so it counts no faults.
+    unarmed: Mutex<Vec<usize>>,
 }
 
 impl UffdAsyncTracker {
@@ -27,12 +30,17 @@ impl UffdAsyncTracker {
         Ok(UffdAsyncTracker {
             regions: UffdRegions::new(uffd, Backend::UffdAsync)?,
             scanner: Scanner::new()?,
+            unarmed: Mutex::new(Vec::new()),
         })
     }
 
     /// Regions tracked by mprotect because userfaultfd refused them.
     pub fn fallback_regions(&self) -> usize {
         self.regions.fallback_count()
+    }
+
+    fn unarmed_list(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.unarmed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A written page `r` shares with a neighbour was write-protected again by `r`'s scan, so
@@ -61,10 +69,16 @@ impl Tracker for UffdAsyncTracker {
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
-        self.regions.attach(r, armed, &[self.scanner.span()])
+        self.regions.attach(r, armed, &[self.scanner.span()])?;
+        if !armed {
+            self.unarmed_list().push(Arc::as_ptr(r) as usize);
+        }
+        Ok(())
     }
 
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
+        self.unarmed_list()
+            .retain(|&k| k != Arc::as_ptr(r) as usize);
         self.regions.detach(r)
     }
 
@@ -104,7 +118,13 @@ impl Tracker for UffdAsyncTracker {
         if r.dirty.faults() != faults_before {
             mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)?;
         }
-        r.dirty.count_faults(written);
+        let mut unarmed = self.unarmed_list();
+        let key = r as *const TrackedRegion as usize;
+        if unarmed.contains(&key) {
+            unarmed.retain(|&k| k != key);
+        } else {
+            r.dirty.count_faults(written);
+        }
         Ok(())
     }
 
