@@ -144,8 +144,9 @@ fn released_spans_become_huge_pages_and_split_back_after_the_checkpoint() {
     // Where the kernel has transparent huge pages, piece 1 is one now.
     let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
         .is_ok_and(|s| !s.contains("[never]"));
+    e.wait_huge_pages();
     if thp {
-        assert_eq!(st.acck_huge_spans, 1);
+        assert_eq!(e.stats().acck_huge_spans, 1);
         assert!(is_huge(base + (2 << 20), 2 << 20));
     }
     for p in 554..1024 {

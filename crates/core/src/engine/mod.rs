@@ -157,6 +157,8 @@ pub struct Engine {
     /// Shared with the fault handler and the committer.
     epoch: Arc<Epoch>,
     state: Mutex<State>,
+    /// Turns ACCK's released spans into huge pages (when both are on).
+    huge_worker: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Engine {
@@ -213,7 +215,24 @@ impl Engine {
             )
             .map_err(track::TrackError::OwnAlloc)?,
         );
+        let huge_worker = match epoch.huge_queue() {
+            Some(_) => {
+                let e = epoch.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("ickpt-huge".into())
+                        .spawn(move || {
+                            if let Some(q) = e.huge_queue() {
+                                q.run();
+                            }
+                        })
+                        .map_err(track::TrackError::OwnAlloc)?,
+                )
+            }
+            None => None,
+        };
         Ok(Engine {
+            huge_worker,
             cfg,
             store,
             tracker,
@@ -367,13 +386,22 @@ impl Engine {
             .map(|r| r.tr.acck.released_pages())
             .sum::<u64>()
             + st.stats.acck_released_of_removed;
-        s.acck_huge_spans = st.regions.values().map(|r| r.tr.acck.huge_spans()).sum();
+        s.acck_huge_spans = self.epoch.huge_queue().map_or(0, |q| q.collapsed());
         s.regions_by_protection = st
             .regions
             .values()
             .filter(|r| r.tr.tracked_by_protection())
             .count() as u64;
         s
+    }
+
+    /// Block until the spans adaptive granularity released so far are huge pages (or the
+    /// kernel refused). Collapsing runs on a thread of ickpt's; this is for callers (and
+    /// tests) that want it done now.
+    pub fn wait_huge_pages(&self) {
+        if let Some(q) = self.epoch.huge_queue() {
+            q.wait_idle();
+        }
     }
 
     /// Whether application threads are blocked right now waiting for the committer to take
@@ -407,6 +435,10 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        if let (Some(q), Some(h)) = (self.epoch.huge_queue(), self.huge_worker.take()) {
+            q.stop();
+            let _ = h.join();
+        }
         let mut st = std::mem::take(self.state.get_mut().unwrap_or_else(|e| e.into_inner()));
         self.settle(&mut st);
         for (_, slot) in std::mem::take(&mut st.regions) {

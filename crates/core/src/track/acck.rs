@@ -7,9 +7,9 @@
 //! released, with the pieces after it, at the pace 1, 2, 4 … 2^(n−3) pieces (per region, then
 //! from 1 again): released pages are opened and marked dirty, so they are stored whole at the
 //! next checkpoint whether written or not. `collect` protects everything again, so every piece
-//! is monitored anew each epoch. Released 2 MiB-aligned spans are made huge pages (§3.3);
-//! the kernel splits them back into 4 KiB pages at the first write after the checkpoint,
-//! when one page of them changes protection.
+//! is monitored anew each epoch. Released 2 MiB-aligned spans are queued to become huge pages
+//! (§3.3, `huge.rs`); the kernel splits them back into 4 KiB pages at the first write after
+//! the checkpoint, when one page of them changes protection.
 //!
 //! Releases happen only while no commit runs: a running commit needs its scheduled pages
 //! decided one by one. A region's first and last page are never released (they may hold a
@@ -18,14 +18,13 @@
 use super::fault::Catch;
 use super::own_mem::OwnSlice;
 use super::region::TrackedRegion;
-use crate::sys::{mem, page_size};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Per-region state, in ickpt's own memory (the fault handler writes it).
 pub struct AcckState {
-    /// Word 0: pace step; word 1: pages released, since the start; word 2: 2 MiB spans
-    /// made huge pages, since the start; then one bit per piece released in this epoch.
+    /// Word 0: pace step; word 1: pages released, since the start; then one bit per piece
+    /// released in this epoch.
     w: OwnSlice<AtomicU64>,
     /// The region's own n: the configured one, or less for a region with fewer pages than
     /// 2^n (so that there are 2^n pieces of at least a page each, and the pace fits them).
@@ -36,8 +35,7 @@ pub struct AcckState {
 
 const W_PACE: usize = 0;
 const W_RELEASED: usize = 1;
-const W_HUGE: usize = 2;
-const W_BITS: usize = 3;
+const W_BITS: usize = 2;
 
 impl AcckState {
     /// `n`: log2 of the pieces (0: ACCK off, nothing allocated beyond the counters).
@@ -94,11 +92,6 @@ impl AcckState {
     /// Pages released (stored whole without a trap per page) since the start.
     pub fn released_pages(&self) -> u64 {
         self.w[W_RELEASED].load(SeqCst)
-    }
-
-    /// 2 MiB spans turned into huge pages since the start.
-    pub fn huge_spans(&self) -> u64 {
-        self.w[W_HUGE].load(SeqCst)
     }
 
     /// Start a new epoch: every piece monitored again, the pace from 1.
@@ -162,31 +155,11 @@ pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) ->
         run_hi = run_hi.max(hi);
     }
     // Every piece between run_lo and run_hi is open: released now or earlier this epoch.
-    if run_lo < run_hi && r.epoch.acck_huge_pages() {
-        let spans = make_huge(r.page_addr(run_lo), r.page_addr(run_hi));
-        a.w[W_HUGE].fetch_add(spans, SeqCst);
+    if let (true, Some(q)) = (run_lo < run_hi, r.epoch.huge_queue()) {
+        q.request(r.page_addr(run_lo), r.page_addr(run_hi));
     }
     a.w[W_RELEASED].fetch_add(released, SeqCst);
     released
-}
-
-/// Turn the 2 MiB-aligned part of `start..end` into huge pages now (MADV_COLLAPSE, Linux
-/// 6.1+), or let khugepaged do it later (MADV_HUGEPAGE). Returns the spans collapsed now.
-/// Best effort: a kernel without THP refuses and nothing changes; so does one asked to
-/// collapse userfaultfd-registered memory with pages never touched (EBUSY: it will not fill
-/// them in behind a userfaultfd).
-fn make_huge(start: usize, end: usize) -> u64 {
-    const HUGE: usize = 2 << 20;
-    let lo = start.next_multiple_of(HUGE);
-    let hi = end & !(HUGE - 1);
-    if hi <= lo || page_size() >= HUGE {
-        return 0;
-    }
-    let _ = mem::advise(lo, hi - lo, libc::MADV_HUGEPAGE);
-    (lo..hi)
-        .step_by(HUGE)
-        .filter(|&s| mem::advise(s, HUGE, mem::MADV_COLLAPSE).is_ok())
-        .count() as u64
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! Everything here the handler writes lives in ickpt's own mappings.
 
 use super::cow::CowPool;
+use super::huge::HugeQueue;
 use super::own_mem::OwnSlice;
 use super::pages::{state, Access};
 use super::region::TrackedRegion;
@@ -40,12 +41,11 @@ const C_WAIT_NS: usize = 11;
 const C_AROUND: usize = 12;
 /// Set in a forked child: its copy of a commit has no committer (see `orphan`).
 const C_ORPHANED: usize = 13;
-/// ACCK (paper 001): log2 of the pieces a region is cut into, 0 when off; huge pages for
-/// released spans (0/1); and nanoseconds spent deciding first writes, since the start.
+/// ACCK (paper 001): log2 of the pieces a region is cut into, 0 when off; and nanoseconds
+/// spent deciding first writes, since the start.
 const C_ACCK_N: usize = 14;
-const C_ACCK_HUGE: usize = 15;
-const C_MONITOR_NS: usize = 16;
-const C_WAITED: usize = 17;
+const C_MONITOR_NS: usize = 15;
+const C_WAITED: usize = 16;
 const COUNTERS: usize = C_WAITED + 2 * WAITED;
 
 /// Reopens the gate when dropped.
@@ -99,6 +99,8 @@ pub struct Epoch {
     futex: OwnSlice<AtomicU32>,
     c: OwnSlice<AtomicU64>,
     pub cow: CowPool,
+    /// Spans ACCK released, for the engine's worker to turn into huge pages.
+    huge: Option<HugeQueue>,
 }
 
 impl Epoch {
@@ -115,11 +117,14 @@ impl Epoch {
             futex: OwnSlice::new(2)?,
             c: OwnSlice::new(COUNTERS)?,
             cow: CowPool::new(cow_bytes)?,
+            huge: match acck {
+                Some((_, true)) => Some(HugeQueue::new()?),
+                _ => None,
+            },
         };
         e.c[C_AROUND].store(fault_around.max(1) as u64, SeqCst);
-        if let Some((n, huge)) = acck {
+        if let Some((n, _)) = acck {
             e.c[C_ACCK_N].store(n.max(1) as u64, SeqCst);
-            e.c[C_ACCK_HUGE].store(huge as u64, SeqCst);
         }
         Ok(e)
     }
@@ -129,8 +134,9 @@ impl Epoch {
         self.c[C_ACCK_N].load(SeqCst) as u32
     }
 
-    pub fn acck_huge_pages(&self) -> bool {
-        self.c[C_ACCK_HUGE].load(SeqCst) != 0
+    /// Where ACCK queues released spans for huge pages; None when that is off.
+    pub(crate) fn huge_queue(&self) -> Option<&HugeQueue> {
+        self.huge.as_ref()
     }
 
     /// Count time spent handling a first write. Signal-safe.
@@ -146,6 +152,7 @@ impl Epoch {
     pub fn spans(&self) -> Vec<(usize, usize)> {
         let mut v = vec![self.futex.span(), self.c.span()];
         v.extend(self.cow.spans());
+        v.extend(self.huge.iter().flat_map(|h| h.spans()));
         v
     }
 

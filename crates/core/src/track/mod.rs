@@ -6,6 +6,7 @@ pub mod bitmap;
 mod cow;
 pub mod epoch;
 mod fault;
+mod huge;
 mod mprotect;
 mod own_mem;
 pub mod pages;
