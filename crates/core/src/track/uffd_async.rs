@@ -34,11 +34,6 @@ impl UffdAsyncTracker {
         })
     }
 
-    /// Regions tracked by mprotect because userfaultfd refused them.
-    pub fn fallback_regions(&self) -> usize {
-        self.regions.fallback_count()
-    }
-
     fn unarmed_list(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
         self.unarmed.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -123,11 +123,6 @@ impl UffdTracker {
         })
     }
 
-    /// Regions tracked by mprotect because userfaultfd refused them.
-    pub fn fallback_regions(&self) -> usize {
-        self.shared.regions.fallback_count()
-    }
-
     fn uffd(&self) -> &Userfault {
         self.shared.uffd()
     }
