@@ -49,12 +49,7 @@ int main(void) {
     mem[1000 * ps + 5] = 42;
     OK(ickpt_checkpoint(&info));
     CHECK(info.pages == 1);
-    unsigned char *want = malloc(npages * ps);
-    CHECK(want != NULL);
-    memcpy(want, mem, npages * ps);
-    memset(mem, 0, npages * ps);
-    OK(ickpt_restore(info.version));
-    CHECK_MEM_EQ(mem, want, npages * ps);
+    CHECK_RESTORES_TO_NOW(info.version, mem, npages * ps);
     OK(ickpt_finalize());
     printf("acck: ok\n");
     return 0;

@@ -146,6 +146,17 @@ static inline long first_diff(const void *a, const void *b, size_t n) {
                   t_at_ < 0 ? 0 : ((const unsigned char *)(want))[t_at_]);                 \
     } while (0)
 
+/* Version `version` must restore `mem` to its bytes now: keep a copy, wipe, restore, compare. */
+#define CHECK_RESTORES_TO_NOW(version, mem, n)                                             \
+    do {                                                                                   \
+        unsigned char *t_want_ = malloc(n);                                                \
+        CHECK(t_want_ != NULL);                                                            \
+        memcpy(t_want_, (mem), (n));                                                       \
+        memset((mem), 0, (n));                                                             \
+        OK(ickpt_restore(version));                                                        \
+        CHECK_MEM_EQ((mem), t_want_, (n));                                                 \
+        free(t_want_);                                                                     \
+    } while (0)
 
 /* Install `handler` for SIGSEGV as an application would: SA_SIGINFO handlers go in
  * sa_sigaction, plain ones in sa_handler. */

@@ -118,12 +118,7 @@ int main(void) {
     OK(ickpt_checkpoint(&info));
     CHECK_MSG(info.pages == PAGES + 3, "stored %llu pages", (unsigned long long)info.pages);
 
-    unsigned char *want = malloc(npages * ps);
-    CHECK(want != NULL);
-    memcpy(want, buf, npages * ps);
-    memset(buf, 0, npages * ps);
-    OK(ickpt_restore(info.version));
-    CHECK_MEM_EQ(buf, want, npages * ps);
+    CHECK_RESTORES_TO_NOW(info.version, buf, npages * ps);
     OK(ickpt_finalize());
     printf("syscalls: ok\n");
     return 0;

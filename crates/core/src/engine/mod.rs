@@ -315,8 +315,7 @@ impl Engine {
         let mut st = self.lock();
         self.settle(&mut st);
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
-        st.stats.faults_of_removed += slot.tr.dirty.faults();
-        st.stats.acck_released_of_removed += slot.tr.acck.released_pages();
+        st.stats.keep_counts_of(&slot.tr);
         self.tracker.detach(&slot.tr)?;
         Ok(())
     }
@@ -352,8 +351,7 @@ impl Engine {
                 Error::InvalidArgument(format!("{ptr:p} was not returned by ickpt_malloc"))
             })?;
         let slot = st.regions.remove(&id).expect("found above");
-        st.stats.faults_of_removed += slot.tr.dirty.faults();
-        st.stats.acck_released_of_removed += slot.tr.acck.released_pages();
+        st.stats.keep_counts_of(&slot.tr);
         self.tracker.detach(&slot.tr)?;
         let (p, len) = slot.owned.expect("owned");
         // SAFETY: the mapping was made by `alloc` and the caller hands it back for good.

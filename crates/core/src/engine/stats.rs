@@ -46,6 +46,14 @@ pub struct RestoreInfo {
     pub duration: Duration,
 }
 
+impl Stats {
+    /// Keep the running totals a region leaving the engine counted in its own memory.
+    pub(crate) fn keep_counts_of(&mut self, r: &crate::track::TrackedRegion) {
+        self.faults_of_removed += r.dirty.faults();
+        self.acck_released_of_removed += r.acck.released_pages();
+    }
+}
+
 /// Running totals since the engine started.
 #[derive(Debug, Clone, Default)]
 pub struct Stats {
