@@ -370,26 +370,14 @@ impl Engine {
         let mut s = st.stats.clone();
         s.regions = st.regions.len() as u64;
         s.protected_bytes = st.regions.values().map(|r| r.tr.user_len as u64).sum();
-        s.faults = st
-            .regions
-            .values()
-            .map(|r| r.tr.dirty.faults())
-            .sum::<u64>()
-            + st.stats.faults_of_removed;
+        let sum = |f: fn(&TrackedRegion) -> u64| st.regions.values().map(|r| f(&r.tr)).sum::<u64>();
+        s.faults = sum(|r| r.dirty.faults()) + st.stats.faults_of_removed;
         s.backend = self.backend().as_str();
         s.monitor_time = std::time::Duration::from_nanos(self.epoch.monitor_ns());
-        s.acck_released_pages = st
-            .regions
-            .values()
-            .map(|r| r.tr.acck.released_pages())
-            .sum::<u64>()
-            + st.stats.acck_released_of_removed;
+        s.acck_released_pages =
+            sum(|r| r.acck.released_pages()) + st.stats.acck_released_of_removed;
         s.acck_huge_spans = self.epoch.huge_queue().map_or(0, |q| q.collapsed());
-        s.regions_by_protection = st
-            .regions
-            .values()
-            .filter(|r| r.tr.tracked_by_protection())
-            .count() as u64;
+        s.regions_by_protection = sum(|r| r.tracked_by_protection() as u64);
         s
     }
 

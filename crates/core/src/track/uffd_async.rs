@@ -83,9 +83,8 @@ impl Tracker for UffdAsyncTracker {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        self.regions.check_owner()?;
-        if self.regions.by_protection(r) {
-            return self.regions.fence.collect(r, out, before_rearm);
+        if let Some(done) = self.regions.collect_common(r, out, before_rearm) {
+            return done;
         }
         // Fence first: from here a write by any other thread traps and waits at the gate, so
         // none lands between the scan and the page states the commit sets below.
@@ -129,7 +128,7 @@ impl Tracker for UffdAsyncTracker {
     }
 
     fn release(&self, r: &TrackedRegion) {
-        if self.regions.by_protection(r) || self.regions.forked() {
+        if r.tracked_by_protection() || self.regions.forked() {
             return;
         }
         // An edge page shared with a neighbour that page protection tracks stays fenced: its

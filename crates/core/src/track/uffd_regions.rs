@@ -9,6 +9,7 @@ use crate::sys::pagemap::{PageRegion, Pagemap};
 use crate::sys::userfault::Userfault;
 use crate::sys::{mem, page_size};
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
 /// Page runs one PAGEMAP_SCAN call reports (24 bytes each); a region with more is scanned
@@ -81,16 +82,12 @@ impl Scanner {
 pub(crate) struct UffdRegions {
     pub uffd: Userfault,
     pub fence: MprotectTracker,
-    /// Regions handed to mprotect (by address).
-    fallback: Mutex<Vec<usize>>,
+    /// Regions handed to page protection (each region's `mech` says which).
+    fallbacks: AtomicUsize,
     /// The process that opened the userfaultfd: in a forked child its ioctls would act on
     /// the parent's address space.
     pid: u32,
     mech: Backend,
-}
-
-fn key(r: &TrackedRegion) -> usize {
-    r as *const TrackedRegion as usize
 }
 
 impl UffdRegions {
@@ -98,24 +95,30 @@ impl UffdRegions {
         Ok(UffdRegions {
             uffd,
             fence: MprotectTracker::new()?,
-            fallback: Mutex::new(Vec::new()),
+            fallbacks: AtomicUsize::new(0),
             pid: std::process::id(),
             mech,
         })
     }
 
-    fn fallbacks(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
-        self.fallback.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether page protection tracks `r` (userfaultfd refused it).
-    pub fn by_protection(&self, r: &TrackedRegion) -> bool {
-        self.fallbacks().contains(&key(r))
-    }
-
     /// Regions tracked by mprotect because userfaultfd refused them.
     pub fn fallback_count(&self) -> usize {
-        self.fallbacks().len()
+        self.fallbacks.load(SeqCst)
+    }
+
+    /// What `collect` does before a backend's own work: refuse in a forked child, and hand a
+    /// region userfaultfd refused to page protection. None: the backend's turn.
+    pub fn collect_common(
+        &self,
+        r: &TrackedRegion,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Option<Result<(), TrackError>> {
+        if let Err(e) = self.check_owner() {
+            return Some(Err(e));
+        }
+        r.tracked_by_protection()
+            .then(|| self.fence.collect(r, out, before_rearm))
     }
 
     pub fn forked(&self) -> bool {
@@ -149,11 +152,11 @@ impl UffdRegions {
             }
             // A memory type userfaultfd cannot write-protect (EINVAL), or a page another
             // engine's userfaultfd registered (EBUSY): page protection can do it.
-            self.fallbacks().push(key(r));
             r.set_mechanism(Backend::Mprotect);
             if armed {
                 MprotectTracker::arm(r)?;
             }
+            self.fallbacks.fetch_add(1, SeqCst);
             return Ok(());
         }
         if armed {
@@ -169,8 +172,8 @@ impl UffdRegions {
     /// Stop tracking `r`; its memory is left writable. Unregistering drops its protection
     /// and wakes any writer still blocked in it.
     pub fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        if self.by_protection(r) {
-            self.fallbacks().retain(|&k| k != key(r));
+        if r.tracked_by_protection() {
+            self.fallbacks.fetch_sub(1, SeqCst);
             return self.fence.detach(r);
         }
         if self.forked() {
@@ -181,9 +184,10 @@ impl UffdRegions {
         let unregistered = self.uffd.unregister(r.base, r.span_len());
         let opened = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
         registry::remove(r);
-        // Neighbours sharing a page lost its registration with ours: register them again.
+        // Neighbours of this engine sharing a page lost its registration with ours: register
+        // them again. (Another engine's regions are not ours to register.)
         for o in registry::neighbours_sharing_pages(r) {
-            if !self.by_protection(&o) {
+            if o.mech.load(SeqCst) == self.mech as u8 && Arc::ptr_eq(&o.epoch, &r.epoch) {
                 let _ = self.uffd.register_wp(o.base, o.span_len());
             }
         }
@@ -194,7 +198,7 @@ impl UffdRegions {
     /// Make `r` writable for a restore without a fault per page.
     pub fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         self.check_owner()?;
-        if self.by_protection(r) {
+        if r.tracked_by_protection() {
             return self.fence.open_for_restore(r);
         }
         MprotectTracker::mark_shared_pages_dirty(r, false);

@@ -292,10 +292,8 @@ impl Tracker for UffdTracker {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        let regions = &self.shared.regions;
-        regions.check_owner()?;
-        if regions.by_protection(r) {
-            return regions.fence.collect(r, out, before_rearm);
+        if let Some(done) = self.shared.regions.collect_common(r, out, before_rearm) {
+            return done;
         }
         // As with mprotect: bits first, then protect; the gate holds other writers.
         r.dirty.take_into(out);
