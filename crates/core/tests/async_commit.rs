@@ -227,6 +227,12 @@ impl Store for HookStore {
     fn remove(&self, name: &str) -> io::Result<()> {
         self.inner.remove(name)
     }
+    fn identity(&self) -> io::Result<Option<ickpt::store::StoreId>> {
+        self.inner.identity()
+    }
+    fn set_identity(&self, id: ickpt::store::StoreId) -> io::Result<()> {
+        self.inner.set_identity(id)
+    }
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
         Ok(Box::new(HookWriter {
             inner: self.inner.create(name)?,

@@ -1,6 +1,6 @@
 //! A local directory: write to a temporary name, fsync, rename, fsync the directory.
 
-use super::{Store, StoreFile, StoreWriter};
+use super::{Store, StoreFile, StoreId, StoreWriter};
 use ickpt_format::ReadAt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -156,6 +156,26 @@ impl Store for DirStore {
     fn remove(&self, name: &str) -> io::Result<()> {
         fs::remove_file(self.dir.join(name))?;
         sync_dir(&self.dir)
+    }
+
+    fn identity(&self) -> io::Result<Option<StoreId>> {
+        let text = match fs::read_to_string(self.dir.join(MARKER)) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("id ").and_then(StoreId::from_hex)))
+    }
+
+    fn set_identity(&self, id: StoreId) -> io::Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(self.dir.join(MARKER))?;
+        f.write_all(format!("{MARKER_TEXT}id {id}\n").as_bytes())?;
+        f.sync_all()
     }
 }
 

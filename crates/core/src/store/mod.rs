@@ -17,6 +17,12 @@ macro_rules! pass_through_to {
         fn remove(&self, name: &str) -> std::io::Result<()> {
             self.$inner.remove(name)
         }
+        fn identity(&self) -> std::io::Result<Option<super::StoreId>> {
+            self.$inner.identity()
+        }
+        fn set_identity(&self, id: super::StoreId) -> std::io::Result<()> {
+            self.$inner.set_identity(id)
+        }
     };
 }
 
@@ -41,6 +47,57 @@ pub trait Store: Send + Sync {
     /// dropping the writer uncommitted discards it.
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>>;
     fn remove(&self, name: &str) -> io::Result<()>;
+    /// The identity recorded for this store; None for a store made before identities
+    /// existed (format 3), or whose record was lost, until a writer sets one.
+    fn identity(&self) -> io::Result<Option<StoreId>>;
+    /// Record `id` durably as this store's identity.
+    fn set_identity(&self, id: StoreId) -> io::Result<()>;
+}
+
+/// Sixteen random bytes made when a store is created and written into each of its version
+/// files (format 3 on), so that a file copied in from another store, or another run's
+/// store, is never taken for one of its own.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StoreId(pub [u8; 16]);
+
+impl StoreId {
+    /// A fresh random identity.
+    pub fn generate() -> io::Result<StoreId> {
+        let mut b = [0u8; 16];
+        crate::sys::random::fill(&mut b)?;
+        Ok(StoreId(b))
+    }
+
+    /// 32 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The inverse of [`to_hex`](Self::to_hex); None for anything else.
+    pub fn from_hex(s: &str) -> Option<StoreId> {
+        let s = s.as_bytes();
+        if s.len() != 32 {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        for (i, pair) in s.chunks_exact(2).enumerate() {
+            let hex = std::str::from_utf8(pair).ok()?;
+            b[i] = u8::from_str_radix(hex, 16).ok()?;
+        }
+        Some(StoreId(b))
+    }
+}
+
+impl std::fmt::Debug for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StoreId({})", self.to_hex())
+    }
+}
+
+impl std::fmt::Display for StoreId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
 }
 
 impl Store for Box<dyn Store> {
@@ -58,6 +115,12 @@ impl Store for Box<dyn Store> {
     }
     fn remove(&self, name: &str) -> io::Result<()> {
         (**self).remove(name)
+    }
+    fn identity(&self) -> io::Result<Option<StoreId>> {
+        (**self).identity()
+    }
+    fn set_identity(&self, id: StoreId) -> io::Result<()> {
+        (**self).set_identity(id)
     }
 }
 
@@ -94,6 +157,16 @@ pub fn parse_version_name(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn store_ids_round_trip_through_hex() {
+        let id = StoreId::generate().unwrap();
+        assert_eq!(StoreId::from_hex(&id.to_hex()), Some(id));
+        assert_ne!(StoreId::generate().unwrap(), id);
+        for bad in ["", "00", &"g".repeat(32), &"0".repeat(33)] {
+            assert_eq!(StoreId::from_hex(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn version_names_round_trip() {

@@ -3,6 +3,7 @@
 pub mod fs;
 pub mod mem;
 pub mod pagemap;
+pub mod random;
 pub mod signal;
 pub mod thread;
 pub mod uffd;
