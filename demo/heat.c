@@ -258,10 +258,9 @@ int main(int argc, char **argv)
         st = p;
 
         uint64_t v;
-        ickpt_result r = ickpt_latest(&v);
+        double t0 = now_s();
+        ickpt_result r = ickpt_restore_latest(&v);
         if (r == ICKPT_OK) {
-            double t0 = now_s();
-            check("ickpt_restore", ickpt_restore(v));
             double ms = (now_s() - t0) * 1e3;
             if (st->magic != STATE_MAGIC || st->n != N) {
                 fprintf(stderr, "heat: version %" PRIu64 " in %s is not a heat state for N=%d\n",
@@ -272,7 +271,7 @@ int main(int argc, char **argv)
             fflush(stdout);
             restored = 1;
         } else if (r != ICKPT_ERR_NOT_FOUND) {
-            check("ickpt_latest", r);
+            check("ickpt_restore_latest", r);
         }
     } else {
         st = &plain_state;

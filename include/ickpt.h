@@ -229,12 +229,34 @@ enum ickpt_result ickpt_checkpoint(struct ickpt_checkpoint_info *info);
 // if there is none). Returns the error of a commit that failed (once).
 enum ickpt_result ickpt_wait(struct ickpt_checkpoint_info *info);
 
-// The newest committed version; ICKPT_ERR_NOT_FOUND when the store holds none.
+// The newest version a restore accepts: its file and its chain pass every check (a stray,
+// damaged or foreign file with a higher number is passed over). ICKPT_ERR_NOT_FOUND when
+// no version does. Page data is checked as a restore reads it: to restart, prefer
+// `ickpt_restore_latest`, which moves on to an older version if a page turns out damaged.
 enum ickpt_result ickpt_latest(uint64_t *version);
 
 // Fill every protected region from `version`. The protected regions must match the
 // version's regions by id and size.
 enum ickpt_result ickpt_restore(uint64_t version);
+
+// The restart path: restore the newest version that restores completely, newest first,
+// passing over versions whose files or chains fail their checks or whose pages turn out
+// damaged while read. `*version` receives the version restored. ICKPT_ERR_NOT_FOUND when the
+// store holds no version (a first run); ICKPT_ERR_CORRUPT when it holds versions but none
+// restores (the message names the newest one's problem); ICKPT_ERR_REGION_MISMATCH at once
+// when the protected regions differ from the newest version's.
+enum ickpt_result ickpt_restore_latest(uint64_t *version);
+
+// The version files in the store, ascending, restorable or not: up to `capacity` numbers
+// are written to `versions` (which may be NULL when `capacity` is 0) and `*count` receives
+// how many there are, so a first call with capacity 0 sizes the array.
+// `ickpt_check_version` tells whether a restore accepts one.
+enum ickpt_result ickpt_list_versions(uint64_t *versions, size_t capacity, size_t *count);
+
+// ICKPT_OK when a restore of `version` would accept its file and its chain; otherwise the
+// error that restore would return, with a message naming the file and the problem. Page
+// data is read by the restore itself (or by `ickpt verify`), not here.
+enum ickpt_result ickpt_check_version(uint64_t version);
 
 // Running totals since `ickpt_init`.
 enum ickpt_result ickpt_get_stats(struct ickpt_stats *out);

@@ -1,23 +1,19 @@
-use crate::{human, open_store, pick_version, CmdResult, StoreArgs};
-use ickpt::catalog;
+use crate::{after_of, human, open_store, pick_version, CmdResult, StoreArgs};
+use ickpt::catalog::Catalog;
 use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     let store = open_store(s)?;
-    let v = pick_version(&store, version)?;
-    let ov = catalog::open(&store, v)?;
+    let catalog = Catalog::new(&store)?;
+    let v = pick_version(&catalog, version)?;
+    let ov = catalog.open(v)?;
     let m = &ov.meta;
     let h = &m.header;
-    let chain: Result<Vec<u64>, _> =
-        catalog::chain(&store, v).map(|c| c.iter().map(|o| o.version).collect());
-    // This version's AFTER count is recorded by the next version, if the store still has it.
-    let after = m.stats.and_then(|_| {
-        catalog::open(&store, v + 1)
-            .ok()
-            .and_then(|n| n.meta.stats)
-            .map(|n| n.after_previous)
-    });
+    let chain: Result<Vec<u64>, _> = catalog
+        .chain(v)
+        .map(|c| c.iter().map(|o| o.version).collect());
+    let after = m.stats.and_then(|_| after_of(&catalog, v));
     let mut stored = vec![0u64; m.regions.len()];
     for r in &m.runs {
         stored[r.region_index as usize] += r.page_count as u64;
@@ -40,6 +36,9 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
             "created_unix_ns": h.created_unix_ns, "bytes": ov.file.len(),
             "pages": m.footer.page_count, "runs": m.footer.run_count,
             "meta_crc": format!("{:08x}", m.footer.meta_crc),
+            "store_id": h.store_id.map(|id| ickpt::store::StoreId(id).to_hex()),
+            "parent_meta_crc": (h.format_version >= 3 && h.parent != 0)
+                .then(|| format!("{:08x}", h.parent_meta_crc)),
             "regions": regions,
             "stats": m.stats.map(|st| {
                 let mut j = crate::ls::stats_json(&st, after);
@@ -68,6 +67,10 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
         }
     );
     println!("chain depth  {}", h.chain_depth);
+    match h.store_id {
+        Some(id) => println!("store        {}", ickpt::store::StoreId(id)),
+        None => println!("store        - (format {} records none)", h.format_version),
+    }
     println!("created      {}", human::utc(h.created_unix_ns));
     println!("page size    {}", h.page_size);
     println!(
@@ -124,7 +127,9 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
                 Some(a) => println!(
                     "after        {a} (first writes after this commit, before the next checkpoint was requested: this version's AFTER)"
                 ),
-                None => println!("after        - (no next version to record it)"),
+                None => println!(
+                    "after        - (no next version committed right after this one records it)"
+                ),
             }
         }
     }

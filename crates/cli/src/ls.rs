@@ -1,5 +1,5 @@
 use crate::{human, open_store, CmdResult, StoreArgs};
-use ickpt::catalog;
+use ickpt::catalog::{Catalog, Surveyed};
 use ickpt::format::{backend_name, CommitStats};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -15,72 +15,104 @@ pub fn stats_json(s: &CommitStats, after: Option<u64>) -> Value {
     })
 }
 
+/// This version's AFTER count from the surveyed versions: the next number's, if it says it
+/// was committed right after this one.
+fn after_in(all: &[Surveyed], i: usize) -> Option<u64> {
+    let v = all[i].version;
+    let next = all.get(i + 1).filter(|n| n.version == v + 1)?;
+    let s = next.summary.as_ref()?.stats?;
+    (s.previous_version == v).then_some(s.after_previous)
+}
+
 pub fn run(s: &StoreArgs) -> CmdResult {
     let store = open_store(s)?;
+    let catalog = Catalog::new(&store)?;
+    let all = catalog.survey(None)?;
+    let newest = all.iter().rev().find(|v| v.restorable()).map(|v| v.version);
     let mut rows = Vec::new();
     let mut items = Vec::new();
-    // (version, its stats) of every readable version, to fill in `after` once the next is read.
-    let mut stats = Vec::new();
-    for v in catalog::versions(&store)? {
-        match catalog::open(&store, v) {
-            Ok(ov) => {
-                let h = &ov.meta.header;
-                let bytes = ov.file.len();
-                let st = ov.meta.stats;
-                stats.push((v, items.len(), st));
-                items.push(json!({
-                    "version": v, "kind": h.kind.as_str(), "parent": h.parent,
-                    "chain_depth": h.chain_depth, "regions": h.region_count,
-                    "pages": ov.meta.footer.page_count, "bytes": bytes,
-                    "created_unix_ns": h.created_unix_ns,
-                    "stats": st.map(|s| stats_json(&s, None)), "ok": true,
-                }));
-                let dash = || "-".to_string();
-                rows.push(vec![
-                    v.to_string(),
-                    h.kind.as_str().into(),
-                    if h.parent == 0 {
-                        "-".into()
-                    } else {
-                        h.parent.to_string()
-                    },
-                    h.region_count.to_string(),
-                    ov.meta.footer.page_count.to_string(),
-                    human::bytes(bytes),
-                    st.map_or_else(dash, |s| s.mode.as_str().into()),
-                    st.map_or_else(dash, |s| s.wait_pages.to_string()),
-                    st.map_or_else(dash, |s| human::nanos(s.commit_ns)),
-                    human::utc(h.created_unix_ns),
-                ]);
-            }
-            Err(e) => {
-                items.push(json!({"version": v, "ok": false, "error": e.to_string()}));
-                rows.push(vec![v.to_string(), "DAMAGED".into(), e.to_string()]);
-            }
-        }
-    }
-    for w in stats.windows(2) {
-        if let [(v, item, Some(_)), (next, _, Some(n))] = w {
-            if *next == v + 1 {
-                items[*item]["stats"]["after"] = json!(n.after_previous);
-            }
-        }
+    for (i, sv) in all.iter().enumerate() {
+        let v = sv.version;
+        let problem = sv
+            .problem
+            .as_ref()
+            .map(|p| json!({"file": p.file, "offset": p.offset, "what": p.what}));
+        let status = match (&sv.summary, &sv.problem) {
+            (_, None) => "ok",
+            (Some(_), Some(_)) => "broken chain",
+            (None, Some(_)) => "damaged",
+        };
+        let Some(m) = &sv.summary else {
+            items.push(json!({"version": v, "ok": false, "restorable": false,
+                              "status": status, "problem": problem}));
+            let what = sv
+                .problem
+                .as_ref()
+                .map_or(String::new(), |p| p.what.clone());
+            rows.push(vec![v.to_string(), "DAMAGED".into(), what]);
+            continue;
+        };
+        let h = &m.header;
+        let st = m.stats;
+        let after = after_in(&all, i);
+        items.push(json!({
+            "version": v, "kind": h.kind.as_str(), "parent": h.parent,
+            "chain_depth": h.chain_depth, "regions": h.region_count,
+            "pages": m.footer.page_count, "bytes": sv.bytes,
+            "created_unix_ns": h.created_unix_ns, "format_version": h.format_version,
+            "stats": st.map(|s| stats_json(&s, after)),
+            "ok": sv.restorable(), "restorable": sv.restorable(), "status": status,
+            "problem": problem,
+        }));
+        let dash = || "-".to_string();
+        rows.push(vec![
+            v.to_string(),
+            h.kind.as_str().into(),
+            if h.parent == 0 {
+                "-".into()
+            } else {
+                h.parent.to_string()
+            },
+            h.region_count.to_string(),
+            m.footer.page_count.to_string(),
+            human::bytes(sv.bytes),
+            st.map_or_else(dash, |s| s.mode.as_str().into()),
+            st.map_or_else(dash, |s| s.wait_pages.to_string()),
+            st.map_or_else(dash, |s| human::nanos(s.commit_ns)),
+            human::utc(h.created_unix_ns),
+            match &sv.problem {
+                None => "ok".into(),
+                Some(p) => format!("BROKEN: {}", p.what),
+            },
+        ]);
     }
     if s.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "dir": s.dir, "versions": items }))?
+            serde_json::to_string_pretty(&json!({
+                "dir": s.dir, "newest_restorable": newest, "versions": items,
+            }))?
         );
-    } else if rows.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
         println!("no versions in {}", s.dir.display());
-    } else {
-        human::table(
-            &[
-                "VERSION", "KIND", "PARENT", "REGIONS", "PAGES", "BYTES", "MODE", "WAITS",
-                "COMMIT", "CREATED",
-            ],
-            &rows,
-        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    human::table(
+        &[
+            "VERSION", "KIND", "PARENT", "REGIONS", "PAGES", "BYTES", "MODE", "WAITS", "COMMIT",
+            "CREATED", "STATUS",
+        ],
+        &rows,
+    );
+    let bad = all.iter().filter(|v| !v.restorable()).count();
+    match newest {
+        Some(n) => println!("newest restorable: {n}"),
+        None => println!("no version can be restored"),
+    }
+    if bad > 0 {
+        println!("{bad} version(s) cannot be restored; 'ickpt verify' checks every page too");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,7 @@ mod restore;
 mod verify;
 
 use clap::{Parser, Subcommand};
+use ickpt::catalog::Catalog;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -83,6 +84,7 @@ fn main() -> ExitCode {
     // SAFETY: setting a signal's disposition to SIG_DFL has no memory-safety preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
+    let json = cli.cmd.wants_json();
     let r = match cli.cmd {
         Cmd::Ls(s) => ls::run(&s),
         Cmd::Inspect { store, version } => inspect::run(&store, version),
@@ -98,9 +100,26 @@ fn main() -> ExitCode {
     };
     match r {
         Ok(code) => code,
+        Err(e) if json => {
+            // Scripts read stdout: the error is a JSON object there, like every other answer.
+            println!("{}", serde_json::json!({ "error": e.to_string() }));
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("ickpt: error: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+impl Cmd {
+    /// Whether the command was asked for JSON output (errors then come as JSON too).
+    fn wants_json(&self) -> bool {
+        match self {
+            Cmd::Ls(s) | Cmd::Verify(s) => s.json,
+            Cmd::Inspect { store, .. } | Cmd::Restore { store, .. } => store.json,
+            Cmd::Probe { json, .. } => *json,
+            Cmd::Bench(b) => b.wants_json(),
         }
     }
 }
@@ -111,15 +130,34 @@ fn open_store(s: &StoreArgs) -> Result<ickpt::store::DirStore, ickpt::Error> {
     Ok(ickpt::store::DirStore::open_read(&s.dir)?)
 }
 
-/// The version named, or the newest in the store.
-fn pick_version(store: &dyn ickpt::store::Store, v: Option<u64>) -> Result<u64, ickpt::Error> {
-    match v {
-        Some(v) => Ok(v),
-        None => ickpt::catalog::versions(store)?
-            .last()
-            .copied()
-            .ok_or_else(|| ickpt::Error::NoCheckpoint {
-                dir: store.describe(""),
-            }),
+/// The version named, or the newest one a restore accepts; versions passed over on the way
+/// are reported on stderr (a stray or damaged newest file must not hide the intact ones).
+fn pick_version(catalog: &Catalog<'_>, v: Option<u64>) -> Result<u64, ickpt::Error> {
+    if let Some(v) = v {
+        return Ok(v);
     }
+    let versions = catalog.versions()?;
+    for &v in versions.iter().rev() {
+        match catalog.chain(v) {
+            Ok(_) => return Ok(v),
+            Err(e) => eprintln!("ickpt: passing over version {v}: {e}"),
+        }
+    }
+    let dir = catalog.store().describe("");
+    Err(if versions.is_empty() {
+        ickpt::Error::NoCheckpoint { dir }
+    } else {
+        ickpt::Error::NoRestorable {
+            dir,
+            tried: versions.len(),
+            newest: "see above".into(),
+        }
+    })
+}
+
+/// This version's AFTER count: recorded by the version its engine committed next (always
+/// the next number), if that one says it followed this one (format 3 on).
+fn after_of(catalog: &Catalog<'_>, v: u64) -> Option<u64> {
+    let next = catalog.open(v + 1).ok()?.meta.stats?;
+    (next.previous_version == v).then_some(next.after_previous)
 }

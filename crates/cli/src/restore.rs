@@ -1,6 +1,6 @@
-use crate::{human, open_store, pick_version, progress, CmdResult, StoreArgs};
-use ickpt::catalog;
-use ickpt::restore::reverse_scan;
+use crate::{human, open_store, progress, CmdResult, StoreArgs};
+use ickpt::catalog::{Catalog, OpenVersion};
+use ickpt::restore::{reverse_scan, ScanReport};
 use ickpt::store::{version_name, Store};
 use serde_json::json;
 use std::fs::File;
@@ -11,9 +11,58 @@ use std::time::Instant;
 
 pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdResult {
     let store = open_store(s)?;
-    let v = pick_version(&store, version)?;
+    let catalog = Catalog::new(&store)?;
     let started = Instant::now();
-    let chain = catalog::chain(&store, v)?;
+    // A named version is restored or refused; without one, the newest that restores
+    // completely, passing over (and reporting) versions that fail on the way.
+    let candidates = match version {
+        Some(v) => vec![v],
+        None => catalog.versions()?.into_iter().rev().collect(),
+    };
+    if candidates.is_empty() {
+        return Err(ickpt::Error::NoCheckpoint {
+            dir: store.describe(""),
+        }
+        .into());
+    }
+    let mut newest_error = None;
+    for &v in &candidates {
+        let attempt = catalog
+            .chain(v)
+            .map_err(Box::<dyn std::error::Error>::from)
+            .and_then(|chain| restore_region(&store, &chain, region, out));
+        match attempt {
+            Ok((length, report)) => {
+                return report_done(s, v, region, out, length, &report, started);
+            }
+            Err(e) if version.is_some() || !is_damage(&*e) => return Err(e),
+            Err(e) => {
+                eprintln!("ickpt: passing over version {v}: {e}");
+                newest_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    Err(ickpt::Error::NoRestorable {
+        dir: store.describe(""),
+        tried: candidates.len(),
+        newest: newest_error.unwrap_or_default(),
+    }
+    .into())
+}
+
+fn is_damage(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<ickpt::Error>()
+        .is_some_and(|e| e.is_damage())
+}
+
+/// Write `region` of the chain's newest version to `out`; returns its length.
+fn restore_region(
+    store: &dyn Store,
+    chain: &[OpenVersion],
+    region: u64,
+    out: &Path,
+) -> Result<(u64, ScanReport), Box<dyn std::error::Error>> {
+    let v = chain[0].version;
     let Some((_, entry)) = chain[0].meta.region_by_id(region) else {
         let ids: Vec<String> = chain[0]
             .meta
@@ -43,7 +92,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
     };
     let ps = chain[0].meta.page_size() as u64;
     let report = reverse_scan(
-        &chain,
+        chain,
         &describe,
         &|r| r.id == region,
         &mut sink,
@@ -55,6 +104,18 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
     pb.finish_and_clear();
     file.sync_all()
         .map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok((length, report))
+}
+
+fn report_done(
+    s: &StoreArgs,
+    v: u64,
+    region: u64,
+    out: &Path,
+    length: u64,
+    report: &ScanReport,
+    started: Instant,
+) -> CmdResult {
     let elapsed = started.elapsed();
     if s.json {
         println!(

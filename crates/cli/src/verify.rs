@@ -21,6 +21,8 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             "{}",
             serde_json::to_string_pretty(&json!({
                 "dir": s.dir, "ok": ok, "versions": report.versions,
+                "restorable": report.restorable,
+                "newest_restorable": report.restorable.last(),
                 "bytes_checked": report.bytes_checked, "problems": problems,
             }))?
         );
@@ -41,6 +43,16 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             human::bytes(report.bytes_checked),
             report.problems.len()
         );
+        if !ok {
+            println!(
+                "restorable: {} (newest: {})",
+                ickpt::catalog::describe_versions(&report.restorable),
+                report
+                    .restorable
+                    .last()
+                    .map_or("none".to_string(), |v| v.to_string())
+            );
+        }
     }
     Ok(if ok {
         ExitCode::SUCCESS

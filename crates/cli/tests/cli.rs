@@ -130,7 +130,7 @@ fn ls_inspect_verify_restore_on_a_healthy_store() {
 #[test]
 fn a_flipped_byte_is_reported_with_file_and_offset_and_restore_refuses() {
     let dir = scratch("flip");
-    make_store(&dir);
+    let snaps = make_store(&dir);
     let d = dir.to_str().unwrap();
     // Version 3 stores page 5 only; it is not overwritten by version 4, so restore needs it.
     let file = dir.join(version_name(3));
@@ -151,20 +151,33 @@ fn a_flipped_byte_is_reported_with_file_and_offset_and_restore_refuses() {
     );
 
     let out = dir.join("out.bin");
-    let r = ickpt(&[
-        "restore",
-        "--dir",
-        d,
-        "--region",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let restore = |extra: &[&str]| {
+        let mut args = vec!["restore", "--dir", d, "--region", "1", "--out"];
+        args.push(out.to_str().unwrap());
+        args.extend_from_slice(extra);
+        ickpt(&args)
+    };
+    // Version 4 needs the damaged page: asked for by number, it is refused.
+    let r = restore(&["--version", "4"]);
     assert!(!r.status.success());
     assert!(
         text(&r).contains("v00000003.ickpt") && text(&r).contains("checksum"),
         "{}",
         text(&r)
+    );
+    // Without a number, the newest version that restores completely: 4 and 3 need the
+    // damaged page and are passed over (and named); 2 is intact.
+    let r = restore(&["--json"]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert_eq!(json(&r)["version"], 2);
+    assert!(
+        std::fs::read(&out).unwrap() == snaps[1],
+        "version 2's bytes"
+    );
+    let said = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        said.contains("passing over version 4") && said.contains("passing over version 3"),
+        "{said}"
     );
 
     // The library refuses too, before returning any wrong byte.
@@ -282,7 +295,7 @@ fn ls_and_inspect_report_commit_stats() {
 
     let insp = json(&ickpt(&["inspect", "--dir", d, "--json", "2"]));
     let st = &insp["stats"];
-    assert_eq!(insp["format_version"], 2);
+    assert_eq!(insp["format_version"], ickpt::format::FORMAT_VERSION);
     assert_eq!(st["mode"], "sync", "{insp}");
     assert!(
         st["commit_ns"].is_u64() && st["after_previous"].is_u64(),

@@ -1,8 +1,18 @@
 //! What a store holds: its versions, their checked metadata and their chains.
+//!
+//! This is the one acceptance check for a version. A version is **restorable** when its own
+//! file passes [`Catalog::open`] (metadata checksums and rules, the number in its name, the
+//! store it belongs to) and every link of its chain down to a full version passes
+//! [`check_link`]; the page checksums a restore checks as it reads are what `verify` reads in
+//! full. Restore, `verify`, `ls`, the newest-restorable search and garbage collection all
+//! decide through these functions, so "verify OK" means a restore succeeds with these bytes.
 
 use crate::error::{Error, Result};
-use crate::store::{parse_version_name, version_name, Store, StoreFile};
-use ickpt_format::{read_meta, Kind, VersionMeta};
+use crate::store::{parse_version_name, version_name, Store, StoreFile, StoreId};
+use ickpt_format::{
+    read_meta, CommitStats, Footer, FormatError, Header, Kind, RegionEntry, VersionMeta,
+};
+use std::collections::HashMap;
 
 /// A version opened for reading, with its metadata checked.
 pub struct OpenVersion {
@@ -15,9 +25,37 @@ impl OpenVersion {
     pub fn kind(&self) -> Kind {
         self.meta.header.kind
     }
+
+    /// What the chain checks need of it.
+    pub fn summary(&self) -> Summary {
+        Summary {
+            header: self.meta.header.clone(),
+            regions: self.meta.regions.clone(),
+            footer: self.meta.footer.clone(),
+            stats: self.meta.stats,
+        }
+    }
 }
 
-/// Committed version numbers, ascending. Other files in the store are ignored.
+/// A version's metadata without its index and page checksums: what the chain checks and
+/// listings need, small enough to keep for every version of a store while its files are
+/// closed.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub header: Header,
+    pub regions: Vec<RegionEntry>,
+    pub footer: Footer,
+    pub stats: Option<CommitStats>,
+}
+
+impl Summary {
+    pub fn version(&self) -> u64 {
+        self.header.version
+    }
+}
+
+/// Committed version numbers, ascending: the names of the store's version files, whatever
+/// their content. Other names in the store are ignored.
 pub fn versions(store: &dyn Store) -> Result<Vec<u64>> {
     let names = store
         .list()
@@ -27,66 +65,446 @@ pub fn versions(store: &dyn Store) -> Result<Vec<u64>> {
     Ok(v)
 }
 
-/// Open `version` and check its metadata (not yet its page data).
-pub fn open(store: &dyn Store, version: u64) -> Result<OpenVersion> {
-    let name = version_name(version);
-    let file = store.open(&name).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::NotFound {
-                version,
-                dir: store.describe(""),
-            }
-        } else {
-            Error::io(store.describe(&name), "open", e)
+/// The identity a store's versions carry when the store has none recorded (a marker lost or
+/// written before format 3): the one most of its format-3 files carry, the newest among
+/// equals. Only headers are read. None when no file carries one.
+pub fn infer_identity(store: &dyn Store) -> Result<Option<StoreId>> {
+    let mut count: HashMap<[u8; 16], (usize, u64)> = HashMap::new();
+    for v in versions(store)? {
+        let Ok(file) = store.open(&version_name(v)) else {
+            continue;
+        };
+        let mut b = [0u8; ickpt_format::HEADER_LEN];
+        if file.len() < b.len() as u64 || file.read_exact_at(&mut b, 0).is_err() {
+            continue;
         }
-    })?;
-    let meta =
-        read_meta(&*file, file.len()).map_err(|e| Error::format(store.describe(&name), e))?;
-    if meta.header.version != version {
-        return Err(Error::Corrupt {
-            file: store.describe(&name),
-            source: ickpt_format::FormatError::Corrupt {
-                offset: 16,
-                what: format!("file holds version {}, not {version}", meta.header.version),
-            },
-        });
+        if let Ok(Header {
+            store_id: Some(id), ..
+        }) = Header::decode(&b)
+        {
+            let e = count.entry(id).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(v);
+        }
     }
-    Ok(OpenVersion {
-        version,
-        file,
-        meta,
-    })
+    Ok(count
+        .into_iter()
+        .max_by_key(|&(_, rank)| rank)
+        .map(|(id, _)| StoreId(id)))
 }
 
-/// The chain restoring `version` needs: itself, its parent, … back to its full version.
-pub fn chain(store: &dyn Store, version: u64) -> Result<Vec<OpenVersion>> {
-    let mut out: Vec<OpenVersion> = Vec::new();
-    let mut next = version;
-    loop {
-        let v = open(store, next).map_err(|e| match (e, out.last()) {
-            (Error::NotFound { .. }, Some(child)) => Error::ChainBroken {
-                version,
-                missing: child.meta.header.parent,
-                dir: store.describe(""),
-            },
-            (e, _) => e,
+/// A store seen through its identity.
+pub struct Catalog<'a> {
+    store: &'a dyn Store,
+    id: Option<StoreId>,
+}
+
+/// What is wrong with one version: its own file, or a link of its chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file the problem is in, or the file that is missing.
+    pub file: String,
+    pub offset: Option<u64>,
+    pub what: String,
+}
+
+impl Problem {
+    fn of(e: &Error, file: String) -> Problem {
+        let (file, offset) = match e {
+            Error::Corrupt { file, source } => (file.clone(), source.offset()),
+            Error::Foreign { file, .. } => (file.clone(), Some(64)),
+            _ => (file, None),
+        };
+        Problem {
+            file,
+            offset,
+            what: e.to_string(),
+        }
+    }
+}
+
+/// One version as [`Catalog::survey`] found it.
+#[derive(Debug, Clone)]
+pub struct Surveyed {
+    pub version: u64,
+    /// Size of its file; 0 when it could not be opened.
+    pub bytes: u64,
+    /// Its metadata, when its own file passed.
+    pub summary: Option<Summary>,
+    /// Why it cannot be restored: its own file, or its chain. None: restorable (as far as
+    /// metadata goes; `verify` also reads every page).
+    pub problem: Option<Problem>,
+}
+
+impl Surveyed {
+    pub fn restorable(&self) -> bool {
+        self.problem.is_none()
+    }
+}
+
+impl<'a> Catalog<'a> {
+    /// The store with its recorded identity, or the one its files carry when none is
+    /// recorded (nothing is written).
+    pub fn new(store: &'a dyn Store) -> Result<Self> {
+        let id = match store
+            .identity()
+            .map_err(|e| Error::io(store.describe(""), "reading the store's identity", e))?
+        {
+            Some(id) => Some(id),
+            None => infer_identity(store)?,
+        };
+        Ok(Catalog { store, id })
+    }
+
+    /// The store, taking `id` as its identity (a writer that has just settled it).
+    pub fn with_identity(store: &'a dyn Store, id: Option<StoreId>) -> Self {
+        Catalog { store, id }
+    }
+
+    pub fn store(&self) -> &'a dyn Store {
+        self.store
+    }
+
+    pub fn identity(&self) -> Option<StoreId> {
+        self.id
+    }
+
+    pub fn versions(&self) -> Result<Vec<u64>> {
+        versions(self.store)
+    }
+
+    fn describe(&self, v: u64) -> String {
+        self.store.describe(&version_name(v))
+    }
+
+    /// Open `version` and check its own file: metadata, the number in its name, and that it
+    /// belongs to this store (not yet its page data, nor its chain).
+    pub fn open(&self, version: u64) -> Result<OpenVersion> {
+        let name = version_name(version);
+        let file = self.store.open(&name).map_err(|e| {
+            // Listed but not there to open (a dangling link, or removed meanwhile): name it.
+            let listed = || self.versions().is_ok_and(|v| v.contains(&version));
+            if e.kind() == std::io::ErrorKind::NotFound && !listed() {
+                Error::NotFound {
+                    version,
+                    dir: self.store.describe(""),
+                    available: self.available(),
+                }
+            } else {
+                Error::io(self.store.describe(&name), "open", e)
+            }
         })?;
-        if let Some(child) = out.last() {
-            if child.meta.header.chain_depth != v.meta.header.chain_depth + 1 {
-                return Err(Error::Corrupt {
-                    file: store.describe(&version_name(child.version)),
-                    source: ickpt_format::FormatError::Corrupt {
-                        offset: 32,
-                        what: format!("chain depth does not follow its parent {}", v.version),
-                    },
+        let corrupt = |source| Error::format(self.store.describe(&name), source);
+        let meta = read_meta(&*file, file.len()).map_err(corrupt)?;
+        if meta.header.version != version {
+            return Err(corrupt(FormatError::Corrupt {
+                offset: 16,
+                what: format!("file holds version {}, not {version}", meta.header.version),
+            }));
+        }
+        if let (Some(found), Some(own)) = (meta.header.store_id, self.id) {
+            if found != own.0 {
+                return Err(Error::Foreign {
+                    file: self.store.describe(&name),
+                    found: StoreId(found),
+                    own,
                 });
             }
         }
-        let parent = v.meta.header.parent;
-        out.push(v);
-        if parent == 0 {
-            return Ok(out);
+        Ok(OpenVersion {
+            version,
+            file,
+            meta,
+        })
+    }
+
+    /// "versions 1-9, 12" or "none", for messages about a version that is not there.
+    pub fn available(&self) -> String {
+        match self.versions() {
+            Ok(v) => describe_versions(&v),
+            Err(_) => "unknown (the store cannot be listed)".into(),
         }
-        next = parent;
+    }
+
+    /// The chain restoring `version` needs, newest first: itself, its parent, … back to its
+    /// full version, each file and each link checked.
+    pub fn chain(&self, version: u64) -> Result<Vec<OpenVersion>> {
+        let mut out: Vec<OpenVersion> = Vec::new();
+        let mut next = version;
+        loop {
+            let v = self.open(next).map_err(|e| match (e, out.last()) {
+                (Error::NotFound { .. }, Some(child)) => Error::ChainBroken {
+                    version,
+                    missing: child.meta.header.parent,
+                    dir: self.store.describe(""),
+                },
+                (e, _) => e,
+            })?;
+            if let Some(child) = out.last() {
+                check_link(&child.summary(), &v.summary(), &|v| self.describe(v))?;
+            }
+            let parent = v.meta.header.parent;
+            out.push(v);
+            if parent == 0 {
+                return Ok(out);
+            }
+            next = parent;
+        }
+    }
+
+    /// The newest version whose file and chain pass their checks (page data is checked as a
+    /// restore reads it). None when no version does.
+    pub fn newest_restorable(&self) -> Result<Option<u64>> {
+        for v in self.versions()?.into_iter().rev() {
+            if self.chain(v).is_ok() {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every version with what is wrong with it, oldest first, reading one file at a time
+    /// (a store of thousands of versions never holds more than one open). `check_data`:
+    /// also read every page of every version whose metadata passed, reporting progress as
+    /// (bytes checked, bytes to check) — `verify`.
+    pub fn survey(
+        &self,
+        check_data: Option<&mut dyn FnMut(u64, u64)>,
+    ) -> Result<Vec<Surveyed>> {
+        let mut out = Vec::new();
+        for v in self.versions()? {
+            let (bytes, r) = match self.open(v) {
+                Ok(ov) => (ov.file.len(), Ok(ov.summary())),
+                Err(e) => (0, Err(Problem::of(&e, self.describe(v)))),
+            };
+            out.push(Surveyed {
+                version: v,
+                bytes,
+                summary: r.as_ref().ok().cloned(),
+                problem: r.err(),
+            });
+        }
+        if let Some(progress) = check_data {
+            self.check_pages(&mut out, progress);
+        }
+        self.check_chains(&mut out);
+        Ok(out)
+    }
+
+    /// Read every page of every version whose metadata passed, against its checksum.
+    fn check_pages(&self, out: &mut [Surveyed], progress: &mut dyn FnMut(u64, u64)) {
+        let data_bytes = |s: &Summary| s.footer.page_count * s.header.page_size as u64;
+        let total: u64 = out
+            .iter()
+            .filter_map(|s| s.summary.as_ref())
+            .map(data_bytes)
+            .sum();
+        let mut before = 0u64;
+        for s in out.iter_mut() {
+            let Some(summary) = &s.summary else { continue };
+            let n = data_bytes(summary);
+            let checked = self.open(s.version).and_then(|ov| {
+                ickpt_format::verify_data(&ov.meta, &*ov.file, &mut |d, _| {
+                    progress(before + d, total)
+                })
+                .map_err(|e| Error::format(self.describe(s.version), e))
+            });
+            before += n;
+            progress(before, total);
+            if let Err(e) = checked {
+                s.problem = Some(Problem::of(&e, self.describe(s.version)));
+                s.summary = None;
+            }
+        }
+    }
+
+    /// A version whose own file passed is restorable when its parent is and the link
+    /// between them passes. Parents are older, so one ascending pass settles every chain.
+    fn check_chains(&self, out: &mut [Surveyed]) {
+        let index: HashMap<u64, usize> = out
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.version, i))
+            .collect();
+        for i in 0..out.len() {
+            let Some(child) = &out[i].summary else {
+                continue;
+            };
+            let parent = child.header.parent;
+            if parent == 0 {
+                continue;
+            }
+            let problem = match index.get(&parent).map(|&p| &out[p]) {
+                None => Some(Problem {
+                    file: self.describe(parent),
+                    offset: None,
+                    what: format!(
+                        "chain broken: version {} needs version {parent}, which is missing",
+                        out[i].version
+                    ),
+                }),
+                Some(p) if !p.restorable() => Some(Problem {
+                    file: self.describe(parent),
+                    offset: None,
+                    what: format!(
+                        "chain broken: version {} needs version {parent}, which {}",
+                        out[i].version,
+                        if p.summary.is_some() {
+                            "cannot be restored itself"
+                        } else {
+                            "is damaged"
+                        }
+                    ),
+                }),
+                Some(p) => {
+                    let ps = p
+                        .summary
+                        .as_ref()
+                        .expect("a restorable version has metadata");
+                    check_link(child, ps, &|v| self.describe(v))
+                        .err()
+                        .map(|e| Problem::of(&e, self.describe(out[i].version)))
+                }
+            };
+            out[i].problem = problem;
+        }
+    }
+}
+
+/// The rules between a version and its parent. With the parent's own rules and, in turn,
+/// its parent's, they make every page of every region of `child` stored in the chain, in
+/// the same layout, by versions written one after the other into this store:
+/// - the parent is the file the child was written after (format 3: its `meta_crc`), so a
+///   stale or foreign file given the parent's number is refused;
+/// - depths follow, page sizes agree, no older format follows a newer one (it could not be
+///   bound to its parent);
+/// - each region the parent already held (born at or before it) is there with the same
+///   incarnation and shape; each region born after the parent is born in the child, which
+///   the child's own rules make it store whole.
+pub fn check_link(
+    child: &Summary,
+    parent: &Summary,
+    describe: &dyn Fn(u64) -> String,
+) -> Result<()> {
+    let (c, p) = (&child.header, &parent.header);
+    let bad = |offset: u64, what: String| Error::Corrupt {
+        file: describe(c.version),
+        source: FormatError::Corrupt { offset, what },
+    };
+    debug_assert_eq!(c.parent, p.version);
+    if c.chain_depth != p.chain_depth + 1 {
+        return Err(bad(
+            32,
+            format!("chain depth does not follow its parent {}", p.version),
+        ));
+    }
+    if c.page_size != p.page_size {
+        return Err(bad(
+            12,
+            format!(
+                "page size {} differs from its parent {}'s ({})",
+                c.page_size, p.version, p.page_size
+            ),
+        ));
+    }
+    if c.format_version < p.format_version && p.format_version >= 3 {
+        return Err(bad(
+            8,
+            format!(
+                "format {} version after its parent {} in format {}: an older writer cannot \
+                 be bound to its parent, so this file is not taken as part of the chain",
+                c.format_version, p.version, p.format_version
+            ),
+        ));
+    }
+    if c.format_version >= 3 && c.parent_meta_crc != parent.footer.meta_crc {
+        return Err(bad(
+            80,
+            format!(
+                "its parent {} is not the file it was written after (parent checksum {:08x}, \
+                 the file there has {:08x}): that file comes from another run or store",
+                describe(p.version),
+                c.parent_meta_crc,
+                parent.footer.meta_crc
+            ),
+        ));
+    }
+    for r in &child.regions {
+        if r.born > p.version {
+            if r.born != c.version {
+                return Err(bad(
+                    0,
+                    format!(
+                        "region {} was born in version {}, which is not in its chain",
+                        r.id, r.born
+                    ),
+                ));
+            }
+            continue;
+        }
+        match parent.regions.iter().find(|o| o.id == r.id) {
+            Some(o) if o == r => {}
+            Some(o) => {
+                return Err(bad(
+                    0,
+                    format!(
+                        "region {} changes within one incarnation: {} bytes at page offset {} \
+                         born {} here, {} bytes at {} born {} in its parent {}",
+                        r.id,
+                        r.length,
+                        r.page_offset,
+                        r.born,
+                        o.length,
+                        o.page_offset,
+                        o.born,
+                        p.version
+                    ),
+                ))
+            }
+            None => {
+                return Err(bad(
+                    0,
+                    format!(
+                        "region {} (born in version {}) is missing from its parent {}",
+                        r.id, r.born, p.version
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// "1-9, 12" for a sorted list of versions; "none" when empty.
+pub fn describe_versions(v: &[u64]) -> String {
+    if v.is_empty() {
+        return "none".into();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_versions;
+
+    #[test]
+    fn version_lists_are_compressed_into_ranges() {
+        assert_eq!(describe_versions(&[]), "none");
+        assert_eq!(describe_versions(&[4]), "4");
+        assert_eq!(describe_versions(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
     }
 }

@@ -32,8 +32,24 @@ pub enum Error {
     },
     #[error("{file}: no space left on the device; free space or choose another directory (earlier checkpoints are intact)")]
     NoSpace { file: String },
-    #[error("version {version} not found in {dir}")]
-    NotFound { version: u64, dir: String },
+    #[error("version {version} not found in {dir} (it holds: {available}); 'ickpt ls' lists them")]
+    NotFound {
+        version: u64,
+        dir: String,
+        available: String,
+    },
+    #[error("{file} belongs to another store (identity {found}, this store's is {own}): it was copied in from elsewhere and is never restored here; move it out")]
+    Foreign {
+        file: String,
+        found: crate::store::StoreId,
+        own: crate::store::StoreId,
+    },
+    #[error("no version in {dir} can be restored ({tried} tried; the newest failed with: {newest}); 'ickpt verify' names every problem")]
+    NoRestorable {
+        dir: String,
+        tried: usize,
+        newest: String,
+    },
     #[error("no committed checkpoint in {dir}")]
     NoCheckpoint { dir: String },
     #[error("version {version} needs version {missing}, which is missing from {dir}: the chain is broken; restore an older full chain ('ickpt ls')")]
@@ -59,6 +75,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether the error is about what a version's files hold (damaged, missing, foreign,
+    /// unreadable), so that an older version may still restore.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. }
+                | Error::ChainBroken { .. }
+                | Error::Foreign { .. }
+                | Error::NotFound { .. }
+                | Error::Io { .. }
+        )
+    }
+
     /// Wrap an I/O error on `file`, recognising a full disk.
     pub fn io(file: impl Into<String>, op: &'static str, source: io::Error) -> Error {
         let file = file.into();

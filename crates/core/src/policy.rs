@@ -10,6 +10,8 @@ pub struct Head {
     pub version: u64,
     /// Increments since the head's full version (0 when the head is full).
     pub chain_depth: u32,
+    /// The head file's `meta_crc`, which binds the next increment to exactly this file.
+    pub meta_crc: u32,
 }
 
 /// Every `full_every`-th checkpoint is full (paper 002: 1 full : 9 incremental by default).
@@ -98,6 +100,7 @@ mod tests {
             head = Some(Head {
                 version: v,
                 chain_depth: depth,
+                meta_crc: 0,
             });
         }
         let fulls: Vec<usize> = (0..21).filter(|&i| kinds[i] == Full).collect();
@@ -107,7 +110,8 @@ mod tests {
             next_kind(
                 Some(Head {
                     version: 3,
-                    chain_depth: 0
+                    chain_depth: 0,
+                    meta_crc: 0,
                 }),
                 1
             ),

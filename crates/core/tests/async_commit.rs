@@ -275,7 +275,7 @@ fn set_gate(g: &(Mutex<bool>, Condvar), closed: bool) {
 
 /// Pages of `version` in the order the committer wrote them.
 fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
-    let ov = catalog::open(e.store(), version).unwrap();
+    let ov = e.catalog().open(version).unwrap();
     ov.meta
         .runs
         .iter()

@@ -1,6 +1,6 @@
 //! Every format version stays readable: a store written by each is checked in under
 //! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
-//! ickpt 0.1.0, v2 since issue 3). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
+//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
 //! format version N, once, when that version is new.
 
 mod common;
@@ -38,6 +38,11 @@ fn format_v1_fixture_still_restores() {
 #[test]
 fn format_v2_fixture_still_restores() {
     check_fixture(2);
+}
+
+#[test]
+fn format_v3_fixture_still_restores() {
+    check_fixture(3);
 }
 
 fn check_fixture(format: u16) {
@@ -120,8 +125,18 @@ fn check_fixture(format: u16) {
     assert_eq!(report.versions, vec![1, 2, 3]);
     for v in 1..=3 {
         let store = ickpt::store::DirStore::open_read(&copy).unwrap();
-        let ov = ickpt::catalog::open(&store, v).unwrap();
+        let ov = ickpt::catalog::Catalog::new(&store)
+            .unwrap()
+            .open(v)
+            .unwrap();
         assert_eq!(ov.meta.header.format_version, format);
         assert_eq!(ov.meta.stats.is_some(), format >= 2, "v{v}: commit stats");
+        assert_eq!(
+            ov.meta.header.store_id.is_some(),
+            format >= 3,
+            "v{v}: store id"
+        );
+        let bound = ov.meta.header.parent_meta_crc != 0;
+        assert_eq!(bound, format >= 3 && v > 1, "v{v}: parent checksum");
     }
 }

@@ -8,13 +8,41 @@ pub const MAGIC: [u8; 8] = *b"\x89ICKPT\r\n";
 /// First 8 bytes of the footer, the last 64 bytes of the file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"ICKPTEND";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 
-pub const HEADER_LEN: usize = 64;
+/// Header bytes of the format this crate writes (version 3 on); versions 1 and 2 have
+/// [`HEADER_LEN_V1`].
+pub const HEADER_LEN: usize = 96;
+pub const HEADER_LEN_V1: usize = 64;
 pub const REGION_ENTRY_LEN: usize = 32;
 pub const RUN_ENTRY_LEN: usize = 24;
 pub const FOOTER_LEN: usize = 64;
 pub const STATS_LEN: usize = 80;
+
+/// Header bytes of a file of `format_version`.
+pub fn header_len_for(format_version: u16) -> usize {
+    if format_version >= 3 {
+        HEADER_LEN
+    } else {
+        HEADER_LEN_V1
+    }
+}
+
+/// Limits the reader holds every file to, whatever its size claims, so that a crafted or
+/// damaged file can never make it allocate without bound. The writer never exceeds them
+/// (the engine refuses to protect more).
+pub mod limits {
+    /// Regions in one version's table (a table of 32 MiB).
+    pub const MAX_REGIONS: u32 = 1 << 20;
+    /// Pages in one version, and so in one region: 1 TiB of 4 KiB pages. A page costs 4
+    /// bytes of CRC table and at most 24 of run index in memory while a version is read.
+    pub const MAX_PAGES: u64 = 1 << 28;
+    /// Smallest and largest page size (4 KiB and 64 KiB base pages).
+    pub const MIN_PAGE_SIZE: u32 = 1 << 12;
+    pub const MAX_PAGE_SIZE: u32 = 1 << 16;
+    /// Highest version number, far beyond any store's life, so `version + 1` never overflows.
+    pub const MAX_VERSION: u64 = 1 << 62;
+}
 
 /// Bytes of commit-stats block a file of `format_version` carries: v1 files have none.
 pub(crate) fn stats_len_for(format_version: u16) -> usize {
@@ -152,6 +180,10 @@ pub struct CommitStats {
     /// First writes after the previous version's commit and before this checkpoint's request:
     /// the previous version's AFTER count, known only once this version is taken.
     pub after_previous: u64,
+    /// The version whose AFTER count `after_previous` is: the one this process committed
+    /// just before. 0 when there is none (the process's first checkpoint, or the first after
+    /// a restore or a failed commit), and in format 2 files, which do not record it.
+    pub previous_version: u64,
 }
 
 impl Default for CommitStats {
@@ -168,11 +200,12 @@ impl Default for CommitStats {
             wait_pages: 0,
             avoided_pages: 0,
             after_previous: 0,
+            previous_version: 0,
         }
     }
 }
 
-/// Bytes 0..64 of a version file.
+/// The first bytes of a version file: 96 (format 3), 64 (formats 1 and 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
     pub format_version: u16,
@@ -188,6 +221,12 @@ pub struct Header {
     pub created_unix_ns: u64,
     /// Where page data starts: the region table's end rounded up to the page size.
     pub data_offset: u64,
+    /// The identity of the store that wrote the file (format 3 on; None before): a file
+    /// from another store never joins this store's chains.
+    pub store_id: Option<[u8; 16]>,
+    /// The parent's `meta_crc` (format 3 incremental versions; 0 otherwise): the chain is
+    /// bound file to file, so a stale or foreign file with the parent's number is refused.
+    pub parent_meta_crc: u32,
 }
 
 /// One protected region as it stood at the checkpoint.
@@ -248,8 +287,9 @@ fn put(b: &mut [u8], at: usize, v: &[u8]) {
 }
 
 impl Header {
-    pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut b = [0u8; HEADER_LEN];
+    /// The header's bytes: [`header_len_for`] its format version.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; header_len_for(self.format_version)];
         put(&mut b, 0, &MAGIC);
         put(&mut b, 8, &self.format_version.to_le_bytes());
         b[10] = self.kind.code();
@@ -260,15 +300,28 @@ impl Header {
         put(&mut b, 36, &self.region_count.to_le_bytes());
         put(&mut b, 40, &self.created_unix_ns.to_le_bytes());
         put(&mut b, 48, &self.data_offset.to_le_bytes());
+        if self.format_version >= 3 {
+            put(&mut b, 64, &self.store_id.unwrap_or_default());
+            put(&mut b, 80, &self.parent_meta_crc.to_le_bytes());
+        }
         b
+    }
+
+    /// The format version of a file whose first 64 bytes are `b`, to know how long its
+    /// header is; every check is [`decode`](Self::decode)'s.
+    pub fn peek_format_version(b: &[u8]) -> u16 {
+        if b.len() < 10 {
+            return 0;
+        }
+        u16_at(b, 8)
     }
 
     /// Decode and check every field that can be checked without the rest of the file.
     pub fn decode(b: &[u8]) -> Result<Header, FormatError> {
-        if b.len() < HEADER_LEN {
+        if b.len() < HEADER_LEN_V1 {
             return Err(FormatError::corrupt(
                 0,
-                "file is shorter than the 64-byte header",
+                format!("file is shorter than the {HEADER_LEN_V1}-byte header"),
             ));
         }
         if b[0..8] != MAGIC {
@@ -287,24 +340,35 @@ impl Header {
                 supported: FORMAT_VERSION,
             });
         }
+        let header_len = header_len_for(format_version);
+        if b.len() < header_len {
+            return Err(FormatError::corrupt(
+                0,
+                format!("file is shorter than the {header_len}-byte header"),
+            ));
+        }
         let kind = match b[10] {
             0 => Kind::Full,
             1 => Kind::Incremental,
             k => return Err(FormatError::corrupt(10, format!("unknown kind {k}"))),
         };
-        if b[11] != 0 || u64_at(b, 56) != 0 {
+        let reserved = [11..12, 56..64, 84..header_len.max(84)];
+        if let Some(at) = reserved.into_iter().flatten().find(|&i| b[i] != 0) {
             return Err(FormatError::corrupt(
-                11,
+                at as u64,
                 "reserved header bytes are not zero",
             ));
         }
         let page_size = u32_at(b, 12);
-        if !page_size.is_power_of_two() || !(512..=(1 << 30)).contains(&page_size) {
+        if !page_size.is_power_of_two()
+            || !(limits::MIN_PAGE_SIZE..=limits::MAX_PAGE_SIZE).contains(&page_size)
+        {
             return Err(FormatError::corrupt(
                 12,
                 format!("implausible page size {page_size}"),
             ));
         }
+        let v3 = format_version >= 3;
         let h = Header {
             format_version,
             kind,
@@ -315,12 +379,27 @@ impl Header {
             region_count: u32_at(b, 36),
             created_unix_ns: u64_at(b, 40),
             data_offset: u64_at(b, 48),
+            store_id: v3.then(|| b[64..80].try_into().expect("16 bytes")),
+            parent_meta_crc: if v3 { u32_at(b, 80) } else { 0 },
         };
-        if h.version == 0 {
-            return Err(FormatError::corrupt(16, "version number 0"));
+        if h.version == 0 || h.version > limits::MAX_VERSION {
+            return Err(FormatError::corrupt(
+                16,
+                format!("implausible version number {}", h.version),
+            ));
+        }
+        if h.region_count > limits::MAX_REGIONS {
+            return Err(FormatError::corrupt(
+                36,
+                format!(
+                    "{} regions: more than the {} a version may hold",
+                    h.region_count,
+                    limits::MAX_REGIONS
+                ),
+            ));
         }
         match h.kind {
-            Kind::Full if h.parent != 0 || h.chain_depth != 0 => {
+            Kind::Full if h.parent != 0 || h.chain_depth != 0 || h.parent_meta_crc != 0 => {
                 return Err(FormatError::corrupt(24, "full version with a parent"));
             }
             Kind::Incremental if h.parent == 0 || h.parent >= h.version || h.chain_depth == 0 => {
@@ -331,7 +410,7 @@ impl Header {
             }
             _ => {}
         }
-        if h.data_offset != Self::data_offset_for(h.region_count, h.page_size) {
+        if h.data_offset != Self::data_offset_for(format_version, h.region_count, h.page_size) {
             return Err(FormatError::corrupt(
                 48,
                 "data offset does not follow the region table",
@@ -341,9 +420,15 @@ impl Header {
     }
 
     /// The region table's end, rounded up to a page so page data is page-aligned in the file.
-    pub fn data_offset_for(region_count: u32, page_size: u32) -> u64 {
-        let end = (HEADER_LEN + region_count as usize * REGION_ENTRY_LEN) as u64;
+    pub fn data_offset_for(format_version: u16, region_count: u32, page_size: u32) -> u64 {
+        let end =
+            header_len_for(format_version) as u64 + region_count as u64 * REGION_ENTRY_LEN as u64;
         end.div_ceil(page_size as u64) * page_size as u64
+    }
+
+    /// Bytes of header this file has.
+    pub fn byte_len(&self) -> usize {
+        header_len_for(self.format_version)
     }
 }
 
@@ -376,13 +461,21 @@ impl RegionEntry {
                 "region born after this version",
             ));
         }
-        if r.length == 0 || r.length > (1u64 << 56) {
-            return Err(FormatError::corrupt(at + 16, "implausible region length"));
-        }
         if r.page_offset >= header.page_size {
             return Err(FormatError::corrupt(
                 at + 24,
                 "region page offset beyond a page",
+            ));
+        }
+        // A region must fit one version, which stores it whole when it is born.
+        if r.length == 0 || r.page_count(header.page_size) > limits::MAX_PAGES {
+            return Err(FormatError::corrupt(
+                at + 16,
+                format!(
+                    "implausible region length {} (more than {} pages)",
+                    r.length,
+                    limits::MAX_PAGES
+                ),
             ));
         }
         Ok(r)
@@ -430,11 +523,13 @@ impl CommitStats {
         put(&mut b, 48, &self.wait_pages.to_le_bytes());
         put(&mut b, 56, &self.avoided_pages.to_le_bytes());
         put(&mut b, 64, &self.after_previous.to_le_bytes());
+        put(&mut b, 72, &self.previous_version.to_le_bytes());
         b
     }
 
-    /// Decode the block that starts at file offset `at`.
-    pub fn decode(b: &[u8], at: u64) -> Result<CommitStats, FormatError> {
+    /// Decode the block that starts at file offset `at` in a file of `format_version`
+    /// (`previous_version` is reserved, and zero, before version 3).
+    pub fn decode(b: &[u8], at: u64, format_version: u16) -> Result<CommitStats, FormatError> {
         if b.len() < STATS_LEN {
             return Err(FormatError::corrupt(at, "commit stats block is short"));
         }
@@ -460,7 +555,8 @@ impl CommitStats {
                 format!("unknown backend {backend}"),
             ));
         }
-        if let Some(i) = (3..8).chain(72..80).find(|&i| b[i] != 0) {
+        let reserved_tail = if format_version >= 3 { 80..80 } else { 72..80 };
+        if let Some(i) = (3..8).chain(reserved_tail).find(|&i| b[i] != 0) {
             return Err(FormatError::corrupt(
                 at + i as u64,
                 "reserved commit stats bytes are not zero",
@@ -478,6 +574,7 @@ impl CommitStats {
             wait_pages: u64_at(b, 48),
             avoided_pages: u64_at(b, 56),
             after_previous: u64_at(b, 64),
+            previous_version: u64_at(b, 72),
         })
     }
 }

@@ -1,5 +1,5 @@
-//! The ickpt on-disk format, version 2 (reads version 1 too): one self-describing file per
-//! checkpoint version.
+//! The ickpt on-disk format, version 3 (reads versions 1 and 2 too): one self-describing file
+//! per checkpoint version.
 //!
 //! `docs/FORMAT.md` holds the byte diagram; the structs in [`layout`] mirror it field for field.
 //! This crate only turns bytes into checked values and back. It never touches memory protection
@@ -14,13 +14,13 @@ mod writer;
 
 pub use error::FormatError;
 pub use layout::{
-    backend_code, backend_name, CommitMode, CommitStats, FlushOrder, Footer, Header, Kind,
-    RegionEntry, Run, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, HEADER_LEN, MAGIC,
-    REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
+    backend_code, backend_name, header_len_for, limits, CommitMode, CommitStats, FlushOrder,
+    Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, HEADER_LEN,
+    HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
 };
 pub use reader::{read_meta, ReadAt, VersionMeta};
 pub use verify::{verify_data, VerifyProgress};
-pub use writer::VersionLayout;
+pub use writer::{NewVersion, VersionLayout};
 
 /// CRC-32C (Castagnoli), hardware-accelerated where the CPU has it.
 pub fn crc(bytes: &[u8]) -> u32 {

@@ -3,8 +3,8 @@
 //! or read out of bounds.
 
 use crate::layout::{
-    stats_len_for, CommitStats, Footer, Header, RegionEntry, Run, FOOTER_LEN, HEADER_LEN,
-    REGION_ENTRY_LEN, RUN_ENTRY_LEN,
+    header_len_for, limits, stats_len_for, CommitStats, Footer, Header, RegionEntry, Run,
+    FOOTER_LEN, HEADER_LEN_V1, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
 };
 use crate::FormatError;
 use std::sync::Arc;
@@ -71,26 +71,83 @@ impl VersionMeta {
     }
 }
 
-fn read(src: &dyn ReadAt, offset: u64, len: u64) -> Result<Vec<u8>, FormatError> {
-    let mut buf = vec![0u8; len as usize];
-    src.read_exact_at(&mut buf, offset)
-        .map_err(|e| FormatError::Io {
-            offset,
-            source: Arc::new(e),
+/// Room for `len` bytes, or an error instead of an abort when the allocator refuses.
+pub(crate) fn buffer(len: u64, at: u64) -> Result<Vec<u8>, FormatError> {
+    let mut buf = Vec::new();
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| buf.try_reserve_exact(n).ok())
+        .ok_or_else(|| {
+            FormatError::corrupt(
+                at,
+                format!("needs {len} bytes of memory to read; too large"),
+            )
         })?;
+    buf.resize(len as usize, 0);
     Ok(buf)
 }
 
-/// Read and check header, region table, index, page-CRC table, commit stats and footer.
-pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatError> {
-    let min = (HEADER_LEN + FOOTER_LEN) as u64;
-    if file_len < min {
-        return Err(FormatError::corrupt(
-            file_len,
-            format!("file is {file_len} bytes, shorter than header and footer ({min})"),
-        ));
+/// A vector with room for `n` items, or an error instead of an abort.
+pub(crate) fn vec_for<T>(n: u64, at: u64) -> Result<Vec<T>, FormatError> {
+    let mut v = Vec::new();
+    usize::try_from(n)
+        .ok()
+        .and_then(|n| v.try_reserve_exact(n).ok())
+        .ok_or_else(|| FormatError::corrupt(at, format!("{n} entries: too many to hold")))?;
+    Ok(v)
+}
+
+fn read(src: &dyn ReadAt, offset: u64, len: u64) -> Result<Vec<u8>, FormatError> {
+    let mut buf = buffer(len, offset)?;
+    read_into(src, &mut buf, offset)?;
+    Ok(buf)
+}
+
+fn read_into(src: &dyn ReadAt, buf: &mut [u8], offset: u64) -> Result<(), FormatError> {
+    src.read_exact_at(buf, offset).map_err(|e| FormatError::Io {
+        offset,
+        source: Arc::new(e),
+    })
+}
+
+/// CRC-32C of `len` bytes at `offset` continuing `crc`, read through a bounded buffer, so a
+/// damaged count cannot make the check itself allocate.
+fn crc_of_range(src: &dyn ReadAt, crc: u32, offset: u64, len: u64) -> Result<u32, FormatError> {
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = vec![0u8; CHUNK.min(len) as usize];
+    let mut crc = crc;
+    let mut at = offset;
+    while at < offset + len {
+        let n = CHUNK.min(offset + len - at) as usize;
+        read_into(src, &mut buf[..n], at)?;
+        crc = crate::crc_append(crc, &buf[..n]);
+        at += n as u64;
     }
-    let header = Header::decode(&read(src, 0, HEADER_LEN as u64)?)?;
+    Ok(crc)
+}
+
+/// Read and check header, region table, index, page-CRC table, commit stats and footer.
+///
+/// Nothing is allocated in proportion to a count before the count is checked against the
+/// file's size and [`limits`](crate::limits), and before the metadata checksum over the
+/// bytes holding it matches (computed through a fixed buffer); allocations that are still
+/// refused become errors.
+pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatError> {
+    let short = |need: usize| {
+        FormatError::corrupt(
+            file_len,
+            format!("file is {file_len} bytes, shorter than its header and footer ({need})"),
+        )
+    };
+    if file_len < (HEADER_LEN_V1 + FOOTER_LEN) as u64 {
+        return Err(short(HEADER_LEN_V1 + FOOTER_LEN));
+    }
+    let first = read(src, 0, HEADER_LEN_V1 as u64)?;
+    let header_len = header_len_for(Header::peek_format_version(&first));
+    if file_len < (header_len + FOOTER_LEN) as u64 {
+        return Err(short(header_len + FOOTER_LEN));
+    }
+    let header = Header::decode(&read(src, 0, header_len as u64)?)?;
     let footer_at = file_len - FOOTER_LEN as u64;
     if header.data_offset > footer_at {
         return Err(FormatError::corrupt(
@@ -132,10 +189,25 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     {
         return Err(bad_index());
     }
+    if footer.page_count > limits::MAX_PAGES {
+        return Err(FormatError::corrupt(
+            footer_at + 24,
+            format!(
+                "{} pages: more than the {} a version may hold",
+                footer.page_count,
+                limits::MAX_PAGES
+            ),
+        ));
+    }
 
-    let prefix = read(src, 0, header.data_offset)?;
-    let trailer = read(src, footer.index_offset, file_len - 4 - footer.index_offset)?;
-    let computed = crate::crc_append(crate::crc(&prefix), &trailer);
+    let meta_end = file_len - 4;
+    let computed = crc_of_range(src, 0, 0, header.data_offset)?;
+    let computed = crc_of_range(
+        src,
+        computed,
+        footer.index_offset,
+        meta_end - footer.index_offset,
+    )?;
     if computed != footer.meta_crc {
         return Err(FormatError::corrupt(
             footer_at + 60,
@@ -146,33 +218,33 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         ));
     }
 
-    let mut regions = Vec::with_capacity(header.region_count as usize);
-    for i in 0..header.region_count as usize {
-        let at = HEADER_LEN + i * REGION_ENTRY_LEN;
+    // The table is bounded by MAX_REGIONS; the padding after it (under a page) is read in
+    // the same call.
+    let prefix = read(src, 0, header.data_offset)?;
+    let table_end = header_len + header.region_count as usize * REGION_ENTRY_LEN;
+    let mut regions: Vec<RegionEntry> = vec_for(header.region_count as u64, 36)?;
+    for at in (header_len..table_end).step_by(REGION_ENTRY_LEN) {
         let r = RegionEntry::decode(&prefix[at..at + REGION_ENTRY_LEN], at as u64, &header)?;
-        if regions.iter().any(|o: &RegionEntry| o.id == r.id) {
-            return Err(FormatError::corrupt(
-                at as u64,
-                format!("region id {} twice", r.id),
-            ));
-        }
         regions.push(r);
     }
-    if prefix[HEADER_LEN + regions.len() * REGION_ENTRY_LEN..]
-        .iter()
-        .any(|&b| b != 0)
-    {
+    check_unique_ids(&regions, header_len)?;
+    if let Some(i) = prefix[table_end..].iter().position(|&b| b != 0) {
         return Err(FormatError::corrupt(
-            (HEADER_LEN + regions.len() * REGION_ENTRY_LEN) as u64,
+            (table_end + i) as u64,
             "padding before page data is not zero",
         ));
     }
+    drop(prefix);
 
-    let mut runs = Vec::with_capacity(footer.run_count as usize);
+    let trailer = read(src, footer.index_offset, meta_end - footer.index_offset)?;
+    let mut runs: Vec<Run> = vec_for(footer.run_count, footer_at + 16)?;
     let mut next_data = header.data_offset;
-    for i in 0..footer.run_count as usize {
+    for (i, entry) in trailer[..footer.run_count as usize * RUN_ENTRY_LEN]
+        .chunks_exact(RUN_ENTRY_LEN)
+        .enumerate()
+    {
         let at = footer.index_offset + (i * RUN_ENTRY_LEN) as u64;
-        let run = Run::decode(&trailer[i * RUN_ENTRY_LEN..(i + 1) * RUN_ENTRY_LEN]);
+        let run = Run::decode(entry);
         let region = regions.get(run.region_index as usize).ok_or_else(|| {
             FormatError::corrupt(at, format!("run names region index {}", run.region_index))
         })?;
@@ -209,16 +281,19 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     check_coverage(&header, &regions, &runs, footer.index_offset)?;
     let crc_at = footer.run_count as usize * RUN_ENTRY_LEN;
     let stats_at = crc_at + footer.page_count as usize * 4;
-    let page_crcs = trailer[crc_at..stats_at]
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .collect();
+    let mut page_crcs: Vec<u32> = vec_for(footer.page_count, footer_at + 24)?;
+    page_crcs.extend(
+        trailer[crc_at..stats_at]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+    );
     let stats = if stats_len == 0 {
         None
     } else {
         Some(CommitStats::decode(
             &trailer[stats_at..stats_at + stats_len as usize],
             footer.index_offset + stats_at as u64,
+            header.format_version,
         )?)
     };
     Ok(VersionMeta {
@@ -231,6 +306,21 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     })
 }
 
+/// Region ids are unique within a table. Sorting a copy of the ids keeps this O(n log n) for
+/// the largest tables the limits allow.
+fn check_unique_ids(regions: &[RegionEntry], header_len: usize) -> Result<(), FormatError> {
+    let mut ids: Vec<(u64, usize)> = vec_for(regions.len() as u64, 36)?;
+    ids.extend(regions.iter().enumerate().map(|(i, r)| (r.id, i)));
+    ids.sort_unstable();
+    match ids.windows(2).find(|w| w[0].0 == w[1].0) {
+        Some(w) => Err(FormatError::corrupt(
+            (header_len + w[1].1 * REGION_ENTRY_LEN) as u64,
+            format!("region id {} twice", w[0].0),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// No page is stored twice, and a region that must be stored whole (full version, or first
 /// stored in this version) is. Works on the runs alone, so memory is bounded by the file size
 /// whatever lengths the region table claims.
@@ -240,9 +330,11 @@ fn check_coverage(
     runs: &[Run],
     index_offset: u64,
 ) -> Result<(), FormatError> {
-    let mut order: Vec<usize> = (0..runs.len()).collect();
+    let mut order: Vec<usize> = vec_for(runs.len() as u64, index_offset)?;
+    order.extend(0..runs.len());
     order.sort_unstable_by_key(|&i| (runs[i].region_index, runs[i].first_page));
-    let mut stored = vec![0u64; regions.len()];
+    let mut stored: Vec<u64> = vec_for(regions.len() as u64, index_offset)?;
+    stored.resize(regions.len(), 0);
     for (k, &i) in order.iter().enumerate() {
         let r = &runs[i];
         if let Some(&j) = k.checked_sub(1).map(|p| &order[p]) {
@@ -262,7 +354,7 @@ fn check_coverage(
         let must_be_whole = header.kind == crate::Kind::Full || r.born == header.version;
         if must_be_whole && n != r.page_count(header.page_size) {
             return Err(FormatError::corrupt(
-                HEADER_LEN as u64,
+                header.byte_len() as u64,
                 format!(
                     "region {} is new or the version is full, but pages are missing",
                     r.id

@@ -18,29 +18,38 @@ pub struct VersionLayout {
     stats: CommitStats,
 }
 
+/// What the header of a new version says about it; the rest follows from its regions.
+#[derive(Debug, Clone, Copy)]
+pub struct NewVersion {
+    pub kind: Kind,
+    pub page_size: u32,
+    pub version: u64,
+    /// 0 for a full version.
+    pub parent: u64,
+    pub chain_depth: u32,
+    /// The parent file's `meta_crc`; 0 for a full version.
+    pub parent_meta_crc: u32,
+    pub store_id: [u8; 16],
+    pub created_unix_ns: u64,
+}
+
 impl VersionLayout {
-    pub fn new(
-        kind: Kind,
-        page_size: u32,
-        version: u64,
-        parent: u64,
-        chain_depth: u32,
-        created_unix_ns: u64,
-        regions: Vec<RegionEntry>,
-    ) -> Self {
+    pub fn new(v: NewVersion, regions: Vec<RegionEntry>) -> Self {
         let region_count = u32::try_from(regions.len()).expect("fewer than 2^32 regions");
-        let data_offset = Header::data_offset_for(region_count, page_size);
+        let data_offset = Header::data_offset_for(FORMAT_VERSION, region_count, v.page_size);
         VersionLayout {
             header: Header {
                 format_version: FORMAT_VERSION,
-                kind,
-                page_size,
-                version,
-                parent,
-                chain_depth,
+                kind: v.kind,
+                page_size: v.page_size,
+                version: v.version,
+                parent: v.parent,
+                chain_depth: v.chain_depth,
                 region_count,
-                created_unix_ns,
+                created_unix_ns: v.created_unix_ns,
                 data_offset,
+                store_id: Some(v.store_id),
+                parent_meta_crc: v.parent_meta_crc,
             },
             regions,
             runs: Vec::new(),
@@ -108,6 +117,8 @@ impl VersionLayout {
     }
 
     /// Index, page-CRC table, commit stats and footer: what follows the last page of data.
+    /// Its last four bytes are the file's `meta_crc`, which a child version records
+    /// ([`meta_crc_of_trailer`](Self::meta_crc_of_trailer)).
     pub fn trailer(&self) -> Vec<u8> {
         let index_offset = self.data_end;
         let mut b = Vec::with_capacity(
@@ -133,5 +144,15 @@ impl VersionLayout {
         b.extend_from_slice(&meta_crc.to_le_bytes());
         debug_assert_eq!(index_offset + b.len() as u64, file_length);
         b
+    }
+
+    /// The `meta_crc` a [`trailer`](Self::trailer) ends with.
+    pub fn meta_crc_of_trailer(trailer: &[u8]) -> u32 {
+        let n = trailer.len();
+        u32::from_le_bytes(
+            trailer[n - 4..]
+                .try_into()
+                .expect("a trailer ends with its CRC"),
+        )
     }
 }

@@ -2,15 +2,16 @@
 //! file fail `read_meta` or `verify_data`, never yield different pages silently.
 
 use ickpt_format::{
-    read_meta, verify_data, Kind, RegionEntry, VersionLayout, FORMAT_VERSION, STATS_LEN,
+    limits, read_meta, verify_data, RegionEntry, VersionLayout, FORMAT_VERSION, HEADER_LEN,
+    STATS_LEN,
 };
 
 mod common;
-use common::{busy_stats as sample_stats, two_regions, PS};
+use common::{busy_stats as sample_stats, increment, two_regions, PS, STORE};
 
 fn small_version() -> Vec<u8> {
     let regions = two_regions(2);
-    let mut l = VersionLayout::new(Kind::Incremental, PS as u32, 2, 1, 1, 1234, regions);
+    let mut l = VersionLayout::new(increment(2, 1, 0xC0FFEE), regions);
     let mut data = Vec::new();
     for (region, page, fill) in [(0u32, 1u64, 0xA1u8), (1, 0, 0xB2)] {
         let page_bytes: Vec<u8> = (0..PS).map(|i| fill ^ (i as u8)).collect();
@@ -39,6 +40,14 @@ fn intact_file_passes_and_reads_back() {
     assert_eq!(m.runs[0].first_page, 1);
     assert_eq!(m.region_by_id(9).unwrap().1.page_offset, 17);
     assert_eq!(m.header.format_version, FORMAT_VERSION);
+    assert_eq!(m.header.store_id, Some(STORE));
+    assert_eq!(m.header.parent_meta_crc, 0xC0FFEE);
+    assert_eq!(
+        &f[64..80],
+        &STORE,
+        "the identity follows the v2 header fields"
+    );
+    assert_eq!(m.header.byte_len(), HEADER_LEN);
     assert_eq!(m.stats, Some(sample_stats()));
     // The block sits between the page-CRC table and the footer.
     let stats_at = m.footer.index_offset as usize + 2 * 24 + 2 * 4;
@@ -87,24 +96,40 @@ fn errors_name_an_offset() {
     assert!(e.to_string().contains("page 1 of region 3"), "{e}");
 }
 
-#[test]
-fn huge_claimed_lengths_cost_nothing_and_far_pages_do_not_panic() {
-    // A valid (checksummed) incremental version whose region claims 2^56 bytes and stores a
-    // page far past 2^32: the reader must check it without allocating per claimed page.
+/// An incremental version storing one page of a region that claims `length` bytes.
+fn one_page_of(length: u64, page: u64) -> Vec<u8> {
     let regions = vec![RegionEntry {
         id: 1,
         born: 1,
-        length: 1 << 56,
+        length,
         page_offset: 0,
     }];
-    let mut l = VersionLayout::new(Kind::Incremental, PS as u32, 2, 1, 1, 0, regions);
-    let page = vec![7u8; PS];
-    l.push_page(0, (u32::MAX as u64) + 5, ickpt_format::crc(&page));
+    let mut l = VersionLayout::new(increment(2, 1, 0), regions);
+    let data = vec![7u8; PS];
+    l.push_page(0, page, ickpt_format::crc(&data));
     let mut f = l.prefix();
-    f.extend_from_slice(&page);
+    f.extend_from_slice(&data);
     f.extend_from_slice(&l.trailer());
+    f
+}
+
+#[test]
+fn a_region_larger_than_a_version_can_hold_is_rejected() {
+    // Outside testing: a region of 2^56 bytes in an increment (which need not store it
+    // whole) made a restore allocate terabytes. A region must fit the version that stores
+    // it whole, so the reader refuses it before anything is sized by it.
+    let f = one_page_of(1 << 56, 0);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("implausible region length"), "{e}");
+    assert_eq!(e.offset(), Some((HEADER_LEN + 16) as u64));
+}
+
+#[test]
+fn the_largest_region_and_its_last_page_read_without_allocating_per_page() {
+    let pages = limits::MAX_PAGES;
+    let f = one_page_of(pages * PS as u64, pages - 1);
     let m = read_meta(&f, f.len() as u64).unwrap();
-    assert_eq!(m.runs[0].first_page, u32::MAX as u64 + 5);
+    assert_eq!(m.runs[0].first_page, pages - 1);
     verify_data(&m, &f, &mut |_, _| {}).unwrap();
 }
 
@@ -116,7 +141,7 @@ fn a_page_stored_twice_is_rejected() {
         length: (4 * PS) as u64,
         page_offset: 0,
     }];
-    let mut l = VersionLayout::new(Kind::Incremental, PS as u32, 2, 1, 1, 0, regions);
+    let mut l = VersionLayout::new(increment(2, 1, 0), regions);
     let page = vec![1u8; PS];
     for p in [2u64, 0, 2] {
         l.push_page(0, p, ickpt_format::crc(&page));

@@ -1,15 +1,15 @@
-//! The commit-stats block of format version 2, and version 1 files (which have none) still
-//! reading.
+//! The commit-stats block (format version 2 on; `previous_version` from 3), and files of
+//! versions 1 and 2 still reading.
 
 use ickpt_format::{
     backend_code, backend_name, crc, crc_append, read_meta, verify_data, CommitMode, CommitStats,
     FlushOrder, Footer, FormatError, Header, Kind, RegionEntry, Run, VersionLayout, FOOTER_LEN,
-    STATS_LEN,
+    HEADER_LEN_V1, STATS_LEN,
 };
 use proptest::prelude::*;
 
 mod common;
-use common::{busy_stats, two_regions, PS};
+use common::{busy_stats, full_version, two_regions, PS};
 
 fn regions() -> Vec<RegionEntry> {
     two_regions(1)
@@ -22,12 +22,14 @@ fn page(fill: u8) -> Vec<u8> {
     (0..PS).map(|i| fill ^ (i as u8)).collect()
 }
 
-/// A version 1 file, encoded the way ickpt 0.1.0 wrote it: no stats block, so the trailer
-/// is the run index, the page-CRC table and the footer.
-fn v1_file() -> Vec<u8> {
+/// A version in an older format (1 or 2), encoded the way ickpt wrote it then: a 64-byte
+/// header with no store identity or parent checksum; format 1 has no stats block, so its
+/// trailer is the run index, the page-CRC table and the footer.
+fn legacy_file(format_version: u16, stats: CommitStats) -> Vec<u8> {
+    assert!(format_version == 1 || format_version == 2);
     let regions = regions();
     let header = Header {
-        format_version: 1,
+        format_version,
         kind: Kind::Full,
         page_size: PS as u32,
         version: 1,
@@ -35,9 +37,12 @@ fn v1_file() -> Vec<u8> {
         chain_depth: 0,
         region_count: regions.len() as u32,
         created_unix_ns: 1234,
-        data_offset: Header::data_offset_for(regions.len() as u32, PS as u32),
+        data_offset: Header::data_offset_for(format_version, regions.len() as u32, PS as u32),
+        store_id: None,
+        parent_meta_crc: 0,
     };
-    let mut f = header.encode().to_vec();
+    let mut f = header.encode();
+    assert_eq!(f.len(), HEADER_LEN_V1);
     for r in &regions {
         f.extend_from_slice(&r.encode());
     }
@@ -72,6 +77,9 @@ fn v1_file() -> Vec<u8> {
     for c in &crcs {
         trailer.extend_from_slice(&c.to_le_bytes());
     }
+    if format_version == 2 {
+        trailer.extend_from_slice(&stats.encode());
+    }
     let footer = Footer {
         index_offset,
         run_count: runs.len() as u64,
@@ -86,9 +94,21 @@ fn v1_file() -> Vec<u8> {
     f
 }
 
-/// The same version written by this crate's writer (format 2) with `stats`.
-fn v2_file(stats: CommitStats) -> Vec<u8> {
-    let mut l = VersionLayout::new(Kind::Full, PS as u32, 1, 0, 0, 1234, regions());
+fn v1_file() -> Vec<u8> {
+    legacy_file(1, CommitStats::default())
+}
+
+/// Format 2's stats block had no `previous_version` (bytes 72..80 were reserved).
+fn v2_stats() -> CommitStats {
+    CommitStats {
+        previous_version: 0,
+        ..busy_stats()
+    }
+}
+
+/// The same version written by this crate's writer (format 3) with `stats`.
+fn v3_file(stats: CommitStats) -> Vec<u8> {
+    let mut l = VersionLayout::new(full_version(), regions());
     let mut data = Vec::new();
     for (region_index, p, fill) in PAGES {
         let bytes = page(fill);
@@ -118,7 +138,7 @@ fn stats_offset(f: &[u8]) -> usize {
 }
 
 fn arb_stats() -> impl Strategy<Value = CommitStats> {
-    (any::<bool>(), any::<bool>(), 0u8..4, any::<[u64; 8]>()).prop_map(|(a, ad, backend, v)| {
+    (any::<bool>(), any::<bool>(), 0u8..4, any::<[u64; 9]>()).prop_map(|(a, ad, backend, v)| {
         CommitStats {
             mode: if a {
                 CommitMode::Async
@@ -139,6 +159,7 @@ fn arb_stats() -> impl Strategy<Value = CommitStats> {
             wait_pages: v[5],
             avoided_pages: v[6],
             after_previous: v[7],
+            previous_version: v[8],
         }
     })
 }
@@ -147,17 +168,35 @@ proptest! {
     #[test]
     fn stats_round_trip(s in arb_stats()) {
         let b = s.encode();
-        prop_assert_eq!(CommitStats::decode(&b, 0).unwrap(), s);
+        prop_assert_eq!(CommitStats::decode(&b, 0, 3).unwrap(), s);
     }
 }
 
 #[test]
 fn stats_round_trip_through_a_file() {
-    let f = v2_file(busy_stats());
+    let f = v3_file(busy_stats());
     let m = read_meta(&f, f.len() as u64).unwrap();
-    assert_eq!(m.header.format_version, 2);
+    assert_eq!(m.header.format_version, 3);
     assert_eq!(m.stats, Some(busy_stats()));
     verify_data(&m, &f, &mut |_, _| {}).unwrap();
+}
+
+#[test]
+fn a_v2_file_reads_with_its_stats() {
+    let f = legacy_file(2, v2_stats());
+    let m = read_meta(&f, f.len() as u64).unwrap();
+    assert_eq!(m.header.format_version, 2);
+    assert_eq!(m.header.store_id, None);
+    assert_eq!(m.header.parent_meta_crc, 0);
+    assert_eq!(m.stats, Some(v2_stats()));
+    verify_data(&m, &f, &mut |_, _| {}).unwrap();
+    // In format 2, the bytes format 3 gives to previous_version were reserved.
+    let mut g = f.clone();
+    let at = stats_offset(&g) + 72;
+    g[at] = 1;
+    reseal(&mut g);
+    let e = read_meta(&g, g.len() as u64).unwrap_err();
+    assert_eq!(e.offset(), Some(at as u64), "{e}");
 }
 
 #[test]
@@ -168,7 +207,7 @@ fn default_stats_are_sync_address_unknown_and_encode_to_zeros() {
     assert_eq!(backend_name(d.backend), "unknown");
     assert_eq!(d.encode(), [0u8; STATS_LEN]);
     // A layout nobody set stats on writes the default.
-    let l = VersionLayout::new(Kind::Full, PS as u32, 1, 0, 0, 0, vec![]);
+    let l = VersionLayout::new(full_version(), vec![]);
     let mut f = l.prefix();
     f.extend_from_slice(&l.trailer());
     assert_eq!(
@@ -210,17 +249,15 @@ fn unknown_codes_and_reserved_bytes_are_rejected_with_their_offset() {
         (2, 0xff, "backend"),
         (3, 1, "reserved"),
         (7, 0x80, "reserved"),
-        (72, 1, "reserved"),
-        (79, 0x80, "reserved"),
     ] {
         let mut b = good;
         b[byte] = value;
-        let e = CommitStats::decode(&b, 1000).unwrap_err();
+        let e = CommitStats::decode(&b, 1000, 3).unwrap_err();
         assert_eq!(e.offset(), Some(1000 + byte as u64), "{e}");
         assert!(e.to_string().contains(what), "{e}");
 
         // The same in a file whose checksum is right: read_meta names the file offset.
-        let mut f = v2_file(busy_stats());
+        let mut f = v3_file(busy_stats());
         let at = stats_offset(&f);
         f[at + byte] = value;
         reseal(&mut f);
@@ -240,16 +277,21 @@ fn a_v1_file_reads_with_no_stats() {
     assert_eq!(m.page_crcs.len(), 3);
     verify_data(&m, &f, &mut |_, _| {}).unwrap();
     // v1 is the v2 file minus the block, with the older version number.
-    let v2 = v2_file(CommitStats::default());
+    let v2 = legacy_file(2, CommitStats::default());
     assert_eq!(v2.len(), f.len() + STATS_LEN);
 }
 
 #[test]
-fn every_flipped_byte_of_a_v1_file_is_detected() {
-    let f = v1_file();
+fn every_flipped_byte_of_v1_and_v2_files_is_detected() {
+    for f in [v1_file(), legacy_file(2, v2_stats())] {
+        every_flip_detected(&f);
+    }
+}
+
+fn every_flip_detected(f: &[u8]) {
     for at in 0..f.len() {
         for bit in [0x01u8, 0x80] {
-            let mut g = f.clone();
+            let mut g = f.to_vec();
             g[at] ^= bit;
             let r = read_meta(&g, g.len() as u64).and_then(|m| verify_data(&m, &g, &mut |_, _| {}));
             assert!(
@@ -263,7 +305,7 @@ fn every_flipped_byte_of_a_v1_file_is_detected() {
 #[test]
 fn the_block_must_match_the_format_version() {
     // A v2 file relabelled v1 has 80 bytes the v1 trailer rule does not allow.
-    let mut f = v2_file(busy_stats());
+    let mut f = legacy_file(2, v2_stats());
     f[8..10].copy_from_slice(&1u16.to_le_bytes());
     reseal(&mut f);
     let e = read_meta(&f, f.len() as u64).unwrap_err();
@@ -276,17 +318,24 @@ fn the_block_must_match_the_format_version() {
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
 
-    // Version 3 is from the future.
-    let mut f = v2_file(busy_stats());
+    // A v2 file relabelled v3 lacks the longer header's fields: its region table sits where
+    // the v3 header's store identity is, and its data offset does not follow.
+    let mut f = legacy_file(2, v2_stats());
     f[8..10].copy_from_slice(&3u16.to_le_bytes());
+    reseal(&mut f);
+    assert!(read_meta(&f, f.len() as u64).is_err());
+
+    // Version 4 is from the future.
+    let mut f = v3_file(busy_stats());
+    f[8..10].copy_from_slice(&4u16.to_le_bytes());
     reseal(&mut f);
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(
         matches!(
             e,
             FormatError::UnsupportedVersion {
-                found: 3,
-                supported: 2
+                found: 4,
+                supported: 3
             }
         ),
         "{e}"

@@ -66,7 +66,7 @@ pub struct Args {
     #[arg(long)]
     csv: Option<PathBuf>,
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 #[derive(Clone, Copy)]

@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     reps: usize,
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
 }
 
 struct Case {

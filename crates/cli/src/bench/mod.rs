@@ -26,6 +26,16 @@ pub enum BenchCmd {
     Tracking(tracking::Args),
 }
 
+impl BenchCmd {
+    pub fn wants_json(&self) -> bool {
+        match self {
+            BenchCmd::Incremental(a) => a.json,
+            BenchCmd::Aickpt(a) => a.json,
+            BenchCmd::Tracking(a) => a.json,
+        }
+    }
+}
+
 pub fn run(cmd: BenchCmd) -> CmdResult {
     match cmd {
         BenchCmd::Incremental(a) => incremental::run(&a),

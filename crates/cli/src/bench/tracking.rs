@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long)]
     out: Option<PathBuf>,
     #[arg(long)]
-    json: bool,
+    pub(super) json: bool,
     /// Run one case in this process and print its result as JSON (used by the parent run).
     #[arg(long, hide = true)]
     case: Option<String>,

@@ -244,19 +244,28 @@ fn write_info(info: *mut ickpt_checkpoint_info, i: &crate::CheckpointInfo) {
     }
 }
 
-/// The newest committed version; ICKPT_ERR_NOT_FOUND when the store holds none.
+/// The newest version a restore accepts: its file and its chain pass every check (a stray,
+/// damaged or foreign file with a higher number is passed over). ICKPT_ERR_NOT_FOUND when
+/// no version does. Page data is checked as a restore reads it: to restart, prefer
+/// `ickpt_restore_latest`, which moves on to an older version if a page turns out damaged.
 #[no_mangle]
 pub extern "C" fn ickpt_latest(version: *mut u64) -> ickpt_result {
-    guard(|| {
-        let out = out_ptr(version, "version")?;
-        let v = with_engine(&ENGINE, |e| {
-            e.latest()?.ok_or_else(|| Error::NoCheckpoint {
-                dir: e.config().dir.display().to_string(),
-            })
-        })?;
-        *out = v;
-        Ok(())
-    })
+    guard(|| found_version(version, |e| e.latest()))
+}
+
+/// Write the version `pick` finds to `*out`, or fail with ICKPT_ERR_NOT_FOUND naming the
+/// store when it finds none.
+fn found_version(
+    out: *mut u64,
+    pick: impl FnOnce(&Engine) -> Result<Option<u64>, Error>,
+) -> Result<(), Error> {
+    let out = out_ptr(out, "version")?;
+    *out = with_engine(&ENGINE, |e| {
+        pick(e)?.ok_or_else(|| Error::NoCheckpoint {
+            dir: e.config().dir.display().to_string(),
+        })
+    })?;
+    Ok(())
 }
 
 /// Fill every protected region from `version`. The protected regions must match the
@@ -264,6 +273,55 @@ pub extern "C" fn ickpt_latest(version: *mut u64) -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_restore(version: u64) -> ickpt_result {
     guard(|| with_engine(&ENGINE, |e| e.restore(version).map(drop)))
+}
+
+/// The restart path: restore the newest version that restores completely, newest first,
+/// passing over versions whose files or chains fail their checks or whose pages turn out
+/// damaged while read. `*version` receives the version restored. ICKPT_ERR_NOT_FOUND when the
+/// store holds no version (a first run); ICKPT_ERR_CORRUPT when it holds versions but none
+/// restores (the message names the newest one's problem); ICKPT_ERR_REGION_MISMATCH at once
+/// when the protected regions differ from the newest version's.
+#[no_mangle]
+pub extern "C" fn ickpt_restore_latest(version: *mut u64) -> ickpt_result {
+    guard(|| found_version(version, |e| Ok(e.restore_latest()?.map(|i| i.version))))
+}
+
+/// The version files in the store, ascending, restorable or not: up to `capacity` numbers
+/// are written to `versions` (which may be NULL when `capacity` is 0) and `*count` receives
+/// how many there are, so a first call with capacity 0 sizes the array.
+/// `ickpt_check_version` tells whether a restore accepts one.
+#[no_mangle]
+pub extern "C" fn ickpt_list_versions(
+    versions: *mut u64,
+    capacity: usize,
+    count: *mut usize,
+) -> ickpt_result {
+    guard(|| {
+        let count = out_ptr(count, "count")?;
+        if versions.is_null() && capacity > 0 {
+            return Err(Error::InvalidArgument(
+                "versions is NULL but capacity is not 0".into(),
+            ));
+        }
+        let all = with_engine(&ENGINE, |e| e.catalog().versions())?;
+        if capacity > 0 {
+            // SAFETY: non-NULL, and the caller promises room for `capacity` u64s.
+            let out = unsafe { std::slice::from_raw_parts_mut(versions, capacity) };
+            for (o, v) in out.iter_mut().zip(&all) {
+                *o = *v;
+            }
+        }
+        *count = all.len();
+        Ok(())
+    })
+}
+
+/// ICKPT_OK when a restore of `version` would accept its file and its chain; otherwise the
+/// error that restore would return, with a message naming the file and the problem. Page
+/// data is read by the restore itself (or by `ickpt verify`), not here.
+#[no_mangle]
+pub extern "C" fn ickpt_check_version(version: u64) -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.catalog().chain(version).map(drop)))
 }
 
 /// Running totals since `ickpt_init`.

@@ -253,7 +253,10 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Track(crate::track::TrackError::Overlap(_)) => ICKPT_ERR_REGION_EXISTS,
         Error::RegionMismatch { .. } => ICKPT_ERR_REGION_MISMATCH,
         Error::NotFound { .. } | Error::NoCheckpoint { .. } => ICKPT_ERR_NOT_FOUND,
-        Error::Corrupt { .. } | Error::ChainBroken { .. } => ICKPT_ERR_CORRUPT,
+        Error::Corrupt { .. }
+        | Error::ChainBroken { .. }
+        | Error::Foreign { .. }
+        | Error::NoRestorable { .. } => ICKPT_ERR_CORRUPT,
         Error::Io { .. } => ICKPT_ERR_IO,
         Error::NoSpace { .. } => ICKPT_ERR_NO_SPACE,
         Error::Store(OpenError::NotAStore { .. } | OpenError::Missing { .. }) => {

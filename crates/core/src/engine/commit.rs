@@ -4,13 +4,14 @@
 //! (sync); the fault handler competes for the same pages through their atomic states.
 
 use super::{gc, CheckpointInfo, Phases};
+use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
-use crate::store::{version_name, Store, StoreWriter};
+use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::{mem, thread};
 use crate::track::pages::state;
 use crate::track::{bitmap, AccessCounts, Epoch, TrackedRegion, Tracker};
-use ickpt_format::{CommitStats, Kind, RegionEntry, VersionLayout};
+use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -33,6 +34,9 @@ pub(crate) struct Job {
     pub version: u64,
     pub kind: Kind,
     pub parent: u64,
+    /// The parent file's `meta_crc` (0 for a full version), recorded to bind the chain.
+    pub parent_meta_crc: u32,
+    pub store_id: StoreId,
     pub head: Head,
     pub entries: Vec<RegionEntry>,
     /// Sorted by region id, as `entries`.
@@ -68,7 +72,9 @@ pub(super) fn run(job: Job) -> Outcome {
         version,
         kind,
         parent,
-        head,
+        parent_meta_crc,
+        store_id,
+        mut head,
         entries,
         regions,
         priority,
@@ -96,12 +102,16 @@ pub(super) fn run(job: Job) -> Outcome {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let mut layout = VersionLayout::new(
-        kind,
-        ps as u32,
-        version,
-        parent,
-        head.chain_depth,
-        created,
+        NewVersion {
+            kind,
+            page_size: ps as u32,
+            version,
+            parent,
+            chain_depth: head.chain_depth,
+            parent_meta_crc,
+            store_id: store_id.0,
+            created_unix_ns: created,
+        },
         entries,
     );
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
@@ -160,7 +170,9 @@ pub(super) fn run(job: Job) -> Outcome {
     stats.avoided_pages = counts.avoided;
     stats.peak_cow_bytes = peak;
     layout.set_stats(stats);
-    sink.write(&layout.trailer());
+    let trailer = layout.trailer();
+    head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
+    sink.write(&trailer);
     if epoch.poisoned() && sink.err.is_none() {
         sink.err = Some(Error::CommitAborted { version });
     }
@@ -169,7 +181,10 @@ pub(super) fn run(job: Job) -> Outcome {
         if kind == Kind::Full {
             // A failure leaves extra old versions, never a broken one.
             let t = Instant::now();
-            let _ = gc::collect(&*store, keep_chains);
+            let _ = gc::collect(
+                &Catalog::with_identity(&*store, Some(store_id)),
+                keep_chains,
+            );
             phases.gc = t.elapsed();
         }
         CheckpointInfo {

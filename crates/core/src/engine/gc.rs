@@ -1,40 +1,34 @@
 //! Garbage collection of chains older than the configured number of full versions.
 
 use super::Engine;
-use crate::catalog;
+use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::policy;
-use crate::store::{version_name, Store};
-use ickpt_format::{Header, HEADER_LEN};
+use crate::store::version_name;
 
 impl Engine {
     /// Delete versions no restore of a kept chain can need. Returns what was deleted.
     pub fn collect_garbage(&self) -> Result<Vec<u64>> {
         let mut st = self.lock();
         self.settle(&mut st);
-        collect(&*self.store, self.cfg.keep_chains)
+        collect(&self.catalog(), self.cfg.keep_chains)
     }
 }
 
-/// Delete the versions of `store` that no restore of its `keep_chains` newest chains needs.
-pub(super) fn collect(store: &dyn Store, keep_chains: u32) -> Result<Vec<u64>> {
-    let mut known = Vec::new();
-    for v in catalog::versions(store)? {
-        // Headers are enough to see chains; a version whose header cannot be read is
-        // left alone for `verify` to report.
-        let Ok(file) = store.open(&version_name(v)) else {
-            continue;
-        };
-        let mut b = [0u8; HEADER_LEN];
-        if file.read_exact_at(&mut b, 0).is_err() {
-            continue;
-        }
-        if let Ok(h) = Header::decode(&b) {
-            if h.version == v {
-                known.push((v, h.kind, h.parent));
-            }
-        }
-    }
+/// Delete the versions that no restore of the `keep_chains` newest restorable chains needs.
+/// Only versions that pass the catalog's checks count or are deleted: a damaged or foreign
+/// file (a stray full version with a high number, say) neither pushes the store's own chains
+/// out nor is removed; `verify` reports it.
+pub(super) fn collect(catalog: &Catalog<'_>, keep_chains: u32) -> Result<Vec<u64>> {
+    let known: Vec<_> = catalog
+        .survey(None)?
+        .into_iter()
+        .filter_map(|s| {
+            let h = &s.summary.as_ref().filter(|_| s.problem.is_none())?.header;
+            Some((s.version, h.kind, h.parent))
+        })
+        .collect();
+    let store = catalog.store();
     let doomed = policy::collectable(&known, keep_chains);
     for &v in &doomed {
         let name = version_name(v);

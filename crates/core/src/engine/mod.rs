@@ -7,13 +7,16 @@ mod pending;
 mod restore;
 mod schedule;
 mod stats;
+mod versions;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
 use crate::catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
-use crate::store::{parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, ThrottledStore};
+use crate::store::{
+    parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, StoreId, ThrottledStore,
+};
 use crate::sys::{mem, page_size};
 use crate::track::{self, Backend, Epoch, Granularity, TrackedRegion, Tracker};
 use ickpt_format::{CommitMode, FlushOrder};
@@ -139,6 +142,9 @@ pub(crate) struct State {
     pub regions: BTreeMap<u64, RegionSlot>,
     /// What the next checkpoint increments; None when memory matches no stored version.
     pub head: Option<Head>,
+    /// The version this engine committed last, whose AFTER count the next version records;
+    /// None before the first commit and after a restore or a failed commit.
+    pub previous: Option<u64>,
     pub next_version: u64,
     pub stats: Stats,
     /// Pages are copied here before they are checksummed and written, so the stored bytes
@@ -153,6 +159,8 @@ pub(crate) struct State {
 pub struct Engine {
     cfg: Config,
     store: Arc<dyn Store>,
+    /// The store's identity, written into every version.
+    id: StoreId,
     tracker: Arc<dyn Tracker>,
     /// Shared with the fault handler and the committer.
     epoch: Arc<Epoch>,
@@ -205,6 +213,8 @@ impl Engine {
             ));
         }
         let tracker = track::select(cfg.backend)?;
+        let id = settle_identity(&*store)?;
+        // Past every name in the store, readable or not: a name is never reused.
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
         let epoch = Arc::new(
             Epoch::new(
@@ -235,11 +245,13 @@ impl Engine {
             huge_worker,
             cfg,
             store,
+            id,
             tracker,
             epoch,
             state: Mutex::new(State {
                 regions: BTreeMap::new(),
                 head: None,
+                previous: None,
                 next_version,
                 stats: Stats::default(),
                 staging: Vec::new(),
@@ -295,6 +307,7 @@ impl Engine {
             other => other.into(),
         };
         let tr = Arc::new(TrackedRegion::new(id, ptr, len, self.epoch.clone()).map_err(refused)?);
+        within_format_limits(&st, &tr)?;
         // A new region is stored whole by the next checkpoint: no need to trap its writes
         // until that checkpoint arms it.
         self.tracker.attach(&tr, false).map_err(refused)?;
@@ -357,11 +370,6 @@ impl Engine {
         // SAFETY: the mapping was made by `alloc` and the caller hands it back for good.
         unsafe { mem::unmap(p as *mut u8, len) }
             .map_err(|e| Error::io("anonymous memory", "munmap", e))
-    }
-
-    /// The newest committed version in the store.
-    pub fn latest(&self) -> Result<Option<u64>> {
-        Ok(catalog::versions(&*self.store)?.last().copied())
     }
 
     pub fn stats(&self) -> Stats {
@@ -436,4 +444,49 @@ impl Drop for Engine {
             }
         }
     }
+}
+
+/// The identity this engine writes into its versions: the one the store records; else the
+/// one its files carry (a marker lost or written before format 3), recorded now; else a new
+/// one for a new store.
+fn settle_identity(store: &dyn Store) -> Result<StoreId> {
+    let io = |op, e| Error::io(store.describe(""), op, e);
+    if let Some(id) = store
+        .identity()
+        .map_err(|e| io("reading the store's identity", e))?
+    {
+        return Ok(id);
+    }
+    let id = match catalog::infer_identity(store)? {
+        Some(id) => id,
+        None => StoreId::generate().map_err(|e| io("making the store's identity", e))?,
+    };
+    store
+        .set_identity(id)
+        .map_err(|e| io("recording the store's identity", e))?;
+    Ok(id)
+}
+
+/// A version must stay readable: the reader refuses more regions or pages than the format's
+/// limits (docs/FORMAT.md), so protecting more is refused here, before any version exists.
+fn within_format_limits(st: &State, new: &TrackedRegion) -> Result<()> {
+    use ickpt_format::limits::{MAX_PAGES, MAX_REGIONS};
+    if st.regions.len() as u64 >= MAX_REGIONS as u64 {
+        return Err(Error::InvalidArgument(format!(
+            "region {}: {} regions are protected already, the most one version can hold",
+            new.id, MAX_REGIONS
+        )));
+    }
+    let pages: u64 = st.regions.values().map(|s| s.tr.npages as u64).sum::<u64>()
+        + new.npages as u64;
+    if pages > MAX_PAGES {
+        return Err(Error::InvalidArgument(format!(
+            "region {}: protected memory would span {pages} pages, more than the {MAX_PAGES} \
+             one version can hold ({} GiB of {}-byte pages)",
+            new.id,
+            (MAX_PAGES * crate::sys::page_size() as u64) >> 30,
+            crate::sys::page_size()
+        )));
+    }
+    Ok(())
 }

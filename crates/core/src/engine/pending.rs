@@ -44,6 +44,7 @@ impl Engine {
             match handle.join() {
                 Ok(outcome) => self.apply(st, outcome),
                 Err(_) => {
+                    st.previous = None;
                     st.stats.failed_checkpoints += 1;
                     st.unreported = Some(Error::CommitAborted {
                         version: st.next_version - 1,
@@ -64,6 +65,7 @@ impl Engine {
         st.staging = outcome.staging;
         match outcome.result {
             Ok(info) => {
+                st.previous = Some(info.version);
                 for id in &outcome.ids {
                     if let Some(slot) = st.regions.get_mut(id) {
                         slot.born.get_or_insert(info.version);
@@ -87,6 +89,7 @@ impl Engine {
                 s.last_checkpoint = Some(info);
             }
             Err(e) => {
+                st.previous = None;
                 st.stats.failed_checkpoints += 1;
                 st.unreported = Some(e);
             }

@@ -1,7 +1,6 @@
 //! Engine::restore: fill every protected region from a committed version.
 
 use super::{Engine, RestoreInfo};
-use crate::catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::restore::reverse_scan;
@@ -18,7 +17,7 @@ impl Engine {
         let mut st = self.lock();
         self.settle(&mut st);
         let store = &*self.store;
-        let chain = catalog::chain(store, version)?;
+        let chain = self.catalog().chain(version)?;
         let newest = &chain[0].meta;
         for r in &newest.regions {
             match st.regions.get(&r.id) {
@@ -63,6 +62,7 @@ impl Engine {
         // no longer record writes: forget the head first, so that whatever fails below, the
         // next checkpoint is full and stores every region whole.
         st.head = None;
+        st.previous = None;
         for s in st.regions.values_mut() {
             s.born = None;
         }
@@ -100,6 +100,7 @@ impl Engine {
         st.head = same_pages.then_some(Head {
             version,
             chain_depth: newest.header.chain_depth,
+            meta_crc: newest.footer.meta_crc,
         });
         let info = RestoreInfo {
             version,

@@ -20,9 +20,9 @@ impl Engine {
     pub(super) fn schedule(&self, st: &mut State, requested: Instant) -> Result<Job> {
         let version = st.next_version;
         let kind = policy::next_kind(st.head, self.cfg.full_every);
-        let (parent, depth) = match (kind, st.head) {
-            (Kind::Incremental, Some(h)) => (h.version, h.chain_depth + 1),
-            _ => (0, 0),
+        let (parent, depth, parent_meta_crc) = match (kind, st.head) {
+            (Kind::Incremental, Some(h)) => (h.version, h.chain_depth + 1, h.meta_crc),
+            _ => (0, 0, 0),
         };
         let t = Instant::now();
         let mut regions: Vec<JobRegion> = Vec::with_capacity(st.regions.len());
@@ -135,7 +135,11 @@ impl Engine {
             head: Head {
                 version,
                 chain_depth: depth,
+                // Known once the file's trailer is written.
+                meta_crc: 0,
             },
+            parent_meta_crc,
+            store_id: self.id,
             entries,
             regions,
             priority,
@@ -153,6 +157,7 @@ impl Engine {
                 backend: backend_code(self.backend().as_str()),
                 cow_limit_bytes: self.epoch.cow.bytes_limit(),
                 after_previous: ended_after,
+                previous_version: st.previous.unwrap_or(0),
                 ..CommitStats::default()
             },
             page_size: page_size(),

@@ -151,7 +151,10 @@ pub fn parse_version_name(name: &str) -> Option<u64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok().filter(|&v| v > 0)
+    digits
+        .parse()
+        .ok()
+        .filter(|&v| v > 0 && v <= ickpt_format::limits::MAX_VERSION)
 }
 
 #[cfg(test)]

@@ -1,9 +1,36 @@
 //! Sample data shared by the format tests.
 #![allow(dead_code)]
 
-use ickpt_format::{CommitMode, CommitStats, FlushOrder, RegionEntry};
+use ickpt_format::{CommitMode, CommitStats, FlushOrder, Kind, NewVersion, RegionEntry};
 
 pub const PS: usize = 4096;
+pub const STORE: [u8; 16] = *b"sample-store-id!";
+
+/// Header fields of version 1, full, of the sample store.
+pub fn full_version() -> NewVersion {
+    NewVersion {
+        kind: Kind::Full,
+        page_size: PS as u32,
+        version: 1,
+        parent: 0,
+        chain_depth: 0,
+        parent_meta_crc: 0,
+        store_id: STORE,
+        created_unix_ns: 1234,
+    }
+}
+
+/// Header fields of version `version`, an increment of `version - 1` at depth `depth`.
+pub fn increment(version: u64, depth: u32, parent_meta_crc: u32) -> NewVersion {
+    NewVersion {
+        kind: Kind::Incremental,
+        version,
+        parent: version - 1,
+        chain_depth: depth,
+        parent_meta_crc,
+        ..full_version()
+    }
+}
 
 /// Two regions: a page-aligned one of two pages, and 100 bytes 17 bytes into a page, born in
 /// version `second_born`.
@@ -38,5 +65,6 @@ pub fn busy_stats() -> CommitStats {
         wait_pages: 4,
         avoided_pages: 40,
         after_previous: 9,
+        previous_version: 6,
     }
 }

@@ -1,0 +1,361 @@
+//! One acceptance check (issue 9, items 1, 3, 4 and 8): a version file spliced in from
+//! another store or another run of the same program never joins a chain; `verify` accepts
+//! exactly the versions a restore accepts; crafted files are refused with an error, never an
+//! abort; and a stray, damaged or foreign newest file never blocks the restart path.
+
+mod common;
+use common::scratch_dir;
+use ickpt::catalog::Catalog;
+use ickpt::format::{Kind, NewVersion, RegionEntry, VersionLayout};
+use ickpt::store::{version_name, DirStore};
+use ickpt::{Config, Engine, Error};
+use std::path::{Path, PathBuf};
+
+const PS: usize = 4096;
+const PAGES: usize = 8;
+
+/// Region 1's bytes after each version `run` writes: version 1 full, 2 and 3 increments,
+/// distinct per run (`seed`) as two runs of one program computing different things.
+fn contents(seed: u8, v: u64) -> Vec<u8> {
+    let mut b: Vec<u8> = (0..PAGES * PS).map(|i| (i as u8) ^ seed).collect();
+    for k in 2..=v {
+        b[(k as usize) * PS + 11] = seed.wrapping_add(k as u8);
+    }
+    b
+}
+
+/// Write versions `from..=to` of run `seed` into `dir` (continuing a copy when from > 1:
+/// the copy is restored first, so the new versions increment it).
+fn run(dir: &Path, seed: u8, from: u64, to: u64) {
+    let e = Engine::open(Config::new(dir)).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    // SAFETY: alloc returned PAGES*PS bytes, live while `e` lives.
+    let mem = unsafe { std::slice::from_raw_parts_mut(p, PAGES * PS) };
+    if from > 1 {
+        e.restore(from - 1).unwrap();
+    }
+    for v in from..=to {
+        let want = contents(seed, v);
+        for (d, s) in mem.iter_mut().zip(&want) {
+            if d != s {
+                *d = *s;
+            }
+        }
+        assert_eq!(e.checkpoint().unwrap().version, v);
+    }
+}
+
+/// What a restore of `v` gives in a fresh engine over `dir`, or its error.
+fn restore(dir: &Path, v: u64) -> Result<Vec<u8>, Error> {
+    let e = Engine::open(Config::new(dir)).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    e.restore(v)?;
+    // SAFETY: as in `run`.
+    Ok(unsafe { std::slice::from_raw_parts(p, PAGES * PS) }.to_vec())
+}
+
+fn verify(dir: &Path) -> ickpt::verify::Report {
+    ickpt::verify::verify_store(&DirStore::open_read(dir).unwrap(), &mut |_, _| {}).unwrap()
+}
+
+/// "verify OK means restore will succeed with these bytes", and the converse: for every
+/// version, verify finds no problem exactly when a restore succeeds.
+fn assert_verify_agrees_with_restore(dir: &Path) -> ickpt::verify::Report {
+    let report = verify(dir);
+    for &v in &report.versions {
+        let ok = report.restorable.contains(&v);
+        let restored = restore(dir, v);
+        assert_eq!(
+            ok,
+            restored.is_ok(),
+            "version {v}: verify says {}, restore says {:?}",
+            if ok { "restorable" } else { "not restorable" },
+            restored.err()
+        );
+    }
+    report
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for f in std::fs::read_dir(from).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), to.join(f.file_name())).unwrap();
+    }
+}
+
+fn file(dir: &Path, v: u64) -> PathBuf {
+    dir.join(version_name(v))
+}
+
+#[test]
+fn a_version_from_another_store_never_joins_a_chain() {
+    let a = scratch_dir("splice-a");
+    let b = scratch_dir("splice-b");
+    run(&a, 0x11, 1, 3);
+    run(&b, 0x22, 1, 3);
+    // Same program, same region ids and sizes, valid checksums: only the store differs.
+    std::fs::copy(file(&b, 2), file(&a, 2)).unwrap();
+    let report = assert_verify_agrees_with_restore(&a);
+    assert_eq!(report.restorable, vec![1]);
+    let p2 = report.problems.iter().find(|p| p.version == 2).unwrap();
+    assert!(p2.what.contains("another store"), "{p2:?}");
+    assert!(matches!(
+        restore(&a, 3),
+        Err(Error::ChainBroken { .. }) | Err(Error::Foreign { .. })
+    ));
+    assert_eq!(restore(&a, 1).unwrap(), contents(0x11, 1));
+
+    let e = Engine::open(Config::new(&a)).unwrap();
+    assert_eq!(e.latest().unwrap(), Some(1));
+}
+
+#[test]
+fn a_version_from_another_run_of_the_same_store_never_joins_a_chain() {
+    // A store copied after version 2, both copies carrying on: same identity, same numbers,
+    // different contents from version 3 on.
+    let a = scratch_dir("fork-a");
+    run(&a, 0x11, 1, 2);
+    let b = scratch_dir("fork-b");
+    copy_dir(&a, &b);
+    run(&a, 0x11, 3, 4);
+    run(&b, 0x33, 3, 4);
+    // B's version 3 put in place of A's: A's version 4 was not written after it.
+    std::fs::copy(file(&b, 3), file(&a, 3)).unwrap();
+    let report = assert_verify_agrees_with_restore(&a);
+    assert_eq!(report.restorable, vec![1, 2, 3]);
+    let p4 = &report.problems.iter().find(|p| p.version == 4).unwrap();
+    assert!(
+        p4.what.contains("not the file it was written after"),
+        "{p4:?}"
+    );
+    // Version 3 is B's, and whole: restoring it gives B's bytes, never a mix.
+    assert_eq!(restore(&a, 3).unwrap(), contents(0x33, 3));
+    let e = Engine::open(Config::new(&a)).unwrap();
+    assert_eq!(e.latest().unwrap(), Some(3));
+}
+
+/// Write a crafted version `v` into the store at `dir`, bound to it (its identity, and the
+/// parent's checksum), so only the rule under test can object.
+fn craft(dir: &Path, v: u64, kind: Kind, regions: Vec<RegionEntry>, pages: &[(u32, u64)]) {
+    let store = DirStore::open_read(dir).unwrap();
+    let catalog = Catalog::new(&store).unwrap();
+    let (parent, depth, parent_crc) = match kind {
+        Kind::Full => (0, 0, 0),
+        Kind::Incremental => {
+            let p = catalog.open(v - 1).unwrap();
+            let h = &p.meta.header;
+            (v - 1, h.chain_depth + 1, p.meta.footer.meta_crc)
+        }
+    };
+    let mut l = VersionLayout::new(
+        NewVersion {
+            kind,
+            page_size: PS as u32,
+            version: v,
+            parent,
+            chain_depth: depth,
+            parent_meta_crc: parent_crc,
+            store_id: catalog.identity().unwrap().0,
+            created_unix_ns: 0,
+        },
+        regions,
+    );
+    let mut data = Vec::new();
+    for &(r, p) in pages {
+        let page = vec![0xEE; PS];
+        l.push_page(r, p, ickpt::format::crc(&page));
+        data.extend_from_slice(&page);
+    }
+    let mut f = l.prefix();
+    f.extend_from_slice(&data);
+    f.extend_from_slice(&l.trailer());
+    std::fs::write(file(dir, v), f).unwrap();
+}
+
+fn region(length: u64, born: u64) -> RegionEntry {
+    RegionEntry {
+        id: 1,
+        born,
+        length,
+        page_offset: 0,
+    }
+}
+
+#[test]
+fn a_region_changing_shape_along_a_chain_is_refused_by_verify_and_restore_alike() {
+    // Outside testing: verify said OK, restore refused.
+    let dir = scratch_dir("shape");
+    run(&dir, 0x11, 1, 2);
+    craft(
+        &dir,
+        3,
+        Kind::Incremental,
+        vec![region((PAGES * PS + 1) as u64, 1)],
+        &[(0, 0)],
+    );
+    let report = assert_verify_agrees_with_restore(&dir);
+    assert_eq!(report.restorable, vec![1, 2]);
+    assert!(report.problems[0]
+        .what
+        .contains("changes within one incarnation"));
+}
+
+#[test]
+fn a_region_missing_from_its_parent_is_refused() {
+    // Version 3 claims region 7 was born in version 1, but version 2 does not hold it.
+    let dir = scratch_dir("born");
+    run(&dir, 0x11, 1, 2);
+    let mut r = region((PAGES * PS) as u64, 1);
+    r.id = 7;
+    craft(
+        &dir,
+        3,
+        Kind::Incremental,
+        vec![region((PAGES * PS) as u64, 1), r],
+        &[(0, 0)],
+    );
+    let report = assert_verify_agrees_with_restore(&dir);
+    assert_eq!(report.restorable, vec![1, 2]);
+    assert!(
+        report.problems[0].what.contains("missing from its parent"),
+        "{:?}",
+        report.problems
+    );
+}
+
+#[test]
+fn a_region_of_2_to_the_56_bytes_is_an_error_not_an_abort() {
+    // Outside testing: an increment claiming a 2^56-byte region made restore try to
+    // allocate 16 TiB while verify said OK.
+    let dir = scratch_dir("huge");
+    run(&dir, 0x11, 1, 2);
+    craft(
+        &dir,
+        3,
+        Kind::Incremental,
+        vec![region(1 << 56, 1)],
+        &[(0, 0)],
+    );
+    let report = assert_verify_agrees_with_restore(&dir);
+    assert_eq!(report.restorable, vec![1, 2]);
+    assert!(report.problems[0]
+        .what
+        .contains("implausible region length"));
+}
+
+#[test]
+fn a_sparse_file_claiming_2_to_the_32_regions_is_an_error_not_an_abort() {
+    let dir = scratch_dir("sparse");
+    run(&dir, 0x11, 1, 2);
+    // The header of a real version with a huge region count, the rest a hole.
+    let mut head = std::fs::read(file(&dir, 2)).unwrap()[..96].to_vec();
+    head[16..24].copy_from_slice(&3u64.to_le_bytes());
+    head[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
+    let f = std::fs::File::create(file(&dir, 3)).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &head, 0).unwrap();
+    f.set_len(1 << 40).unwrap();
+    drop(f);
+    let report = assert_verify_agrees_with_restore(&dir);
+    assert_eq!(report.restorable, vec![1, 2]);
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    assert_eq!(e.latest().unwrap(), Some(2));
+}
+
+/// Each kind of bad file that outside testing put at the newest name.
+fn plant(dir: &Path, how: &str) {
+    let f = file(dir, 99_999_999);
+    match how {
+        "garbage" => std::fs::write(&f, vec![0x5A; 10_000]).unwrap(),
+        "empty" => std::fs::write(&f, b"").unwrap(),
+        "directory" => std::fs::create_dir(&f).unwrap(),
+        "dangling symlink" => std::os::unix::fs::symlink(dir.join("nowhere"), &f).unwrap(),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn a_bad_newest_file_never_blocks_the_restart_path() {
+    for how in ["garbage", "empty", "directory", "dangling symlink"] {
+        let dir = scratch_dir("stray");
+        run(&dir, 0x11, 1, 3);
+        plant(&dir, how);
+        let e = Engine::open(Config::new(&dir)).unwrap();
+        assert_eq!(e.latest().unwrap(), Some(3), "{how}");
+        let listed = e.versions().unwrap();
+        let bad: Vec<u64> = listed
+            .iter()
+            .filter(|s| !s.restorable())
+            .map(|s| s.version)
+            .collect();
+        assert_eq!(bad, vec![99_999_999], "{how}");
+        let p = e.alloc(1, PAGES * PS).unwrap();
+        let info = e.restore_latest().unwrap().unwrap();
+        assert_eq!(info.version, 3, "{how}");
+        // SAFETY: alloc returned PAGES*PS bytes.
+        let got = unsafe { std::slice::from_raw_parts(p, PAGES * PS) };
+        assert!(got == &contents(0x11, 3)[..], "{how}");
+        // Numbers are never reused: the next version comes after the bad name.
+        assert_eq!(e.checkpoint().unwrap().version, 100_000_000, "{how}");
+        drop(e);
+        let report = verify(&dir);
+        assert_eq!(report.problems.len(), 1, "{how}: {:?}", report.problems);
+        assert!(
+            report.problems[0].file.ends_with("v99999999.ickpt"),
+            "{how}"
+        );
+    }
+}
+
+#[test]
+fn damage_to_the_newest_version_or_its_full_base_leaves_older_versions_reachable() {
+    // A damaged page in the newest version: its metadata is fine, so it is listed as the
+    // latest, but restore_latest finds the damage while reading and moves on to version 2.
+    let dir = scratch_dir("newest-page");
+    run(&dir, 0x11, 1, 3);
+    let f = file(&dir, 3);
+    let mut b = std::fs::read(&f).unwrap();
+    b[PS + 11] ^= 1; // inside version 3's only stored page
+    std::fs::write(&f, b).unwrap();
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    assert_eq!(e.restore_latest().unwrap().unwrap().version, 2);
+    // SAFETY: alloc returned PAGES*PS bytes.
+    assert!(unsafe { std::slice::from_raw_parts(p, PAGES * PS) } == &contents(0x11, 2)[..]);
+    drop(e);
+    assert_verify_agrees_with_restore(&dir);
+
+    // Damaged metadata of the full base: the whole chain is out; nothing to restore, and
+    // the error says so instead of pointing at one file.
+    let dir = scratch_dir("base-meta");
+    run(&dir, 0x11, 1, 3);
+    let f = file(&dir, 1);
+    let mut b = std::fs::read(&f).unwrap();
+    b[20] ^= 1;
+    std::fs::write(&f, b).unwrap();
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    assert_eq!(e.latest().unwrap(), None);
+    e.alloc(1, PAGES * PS).unwrap();
+    let err = e.restore_latest().unwrap_err();
+    assert!(matches!(err, Error::NoRestorable { tried: 3, .. }), "{err}");
+    drop(e);
+    let report = assert_verify_agrees_with_restore(&dir);
+    assert_eq!(report.problems.len(), 3);
+}
+
+#[test]
+fn a_missing_version_lists_what_the_store_holds() {
+    let dir = scratch_dir("missing");
+    run(&dir, 0x11, 1, 3);
+    let err = restore(&dir, 42).unwrap_err();
+    assert!(err.to_string().contains("it holds: 1-3"), "{err}");
+}
+
+#[test]
+fn an_empty_store_has_nothing_to_restore() {
+    let dir = scratch_dir("empty");
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    e.alloc(1, PS).unwrap();
+    assert_eq!(e.latest().unwrap(), None);
+    assert!(e.restore_latest().unwrap().is_none());
+}

@@ -1,0 +1,153 @@
+//! Crafted files that claim enormous counts are refused before anything is sized by them:
+//! outside testing aborted `verify`, `ls` and restore with a sparse 8 KiB-on-disk file whose
+//! header claimed 2^32 regions.
+
+use ickpt_format::{
+    limits, read_meta, Footer, Header, Kind, ReadAt, FOOTER_LEN, FORMAT_VERSION, HEADER_LEN,
+};
+
+mod common;
+use common::{PS, STORE};
+
+/// A sparse file: `head` at offset 0, `tail` ending at `len`, zeros between (as a file
+/// system reads a hole), without holding the hole in memory.
+struct Sparse {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    len: u64,
+}
+
+impl ReadAt for Sparse {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if end > self.len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let tail_at = self.len - self.tail.len() as u64;
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = offset + i as u64;
+            *b = if at < self.head.len() as u64 {
+                self.head[at as usize]
+            } else if at >= tail_at {
+                self.tail[(at - tail_at) as usize]
+            } else {
+                0
+            };
+        }
+        Ok(())
+    }
+}
+
+fn header(region_count: u32) -> Header {
+    Header {
+        format_version: FORMAT_VERSION,
+        kind: Kind::Full,
+        page_size: PS as u32,
+        version: 1,
+        parent: 0,
+        chain_depth: 0,
+        region_count,
+        created_unix_ns: 0,
+        data_offset: Header::data_offset_for(FORMAT_VERSION, region_count, PS as u32),
+        store_id: Some(STORE),
+        parent_meta_crc: 0,
+    }
+}
+
+fn sparse(h: &Header, footer: Footer) -> Sparse {
+    let mut tail = footer.encode_without_crc().to_vec();
+    tail.extend_from_slice(&[0; 4]);
+    Sparse {
+        head: h.encode(),
+        tail,
+        len: footer.file_length,
+    }
+}
+
+#[test]
+fn a_huge_region_count_is_refused_before_the_table_is_read() {
+    for count in [limits::MAX_REGIONS + 1, u32::MAX] {
+        let h = header(count);
+        let len = h.data_offset + FOOTER_LEN as u64;
+        let f = sparse(
+            &h,
+            Footer {
+                index_offset: h.data_offset,
+                run_count: 0,
+                page_count: 0,
+                file_length: len,
+                meta_crc: 0,
+            },
+        );
+        let e = read_meta(&f, len).unwrap_err();
+        assert!(e.to_string().contains("regions"), "{e}");
+        assert_eq!(e.offset(), Some(36));
+    }
+}
+
+#[test]
+fn a_huge_page_count_is_refused_before_the_index_is_read() {
+    let h = header(1);
+    let pages = limits::MAX_PAGES + 1;
+    let index_offset = h.data_offset + pages * PS as u64;
+    let len = index_offset + pages * 4 + 80 + FOOTER_LEN as u64;
+    let f = sparse(
+        &h,
+        Footer {
+            index_offset,
+            run_count: 0,
+            page_count: pages,
+            file_length: len,
+            meta_crc: 0,
+        },
+    );
+    let e = read_meta(&f, len).unwrap_err();
+    assert!(e.to_string().contains("pages"), "{e}");
+}
+
+#[test]
+fn counts_within_the_limits_but_a_bad_checksum_cost_a_bounded_buffer() {
+    // 2^20 pages of CRC table and a mismatching checksum: refused by the streamed checksum,
+    // before the 4 MiB table is allocated.
+    let h = header(1);
+    let pages = 1u64 << 20;
+    let index_offset = h.data_offset + pages * PS as u64;
+    let len = index_offset + pages * (24 + 4) + 80 + FOOTER_LEN as u64;
+    let f = sparse(
+        &h,
+        Footer {
+            index_offset,
+            run_count: pages,
+            page_count: pages,
+            file_length: len,
+            meta_crc: 1,
+        },
+    );
+    let e = read_meta(&f, len).unwrap_err();
+    assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+#[test]
+fn page_sizes_outside_4k_to_64k_are_refused() {
+    for ps in [512u32, 2048, 1 << 17, 1 << 30] {
+        let mut h = header(1);
+        h.page_size = ps;
+        h.data_offset = Header::data_offset_for(FORMAT_VERSION, 1, ps);
+        let e = Header::decode(&h.encode()).unwrap_err();
+        assert_eq!(e.offset(), Some(12), "{e}");
+    }
+    let mut h = header(1);
+    h.page_size = 1 << 16;
+    h.data_offset = Header::data_offset_for(FORMAT_VERSION, 1, 1 << 16);
+    Header::decode(&h.encode()).unwrap();
+    assert_eq!(h.encode().len(), HEADER_LEN);
+}
+
+#[test]
+fn version_numbers_stop_far_below_overflow() {
+    let mut h = header(0);
+    h.version = limits::MAX_VERSION + 1;
+    assert_eq!(Header::decode(&h.encode()).unwrap_err().offset(), Some(16));
+    h.version = limits::MAX_VERSION;
+    Header::decode(&h.encode()).unwrap();
+}
