@@ -267,10 +267,7 @@ impl<'a> Catalog<'a> {
     /// (a store of thousands of versions never holds more than one open). `check_data`:
     /// also read every page of every version whose metadata passed, reporting progress as
     /// (bytes checked, bytes to check) — `verify`.
-    pub fn survey(
-        &self,
-        check_data: Option<&mut dyn FnMut(u64, u64)>,
-    ) -> Result<Vec<Surveyed>> {
+    pub fn survey(&self, check_data: Option<&mut dyn FnMut(u64, u64)>) -> Result<Vec<Surveyed>> {
         let mut out = Vec::new();
         for v in self.versions()? {
             let (bytes, r) = match self.open(v) {

@@ -477,8 +477,8 @@ fn within_format_limits(st: &State, new: &TrackedRegion) -> Result<()> {
             new.id, MAX_REGIONS
         )));
     }
-    let pages: u64 = st.regions.values().map(|s| s.tr.npages as u64).sum::<u64>()
-        + new.npages as u64;
+    let pages: u64 =
+        st.regions.values().map(|s| s.tr.npages as u64).sum::<u64>() + new.npages as u64;
     if pages > MAX_PAGES {
         return Err(Error::InvalidArgument(format!(
             "region {}: protected memory would span {pages} pages, more than the {MAX_PAGES} \
