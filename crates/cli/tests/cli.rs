@@ -446,3 +446,80 @@ fn bench_tracking_runs_every_case_and_reports_exact_pages() {
         }
     }
 }
+
+#[test]
+fn benchmarks_never_delete_what_they_did_not_create() {
+    // Outside testing: `bench incremental --dir D` deleted D and everything in it. Each
+    // benchmark now works in a directory it makes inside D, and removes only that.
+    let dir = scratch("bench-dirs");
+    for (name, body) in [
+        ("precious.txt", "mine"),
+        ("store/a", "mine too"),
+        ("baseline/b", "and this"),
+    ] {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, body).unwrap();
+    }
+    let snapshot = |d: &Path| {
+        let mut v: Vec<String> = walk(d)
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = snapshot(&dir);
+    let d = dir.to_str().unwrap();
+    for args in [
+        &[
+            "bench",
+            "incremental",
+            "--size-mib",
+            "2",
+            "--reps",
+            "1",
+            "--dir",
+            d,
+        ][..],
+        &[
+            "bench",
+            "aickpt",
+            "--size-mib",
+            "2",
+            "--iterations",
+            "3",
+            "--every",
+            "1",
+            "--patterns",
+            "ascending",
+            "--dir",
+            d,
+        ][..],
+    ] {
+        let out = ickpt(args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert_eq!(
+            snapshot(&dir),
+            before,
+            "{args:?} changed what it did not create"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("precious.txt")).unwrap(),
+        "mine"
+    );
+}
+
+/// Every file and directory below `d`.
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}

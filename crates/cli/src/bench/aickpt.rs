@@ -5,7 +5,7 @@
 //! address order and async with the adaptive order. Figure 4: the async orders with the
 //! copy-on-write buffer swept, as the reduction of sync's overhead.
 
-use super::util::{machine, PAGE};
+use super::util::{machine, WorkDir, PAGE};
 use crate::CmdResult;
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::store::parse_size;
@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Scratch directory (emptied first) on the storage to measure.
+    /// Where to work, on the storage to measure: the benchmark makes its own directory in it
+    /// and removes only that.
     #[arg(long, default_value = "build/bench-aickpt")]
     dir: PathBuf,
     /// Protected memory in MiB.
@@ -136,6 +137,8 @@ struct Bench<'a> {
     a: &'a Args,
     size: usize,
     bandwidth: u64,
+    /// Each checkpointed run's store, inside the benchmark's own directory.
+    store: PathBuf,
 }
 
 impl Bench<'_> {
@@ -157,9 +160,8 @@ impl Bench<'_> {
             unsafe { ickpt::sys::mem::unmap(mem, self.size)? };
             return Ok((d, None));
         };
-        let dir = a.dir.join("store");
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut c = Config::new(&dir);
+        let _ = std::fs::remove_dir_all(&self.store);
+        let mut c = Config::new(&self.store);
         c.mode = s.mode;
         c.flush_order = s.order;
         c.cow_bytes = s.cow_mib << 20;
@@ -191,7 +193,7 @@ impl Bench<'_> {
         let e = e.expect("an engine for a checkpointed run");
         let st = e.stats();
         drop(e);
-        let _ = std::fs::remove_dir_all(self.a.dir.join("store"));
+        let _ = std::fs::remove_dir_all(&self.store);
         Ok(Run {
             figure: c.figure,
             pattern: pattern.into(),
@@ -264,8 +266,13 @@ pub fn run(a: &Args) -> CmdResult {
     let pages = size / PAGE;
     let bandwidth = parse_size(&a.bandwidth)
         .ok_or_else(|| format!("--bandwidth {:?}: expected e.g. 256M or 0", a.bandwidth))?;
-    std::fs::create_dir_all(&a.dir)?;
-    let b = Bench { a, size, bandwidth };
+    let work = WorkDir::create(&a.dir, "aickpt")?;
+    let b = Bench {
+        a,
+        size,
+        bandwidth,
+        store: work.path().join("store"),
+    };
     let sweep: Vec<usize> = a
         .cow_sweep
         .iter()

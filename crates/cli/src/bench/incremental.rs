@@ -1,7 +1,9 @@
 //! Issue 2's benchmark: what an incremental checkpoint costs against writing the same bytes
 //! plainly, what tracking a first write costs, and what a reverse-scan restart costs.
 
-use super::util::{machine, median, ms, plain_write, random_pages, settle, touch_pages, PAGE};
+use super::util::{
+    machine, median, ms, plain_write, random_pages, settle, touch_pages, WorkDir, PAGE,
+};
 use crate::{human, CmdResult};
 use ickpt::{Config, Engine};
 use serde_json::json;
@@ -11,7 +13,8 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Scratch directory (emptied first) on the storage to measure.
+    /// Where to work, on the storage to measure: the benchmark makes its own directory in it
+    /// and removes only that.
     #[arg(long, default_value = "build/bench")]
     dir: PathBuf,
     /// Protected memory in MiB.
@@ -36,12 +39,6 @@ struct Case {
     plain_write: Duration,
 }
 
-fn fresh(dir: &Path) -> std::io::Result<PathBuf> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir)?;
-    Ok(dir.to_path_buf())
-}
-
 fn engine(dir: &Path, full_every: u32) -> ickpt::Result<Engine> {
     let mut c = Config::new(dir);
     c.full_every = full_every;
@@ -53,13 +50,13 @@ pub fn run(a: &Args) -> CmdResult {
     let size = a.size_mib << 20;
     let pages = size / PAGE;
     let reps = a.reps.max(1);
-    let base = fresh(&a.dir)?;
-    let baseline_dir = fresh(&base.join("baseline"))?;
+    let work = WorkDir::create(&a.dir, "incremental")?;
+    let baseline_dir = work.sub("baseline")?;
     let buf = vec![0x5au8; 8 << 20];
     let all: Vec<usize> = (0..pages).collect();
 
     // Checkpoints of 1..100% dirty pages.
-    let e = engine(&fresh(&base.join("incr"))?, u32::MAX)?;
+    let e = engine(&work.sub("incr")?, u32::MAX)?;
     let mem = e.alloc(1, size)?;
     // SAFETY: `mem` is `size` bytes from alloc, live until the engine drops.
     unsafe { touch_pages(mem, &all, 1) };
@@ -130,7 +127,7 @@ pub fn run(a: &Args) -> CmdResult {
     unsafe { ickpt::sys::mem::unmap(plain_mem, size)? };
 
     // Restart: full + 9 increments of 10% each, against one full of the same memory.
-    let chain_dir = fresh(&base.join("chain"))?;
+    let chain_dir = work.sub("chain")?;
     {
         let e = engine(&chain_dir, 10)?;
         let m = e.alloc(1, size)?;
@@ -143,7 +140,7 @@ pub fn run(a: &Args) -> CmdResult {
             e.checkpoint()?;
         }
     }
-    let full_dir = fresh(&base.join("full"))?;
+    let full_dir = work.sub("full")?;
     {
         let e = engine(&full_dir, 1)?;
         let m = e.alloc(1, size)?;
@@ -168,7 +165,7 @@ pub fn run(a: &Args) -> CmdResult {
     };
     let (chain_t, chain_pages, chain_len) = restore_time(&chain_dir)?;
     let (full_t, full_pages, _) = restore_time(&full_dir)?;
-    let _ = std::fs::remove_dir_all(&base);
+    drop(work);
 
     if a.json {
         let rows: Vec<_> = cases

@@ -9,7 +9,7 @@
 
 use super::tracking_acck::{self, Workload};
 use super::tracking_raw;
-use super::util::{machine, median, random_pages, touch_pages, PAGE};
+use super::util::{machine, median, random_pages, touch_pages, WorkDir, PAGE};
 use crate::CmdResult;
 use ickpt::{Config, Engine};
 use serde_json::{json, Value};
@@ -26,7 +26,7 @@ pub struct Args {
     /// times 3.
     #[arg(long, default_value_t = 5)]
     reps: usize,
-    /// Scratch directory for the ACCK runs' checkpoints (emptied first).
+    /// Where to work: each run makes its own directory in it and removes only that.
     #[arg(long, default_value = "build/bench/tracking")]
     dir: PathBuf,
     /// Only the first-write costs, or only ACCK.
@@ -314,12 +314,11 @@ fn first_write(
         }
     };
     let (mut tracked, mut untracked, mut rearm) = (vec![], vec![], vec![]);
-    let dir = a.dir.join(format!("fw-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let work = WorkDir::create(&a.dir, "tracking")?;
     let engine = if tracker.starts_with("raw-") {
         None
     } else {
-        let mut c = Config::new(&dir);
+        let mut c = Config::new(work.path());
         c.full_every = u32::MAX;
         c.keep_chains = 1;
         Some(Engine::open(c)?)
@@ -368,7 +367,7 @@ fn first_write(
     }
     let backend = engine.as_ref().map(|e| e.backend().as_str());
     drop(engine);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(work);
     let per_page = |d: Duration| d.as_nanos() as f64 / pages as f64;
     let (t, p) = (median(tracked), median(untracked));
     Ok(json!({

@@ -3,7 +3,7 @@
 //! freqmine). Each epoch writes, then checkpoints; the same writes run on unprotected copies
 //! in the same process, so monitoring time is the tracked loop's excess over them.
 
-use super::util::PAGE;
+use super::util::{WorkDir, PAGE};
 use ickpt::{Config, Engine};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -99,9 +99,8 @@ pub fn run(
     dir: &Path,
 ) -> Result<Value, Box<dyn std::error::Error>> {
     let epochs = (reps * 3).max(3);
-    let dir = dir.join(format!("acck-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut c = Config::new(&dir);
+    let work = WorkDir::create(dir, "acck")?;
+    let mut c = Config::new(work.path());
     c.full_every = u32::MAX;
     c.keep_chains = 1;
     let e = Engine::open(c)?;
@@ -151,7 +150,7 @@ pub fn run(
     let s = e.stats();
     let backend = e.backend().as_str();
     drop(e);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(work);
     for (p, &n) in plain.iter().zip(&sizes) {
         // SAFETY: mapped above, no longer used.
         let _ = unsafe { ickpt::sys::mem::unmap(*p, n * PAGE) };

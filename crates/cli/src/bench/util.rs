@@ -4,10 +4,49 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub const PAGE: usize = 4096;
+
+/// A directory a benchmark makes for itself inside the `--dir` it was given, and the only
+/// thing it ever removes: `--dir` may be the user's own directory, full of their files
+/// (outside testing lost a directory this way).
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    /// A new, empty `PARENT/ickpt-bench-LABEL-PID-N` (PARENT is created if missing; never
+    /// an existing directory: `create_dir` fails on one, and the next N is tried).
+    pub fn create(parent: &Path, label: &str) -> std::io::Result<WorkDir> {
+        std::fs::create_dir_all(parent)?;
+        for n in 0.. {
+            let d = parent.join(format!("ickpt-bench-{label}-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&d) {
+                Ok(()) => return Ok(WorkDir(d)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("an unbounded range")
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A new, empty subdirectory of this one.
+    pub fn sub(&self, name: &str) -> std::io::Result<PathBuf> {
+        let d = self.0.join(name);
+        std::fs::create_dir(&d)?;
+        Ok(d)
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
