@@ -547,6 +547,7 @@ fn after_counts_are_shown_only_for_the_version_they_follow() {
         // SAFETY: as above.
         unsafe { *p = 3 };
         assert_eq!(e.checkpoint().unwrap().version, 3);
+        // SAFETY: as above.
         unsafe { *p.add(1) = 4 };
         assert_eq!(e.checkpoint().unwrap().version, 4);
     }
