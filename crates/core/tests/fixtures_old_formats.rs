@@ -116,13 +116,43 @@ fn check_fixture(format: u16) {
             );
         }
     }
+    // An old store carries on with the current format: the new version is bound to its
+    // older-format parent and restores in a fresh process.
+    let upgraded = {
+        let e = Engine::open(Config::new(&copy)).unwrap();
+        let big = e.alloc(1, BIG).unwrap();
+        e.alloc(2, SMALL).unwrap();
+        e.restore(3).unwrap();
+        // SAFETY: alloc returned BIG bytes.
+        unsafe { *big.add(7) ^= 0xFF };
+        let info = e.checkpoint().unwrap();
+        // The changed page, and region 2 whole: it now starts at another offset in its page.
+        assert_eq!(
+            (info.parent, info.pages),
+            (3, 2),
+            "an increment of the old version"
+        );
+        // SAFETY: as above.
+        (
+            info.version,
+            unsafe { std::slice::from_raw_parts(big, BIG) }.to_vec(),
+        )
+    };
+    {
+        let e = Engine::open(Config::new(&copy)).unwrap();
+        let big = e.alloc(1, BIG).unwrap();
+        e.alloc(2, SMALL).unwrap();
+        e.restore(upgraded.0).unwrap();
+        // SAFETY: alloc returned BIG bytes.
+        assert!(unsafe { std::slice::from_raw_parts(big, BIG) } == &upgraded.1[..]);
+    }
     let report = ickpt::verify::verify_store(
         &ickpt::store::DirStore::open_read(&copy).unwrap(),
         &mut |_, _| {},
     )
     .unwrap();
-    assert!(report.problems.is_empty());
-    assert_eq!(report.versions, vec![1, 2, 3]);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.versions, vec![1, 2, 3, upgraded.0]);
     for v in 1..=3 {
         let store = ickpt::store::DirStore::open_read(&copy).unwrap();
         let ov = ickpt::catalog::Catalog::new(&store)
