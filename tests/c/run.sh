@@ -5,7 +5,9 @@
 # Conventions:
 #   tests/c/*.c             one test program each, built into build/ctests/<name>
 #   *_dies_segv.c           must be killed by SIGSEGV after printing the fault marker
-#   static_link.c           linked against libickpt.a instead of libickpt.so
+#   static_link.c           linked against libickpt.a (pkg-config ickpt-static) instead of
+#                           libickpt.so, and again as a fully static program (cc -static with
+#                           pkg-config --static ickpt): static_full
 #   cxx_header.cpp          C++ compile/link check of ickpt.h
 #   enospc.c                run once per injected store fault (see run_fault_cases)
 # Prints "PASS name" / "FAIL name (reason)" per test and ends with "N passed, M failed";
@@ -47,23 +49,14 @@ ulimit -c 0
 export PKG_CONFIG_PATH="$STAGE/lib/pkgconfig"
 if ! pc_cflags=$(pkg-config --cflags ickpt 2>"$out/pkg-config.log") ||
     ! pc_libs=$(pkg-config --libs ickpt 2>>"$out/pkg-config.log") ||
-    ! pc_static=$(pkg-config --static --libs ickpt 2>>"$out/pkg-config.log") ||
+    ! pc_static=$(pkg-config --libs ickpt-static 2>>"$out/pkg-config.log") ||
+    ! pc_full_static=$(pkg-config --static --libs ickpt 2>>"$out/pkg-config.log") ||
     ! pc_version=$(pkg-config --modversion ickpt 2>>"$out/pkg-config.log"); then
-    fail pkg-config "pkg-config cannot find ickpt in $PKG_CONFIG_PATH" "$out/pkg-config.log"
+    fail pkg-config "pkg-config cannot find ickpt and ickpt-static in $PKG_CONFIG_PATH" "$out/pkg-config.log"
     echo "$passed passed, $failed failed"
     exit 1
 fi
 defs=(-DICKPT_EXPECTED_VERSION="\"$pc_version\"")
-
-# The static link line: pkg-config's flags with -lickpt bound to libickpt.a. The rpath and -L
-# stay harmless; the check below proves the binary does not load libickpt.so.
-static_libs=()
-for f in $pc_static; do
-    case $f in
-        -lickpt) static_libs+=(-Wl,-Bstatic -lickpt -Wl,-Bdynamic) ;;
-        *) static_libs+=("$f") ;;
-    esac
-done
 
 # ---- build ---------------------------------------------------------------------------------
 
@@ -73,7 +66,7 @@ for src in "$here"/*.c; do
     log=$out/$name.build.log
     if [ "$name" = static_link ]; then
         # shellcheck disable=SC2206
-        cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" "${static_libs[@]}")
+        cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" $pc_static)
     else
         # shellcheck disable=SC2206
         cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" $pc_libs)
@@ -88,6 +81,18 @@ for src in "$here"/*.c; do
     fi
     built+=("$name")
 done
+
+# static_link.c once more, as a fully static program.
+if [ -f "$here/static_link.c" ]; then
+    log=$out/static_full.build.log
+    # shellcheck disable=SC2086
+    if $CC $CFLAGS_TEST "${defs[@]}" -static $pc_cflags -o "$out/static_full" \
+        "$here/static_link.c" $pc_full_static >"$log" 2>&1; then
+        built+=(static_full)
+    else
+        fail build:static_full "cc -static with pkg-config --static --libs ickpt failed; see ${log#"$root"/}" "$log"
+    fi
+fi
 
 # The header must also be valid C++ (extern "C", no C-only constructs).
 if [ -f "$here/cxx_header.cpp" ]; then
@@ -183,9 +188,13 @@ for name in "${built[@]}"; do
             run_test enospc-eio "$bin" exit0 ICKPT_FAULT=eio@5000 -- ICKPT_ERR_IO
             run_test enospc-commit-eio "$bin" exit0 ICKPT_FAULT=commit-eio -- ICKPT_ERR_IO
             ;;
-        static_link)
-            if readelf -d "$bin" 2>/dev/null | grep -q 'NEEDED.*libickpt\.so'; then
-                fail static_link "linked against libickpt.so, not libickpt.a" ""
+        static_link | static_full)
+            if ! readelf -d "$bin" >"$out/$name.readelf" 2>&1; then
+                fail "$name" "readelf -d failed; see ${out#"$root"/}/$name.readelf" "$out/$name.readelf"
+            elif grep -q 'NEEDED.*libickpt' "$out/$name.readelf"; then
+                fail "$name" "linked against libickpt.so, not libickpt.a" "$out/$name.readelf"
+            elif [ $name = static_full ] && grep -q NEEDED "$out/$name.readelf"; then
+                fail "$name" "cc -static gave a dynamically linked program" "$out/$name.readelf"
             else
                 run_test "$name" "$bin" exit0
             fi
