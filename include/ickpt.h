@@ -50,9 +50,6 @@
 // rest of the epoch and are stored whole. No effect with the uffd-async backend.
 #define ICKPT_GRANULARITY_ADAPTIVE 1
 
-// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
-#define MADV_COLLAPSE 25
-
 // Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
 typedef enum ickpt_result {
   ICKPT_OK = 0,
