@@ -110,15 +110,18 @@ if [ -f "$here/cxx_header.cpp" ]; then
     fi
 fi
 
-# The header alone must compile as strict C99.
-log=$out/header_c99.build.log
-# shellcheck disable=SC2086
-if printf '#include <ickpt.h>\nint main(void) { return ickpt_version()[0] == 0; }\n' |
-    $CC -std=c99 -pedantic -Wall -Wextra -Werror $pc_cflags -x c -o "$out/header_c99" - $pc_libs >"$log" 2>&1; then
-    pass header_c99
-else
-    fail header_c99 "ickpt.h does not compile as -std=c99 -pedantic; see ${log#"$root"/}" "$log"
-fi
+# The header alone must compile as strict C89 (stdint.h aside: C89 has none) and C99.
+for std in c89 c99; do
+    log=$out/header_$std.build.log
+    # shellcheck disable=SC2086
+    if printf '%s\n' '#include <ickpt.h>' \
+        'int main(void) { ickpt_config cfg; return ickpt_config_init(&cfg) != ICKPT_OK; }' |
+        $CC -std=$std -pedantic-errors -Wall -Wextra -Werror $pc_cflags -x c -o "$out/header_$std" - $pc_libs >"$log" 2>&1; then
+        pass header_$std
+    else
+        fail header_$std "ickpt.h does not compile as -std=$std -pedantic-errors; see ${log#"$root"/}" "$log"
+    fi
+done
 
 # ---- run -----------------------------------------------------------------------------------
 
