@@ -10,6 +10,7 @@
 #                           pkg-config --static ickpt): static_full
 #   cxx_header.cpp          C++ compile/link check of ickpt.h
 #   enospc.c                run once per injected store fault (see run_fault_cases)
+#   cffi_readme.py          README's Python example through cffi, by Debian's python3
 # Prints "PASS name" / "FAIL name (reason)" per test and ends with "N passed, M failed";
 # exits 0 only when nothing failed. ICKPT_TEST_BACKEND=b runs every test with ICKPT_BACKEND=b
 # (other ICKPT_* variables from the caller are removed).
@@ -207,6 +208,9 @@ for name in "${built[@]}"; do
             ;;
     esac
 done
+
+# Debian's python3: scripts/deps.sh installs cffi for it (a python3 earlier in PATH may lack it).
+run_test cffi_readme /usr/bin/python3 exit0 -- "$here/cffi_readme.py" "$root/README.md"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
