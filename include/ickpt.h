@@ -133,7 +133,9 @@ typedef enum ickpt_result {
  */
 typedef struct ickpt_config {
   /**
-   * sizeof(ickpt_config); set by ickpt_config_init.
+   * sizeof(ickpt_config); set by ickpt_config_init. A program built against an older,
+   * shorter ickpt_config keeps working (the fields it lacks take their defaults), and one
+   * built against a newer one too while the fields this library lacks are 0 (docs/abi.md).
    */
   uint32_t struct_size;
   /**
