@@ -29,7 +29,7 @@ install: build
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libickpt.so $(DESTDIR)$(PREFIX)/lib/libickpt.a \
 	      $(DESTDIR)$(PREFIX)/include/ickpt.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt.pc \
-	      $(DESTDIR)$(PREFIX)/bin/ickpt
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-static.pc $(DESTDIR)$(PREFIX)/bin/ickpt
 
 # A private install that the C tests and the demo build against, through pkg-config.
 stage: build

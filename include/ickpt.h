@@ -13,143 +13,244 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// Probe the kernel once and take the best backend it has (uffd-async, else mprotect).
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * Probe the kernel once and take the best backend it has (uffd-async, else mprotect).
+ */
 #define ICKPT_BACKEND_AUTO 0
 
-// mprotect + SIGSEGV: works everywhere; system calls writing into tracked memory fail
-// with EFAULT (see ickpt_prepare_write).
+/**
+ * mprotect + SIGSEGV: works everywhere; system calls writing into tracked memory fail
+ * with EFAULT (see ickpt_prepare_write).
+ */
 #define ICKPT_BACKEND_MPROTECT 1
 
-// userfaultfd write-protect with a handler thread: system calls may write tracked memory.
+/**
+ * userfaultfd write-protect with a handler thread: system calls may write tracked memory.
+ */
 #define ICKPT_BACKEND_UFFD 2
 
-// userfaultfd async write-protect + PAGEMAP_SCAN (Linux 6.7+): the cheapest first write.
+/**
+ * userfaultfd async write-protect + PAGEMAP_SCAN (Linux 6.7+): the cheapest first write.
+ */
 #define ICKPT_BACKEND_UFFD_ASYNC 3
 
 #define ICKPT_KIND_FULL 0
 
 #define ICKPT_KIND_INCREMENTAL 1
 
-// `ickpt_checkpoint` returns once the version is committed.
+/**
+ * `ickpt_checkpoint` returns once the version is committed.
+ */
 #define ICKPT_MODE_SYNC 0
 
-// `ickpt_checkpoint` returns once the pages are scheduled; a committer thread writes them
-// while the application computes (`ickpt_wait` blocks until it is done).
+/**
+ * `ickpt_checkpoint` returns once the pages are scheduled; a committer thread writes them
+ * while the application computes (`ickpt_wait` blocks until it is done).
+ */
 #define ICKPT_MODE_ASYNC 1
 
-// The committer takes pages in ascending address order.
+/**
+ * The committer takes pages in ascending address order.
+ */
 #define ICKPT_FLUSH_ADDRESS 0
 
-// The committer takes first the pages the last epoch's writes ran into (AI-Ckpt).
+/**
+ * The committer takes first the pages the last epoch's writes ran into (AI-Ckpt).
+ */
 #define ICKPT_FLUSH_ADAPTIVE 1
 
-// Every page traps on its first write in an epoch.
+/**
+ * Every page traps on its first write in an epoch.
+ */
 #define ICKPT_GRANULARITY_PAGE 0
 
-// ACCK (paper 001): pieces of a region whose start is being written stop trapping for the
-// rest of the epoch and are stored whole. No effect with the uffd-async backend.
+/**
+ * ACCK (paper 001): pieces of a region whose start is being written stop trapping for the
+ * rest of the epoch and are stored whole. No effect with the uffd-async backend.
+ */
 #define ICKPT_GRANULARITY_ADAPTIVE 1
 
-// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
-#define MADV_COLLAPSE 25
-
-// Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
+/**
+ * Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
+ */
 typedef enum ickpt_result {
   ICKPT_OK = 0,
-  // A NULL pointer, zero length, bad configuration or unknown pointer.
+  /**
+   * A NULL pointer, zero length, bad configuration or unknown pointer.
+   */
   ICKPT_ERR_INVALID_ARGUMENT = 1,
   ICKPT_ERR_NOT_INITIALIZED = 2,
   ICKPT_ERR_ALREADY_INITIALIZED = 3,
-  // No protected region has that id.
+  /**
+   * No protected region has that id.
+   */
   ICKPT_ERR_UNKNOWN_REGION = 4,
-  // A region with that id is already protected, or the memory overlaps one.
+  /**
+   * A region with that id is already protected, or the memory overlaps one.
+   */
   ICKPT_ERR_REGION_EXISTS = 5,
-  // Protected regions and the version's regions differ (missing id or size mismatch).
+  /**
+   * Protected regions and the version's regions differ (missing id or size mismatch).
+   */
   ICKPT_ERR_REGION_MISMATCH = 6,
-  // No such version, or no version at all.
+  /**
+   * No such version, or no version at all.
+   */
   ICKPT_ERR_NOT_FOUND = 7,
-  // A checkpoint file failed its checks, or a chain is broken.
+  /**
+   * A checkpoint file failed its checks, or a chain is broken.
+   */
   ICKPT_ERR_CORRUPT = 8,
   ICKPT_ERR_IO = 9,
-  // The store's device is full. Earlier versions are intact.
+  /**
+   * The store's device is full. Earlier versions are intact.
+   */
   ICKPT_ERR_NO_SPACE = 10,
-  // The directory holds something other than an ickpt store.
+  /**
+   * The directory holds something other than an ickpt store.
+   */
   ICKPT_ERR_NOT_A_STORE = 11,
-  // Another process holds the store.
+  /**
+   * Another process holds the store.
+   */
   ICKPT_ERR_STORE_LOCKED = 12,
-  // Write tracking failed (protection change, signal handler replaced).
+  /**
+   * Write tracking failed (protection change, signal handler replaced).
+   */
   ICKPT_ERR_TRACKING = 13,
-  // A bug in ickpt; the message says where.
-  ICKPT_ERR_INTERNAL = 14,
+  /**
+   * A bug in ickpt; the message says where.
+   */
+  ICKPT_ERR_INTERNAL = 14
 } ickpt_result;
 
-// Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
+/**
+ * Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
+ */
 typedef struct ickpt_config {
-  // sizeof(ickpt_config); set by ickpt_config_init.
+  /**
+   * sizeof(ickpt_config); set by ickpt_config_init. A program built against an older,
+   * shorter ickpt_config keeps working (the fields it lacks take their defaults), and one
+   * built against a newer one too while the fields this library lacks are 0 (docs/abi.md).
+   */
   uint32_t struct_size;
-  // ICKPT_BACKEND_*; the environment variable ICKPT_BACKEND overrides it.
+  /**
+   * ICKPT_BACKEND_*; the environment variable ICKPT_BACKEND overrides it.
+   */
   uint32_t backend;
-  // Every full_every-th checkpoint is full (default 10: 1 full, 9 incremental).
+  /**
+   * Every full_every-th checkpoint is full (default 10: 1 full, 9 incremental).
+   */
   uint32_t full_every;
-  // Full chains kept on disk (default 2).
+  /**
+   * Full chains kept on disk (default 2).
+   */
   uint32_t keep_chains;
-  // Store directory; NULL means the environment variable ICKPT_DIR.
+  /**
+   * Store directory; NULL means the environment variable ICKPT_DIR.
+   */
   const char *dir;
-  // Emulated storage bandwidth in bytes per second for experiments; 0 means unlimited
-  // (the environment variable ICKPT_BANDWIDTH, e.g. "200M", sets it too).
+  /**
+   * Emulated storage bandwidth in bytes per second for experiments; 0 means unlimited
+   * (the environment variable ICKPT_BANDWIDTH, e.g. "200M", sets it too).
+   */
   uint64_t bandwidth;
-  // ICKPT_MODE_SYNC (default) or ICKPT_MODE_ASYNC; ICKPT_MODE ("sync"/"async") overrides.
+  /**
+   * ICKPT_MODE_SYNC (default) or ICKPT_MODE_ASYNC; ICKPT_MODE ("sync"/"async") overrides.
+   */
   uint32_t mode;
-  // ICKPT_FLUSH_ADAPTIVE (default) or ICKPT_FLUSH_ADDRESS; ICKPT_FLUSH_ORDER overrides.
+  /**
+   * ICKPT_FLUSH_ADAPTIVE (default) or ICKPT_FLUSH_ADDRESS; ICKPT_FLUSH_ORDER overrides.
+   */
   uint32_t flush_order;
-  // Bytes of copy-on-write buffer for pages written while their commit runs (default
-  // 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
+  /**
+   * Bytes of copy-on-write buffer for pages written while their commit runs (default
+   * 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
+   */
   uint64_t cow_bytes;
-  // ICKPT_GRANULARITY_PAGE (default) or ICKPT_GRANULARITY_ADAPTIVE; ICKPT_GRANULARITY
-  // ("page"/"adaptive") overrides.
+  /**
+   * ICKPT_GRANULARITY_PAGE (default) or ICKPT_GRANULARITY_ADAPTIVE; ICKPT_GRANULARITY
+   * ("page"/"adaptive") overrides.
+   */
   uint32_t granularity;
-  // Adaptive granularity cuts each region into 2^acck_pieces_log2 pieces (default 6, 1 to
-  // 16); ICKPT_ACCK_PIECES overrides.
+  /**
+   * Adaptive granularity cuts each region into 2^acck_pieces_log2 pieces (default 6, 1 to
+   * 16); ICKPT_ACCK_PIECES overrides.
+   */
   uint32_t acck_pieces_log2;
-  // Adaptive granularity turns released 2 MiB-aligned spans into huge pages (default 1);
-  // ICKPT_HUGE_PAGES ("0"/"1") overrides.
+  /**
+   * Adaptive granularity turns released 2 MiB-aligned spans into huge pages (default 1);
+   * ICKPT_HUGE_PAGES ("0"/"1") overrides.
+   */
   uint32_t huge_pages;
 } ickpt_config;
 
-// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
-// just scheduled (`bytes` and the commit fields are 0 until `ickpt_wait` reports it).
+/**
+ * What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
+ * just scheduled (`bytes` and the commit fields are 0 until `ickpt_wait` reports it).
+ */
 typedef struct ickpt_checkpoint_info {
   uint64_t version;
-  // The version this one increments; 0 for a full version.
+  /**
+   * The version this one increments; 0 for a full version.
+   */
   uint64_t parent;
-  // ICKPT_KIND_FULL or ICKPT_KIND_INCREMENTAL.
+  /**
+   * ICKPT_KIND_FULL or ICKPT_KIND_INCREMENTAL.
+   */
   uint32_t kind;
-  // ICKPT_MODE_* the version was committed in.
+  /**
+   * ICKPT_MODE_* the version was committed in.
+   */
   uint32_t mode;
-  // Pages stored in this version (async, from ickpt_checkpoint: pages scheduled).
+  /**
+   * Pages stored in this version (async, from ickpt_checkpoint: pages scheduled).
+   */
   uint64_t pages;
-  // Size of the version file in bytes.
+  /**
+   * Size of the version file in bytes.
+   */
   uint64_t bytes;
-  // Time spent in the call that returned this.
+  /**
+   * Time spent in the call that returned this.
+   */
   uint64_t duration_ns;
-  // From the request until the last page was handed to the store.
+  /**
+   * From the request until the last page was handed to the store.
+   */
   uint64_t commit_ns;
-  // Time application threads spent blocked waiting for this commit's pages.
+  /**
+   * Time application threads spent blocked waiting for this commit's pages.
+   */
   uint64_t wait_ns;
-  // First writes during the commit that copied the page aside (COW), waited for the
-  // committer (WAIT), or found the page already taken (AVOIDED).
+  /**
+   * First writes during the commit that copied the page aside (COW), waited for the
+   * committer (WAIT), or found the page already taken (AVOIDED).
+   */
   uint64_t cow_pages;
   uint64_t wait_pages;
   uint64_t avoided_pages;
-  // First writes after the previous commit had finished (its AFTER count).
+  /**
+   * First writes after the previous commit had finished (its AFTER count).
+   */
   uint64_t after_previous;
-  // Most copy-on-write buffer bytes in use at once during the commit.
+  /**
+   * Most copy-on-write buffer bytes in use at once during the commit.
+   */
   uint64_t peak_cow_bytes;
 } ickpt_checkpoint_info;
 
-// Totals since `ickpt_init`.
+/**
+ * Totals since `ickpt_init`.
+ */
 typedef struct ickpt_stats {
-  // ICKPT_BACKEND_* in use.
+  /**
+   * ICKPT_BACKEND_* in use.
+   */
   uint32_t backend;
   uint32_t regions;
   uint64_t protected_bytes;
@@ -160,133 +261,187 @@ typedef struct ickpt_stats {
   uint64_t pages_written;
   uint64_t bytes_written;
   uint64_t checkpoint_ns;
-  // First writes trapped.
+  /**
+   * First writes trapped.
+   */
   uint64_t faults;
   uint64_t restores;
   uint64_t pages_restored;
   uint64_t restore_ns;
-  // First writes that met a running commit: copied aside, waited, or already taken;
-  // and first writes outside any commit.
+  /**
+   * First writes that met a running commit: copied aside, waited, or already taken;
+   * and first writes outside any commit.
+   */
   uint64_t cow_pages;
   uint64_t wait_pages;
   uint64_t avoided_pages;
   uint64_t after_pages;
-  // Time application threads spent waiting for the committer.
+  /**
+   * Time application threads spent waiting for the committer.
+   */
   uint64_t wait_ns;
-  // Time ickpt spent handling first writes (kernel trap entry and exit not included).
+  /**
+   * Time ickpt spent handling first writes (kernel trap entry and exit not included).
+   */
   uint64_t monitor_ns;
-  // Pages adaptive granularity stored whole without a trap each (written or not).
+  /**
+   * Pages adaptive granularity stored whole without a trap each (written or not).
+   */
   uint64_t acck_released_pages;
-  // 2 MiB spans adaptive granularity turned into huge pages.
+  /**
+   * 2 MiB spans adaptive granularity turned into huge pages.
+   */
   uint64_t acck_huge_spans;
-  // Regions the backend tracks by page protection because userfaultfd refused their
-  // memory type.
+  /**
+   * Regions the backend tracks by page protection because userfaultfd refused their
+   * memory type.
+   */
   uint32_t regions_by_protection;
 } ickpt_stats;
 
-#ifdef __cplusplus
-extern "C" {
-#endif // __cplusplus
-
-// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
-// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
-// cow_bytes 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1.
+/**
+ * Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
+ * (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
+ * cow_bytes 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1.
+ */
 enum ickpt_result ickpt_config_init(struct ickpt_config *cfg);
 
-// Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
-// created if needed; it must be empty or an ickpt store.
+/**
+ * Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
+ * created if needed; it must be empty or an ickpt store.
+ */
 enum ickpt_result ickpt_init(const struct ickpt_config *cfg);
 
-// Stop ickpt: a commit still running is finished, every region is unprotected and memory
-// from `ickpt_malloc` is released. ickpt is finalized even when this returns an error: the
-// error of an async commit that failed and was not reported yet.
+/**
+ * Stop ickpt: a commit still running is finished, every region is unprotected and memory
+ * from `ickpt_malloc` is released. ickpt is finalized even when this returns an error: the
+ * error of an async commit that failed and was not reported yet.
+ */
 enum ickpt_result ickpt_finalize(void);
 
-// Track `len` bytes at `ptr` as region `id`. Any alignment: the covering pages are tracked,
-// only the bytes of the range are saved and restored. The memory must stay mapped until
-// `ickpt_unprotect(id)`.
+/**
+ * Track `len` bytes at `ptr` as region `id`. Any alignment: the covering pages are tracked,
+ * only the bytes of the range are saved and restored. The memory must stay mapped until
+ * `ickpt_unprotect(id)`.
+ */
 enum ickpt_result ickpt_protect(uint64_t id, void *ptr, size_t len);
 
-// Stop tracking region `id`; later versions no longer contain it.
+/**
+ * Stop tracking region `id`; later versions no longer contain it.
+ */
 enum ickpt_result ickpt_unprotect(uint64_t id);
 
-// Allocate `size` zeroed bytes, page-aligned, tracked as region `id`; `*out` receives the
-// pointer. Release with `ickpt_free`.
+/**
+ * Allocate `size` zeroed bytes, page-aligned, tracked as region `id`; `*out` receives the
+ * pointer. Release with `ickpt_free`.
+ */
 enum ickpt_result ickpt_malloc(uint64_t id, size_t size, void **out);
 
-// Release memory from `ickpt_malloc`.
+/**
+ * Release memory from `ickpt_malloc`.
+ */
 enum ickpt_result ickpt_free(void *ptr);
 
-// Take a checkpoint of every protected region. Sync mode: returns once the version is
-// committed. Async mode: returns once its pages are scheduled and the application may
-// write again; a checkpoint still committing is waited for first, and its failure, if it
-// failed, is returned here (nothing new is started then). `info` may be NULL; otherwise
-// it receives what was written (async: scheduled).
+/**
+ * Take a checkpoint of every protected region. Sync mode: returns once the version is
+ * committed. Async mode: returns once its pages are scheduled and the application may
+ * write again; a checkpoint still committing is waited for first, and its failure, if it
+ * failed, is returned here (nothing new is started then). `info` may be NULL; otherwise
+ * it receives what was written (async: scheduled).
+ */
 enum ickpt_result ickpt_checkpoint(struct ickpt_checkpoint_info *info);
 
-// Block until the checkpoint in flight (async mode) is committed. `info` may be NULL;
-// otherwise it receives the newest committed checkpoint of this process (ICKPT_ERR_NOT_FOUND
-// if there is none). Returns the error of a commit that failed (once).
+/**
+ * Block until the checkpoint in flight (async mode) is committed. `info` may be NULL;
+ * otherwise it receives the newest committed checkpoint of this process (ICKPT_ERR_NOT_FOUND
+ * if there is none). Returns the error of a commit that failed (once).
+ */
 enum ickpt_result ickpt_wait(struct ickpt_checkpoint_info *info);
 
-// The newest version a restore accepts: its file and its chain pass every check (a stray,
-// damaged or foreign file with a higher number is passed over). ICKPT_ERR_NOT_FOUND when
-// no version does. Page data is checked as a restore reads it: to restart, prefer
-// `ickpt_restore_latest`, which moves on to an older version if a page turns out damaged.
+/**
+ * The newest version a restore accepts: its file and its chain pass every check (a stray,
+ * damaged or foreign file with a higher number is passed over). ICKPT_ERR_NOT_FOUND when
+ * no version does. Page data is checked as a restore reads it: to restart, prefer
+ * `ickpt_restore_latest`, which moves on to an older version if a page turns out damaged.
+ */
 enum ickpt_result ickpt_latest(uint64_t *version);
 
-// Fill every protected region from `version`. The protected regions must match the
-// version's regions by id and size.
+/**
+ * Fill every protected region from `version`. The protected regions must match the
+ * version's regions by id and size.
+ */
 enum ickpt_result ickpt_restore(uint64_t version);
 
-// The restart path: restore the newest version that restores completely, newest first,
-// passing over versions whose files or chains fail their checks or whose pages turn out
-// damaged while read. `*version` receives the version restored. ICKPT_ERR_NOT_FOUND when the
-// store holds no version (a first run); ICKPT_ERR_CORRUPT when it holds versions but none
-// restores (the message names the newest one's problem); ICKPT_ERR_REGION_MISMATCH at once
-// when the protected regions differ from the newest version's.
+/**
+ * The restart path: restore the newest version that restores completely, newest first,
+ * passing over versions whose files or chains fail their checks or whose pages turn out
+ * damaged while read. `*version` receives the version restored. ICKPT_ERR_NOT_FOUND when the
+ * store holds no version (a first run); ICKPT_ERR_CORRUPT when it holds versions but none
+ * restores (the message names the newest one's problem); ICKPT_ERR_REGION_MISMATCH at once
+ * when the protected regions differ from the newest version's.
+ */
 enum ickpt_result ickpt_restore_latest(uint64_t *version);
 
-// The version files in the store, ascending, restorable or not: up to `capacity` numbers
-// are written to `versions` (which may be NULL when `capacity` is 0) and `*count` receives
-// how many there are, so a first call with capacity 0 sizes the array.
-// `ickpt_check_version` tells whether a restore accepts one.
+/**
+ * The version files in the store, ascending, restorable or not: up to `capacity` numbers
+ * are written to `versions` (which may be NULL when `capacity` is 0) and `*count` receives
+ * how many there are, so a first call with capacity 0 sizes the array.
+ * `ickpt_check_version` tells whether a restore accepts one.
+ */
 enum ickpt_result ickpt_list_versions(uint64_t *versions, size_t capacity, size_t *count);
 
-// ICKPT_OK when a restore of `version` would accept its file and its chain; otherwise the
-// error that restore would return, with a message naming the file and the problem. Page
-// data is read by the restore itself (or by `ickpt verify`), not here.
+/**
+ * ICKPT_OK when a restore of `version` would accept its file and its chain; otherwise the
+ * error that restore would return, with a message naming the file and the problem. Page
+ * data is read by the restore itself (or by `ickpt verify`), not here.
+ */
 enum ickpt_result ickpt_check_version(uint64_t version);
 
-// Running totals since `ickpt_init`.
+/**
+ * Running totals since `ickpt_init`.
+ */
 enum ickpt_result ickpt_get_stats(struct ickpt_stats *out);
 
-// The message of the last failed call on this thread ("" if none). Valid until the next
-// ickpt call on this thread.
+/**
+ * The message of the last failed call on this thread ("" if none). Valid until the next
+ * ickpt call on this thread.
+ */
 const char *ickpt_last_error(void);
 
-// A constant name for a result code ("ICKPT_ERR_IO"); "unknown" for other values.
+/**
+ * A constant name for a result code ("ICKPT_ERR_IO"); "unknown" for other values.
+ */
 const char *ickpt_result_name(int32_t r);
 
-// The library version ("0.1.0").
+/**
+ * The library version ("0.1.0").
+ */
 const char *ickpt_version(void);
 
-// Take the first-write fault on every page of `ptr..ptr+len` now, so a system call may write
-// there. Bytes are unchanged. Needed before a system call writes into protected memory with
-// the mprotect backend (or uffd-async while a commit runs); harmless with the others.
+/**
+ * Take the first-write fault on every page of `ptr..ptr+len` now, so a system call may write
+ * there. Bytes are unchanged. Needed before a system call writes into protected memory with
+ * the mprotect backend (or uffd-async while a commit runs); harmless with the others.
+ */
 enum ickpt_result ickpt_prepare_write(void *ptr, size_t len);
 
-// read(2) into memory that may be protected. Returns and sets errno as read(2).
+/**
+ * read(2) into memory that may be protected. Returns and sets errno as read(2).
+ */
 ptrdiff_t ickpt_read(int32_t fd, void *buf, size_t count);
 
-// pread(2) into memory that may be protected. Returns and sets errno as pread(2).
+/**
+ * pread(2) into memory that may be protected. Returns and sets errno as pread(2).
+ */
 ptrdiff_t ickpt_pread(int32_t fd, void *buf, size_t count, int64_t offset);
 
-// recv(2) into memory that may be protected. Returns and sets errno as recv(2).
+/**
+ * recv(2) into memory that may be protected. Returns and sets errno as recv(2).
+ */
 ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
 
 #ifdef __cplusplus
-}  // extern "C"
-#endif  // __cplusplus
+}
+#endif
 
-#endif  /* ICKPT_H */
+#endif /* ICKPT_H */

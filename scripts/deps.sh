@@ -22,6 +22,14 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
 fi
+# The C tests load libickpt.so from Python with cffi (tests/c/cffi_readme.py), run by Debian's
+# python3 for the same reason as the plots.
+if ! /usr/bin/python3 -c 'import cffi' >/dev/null 2>&1; then
+  echo "deps: installing python3-cffi with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-cffi
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "deps: cargo is in $HOME/.cargo/bin; add it to PATH" >&2

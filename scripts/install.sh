@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# install.sh DEST PREFIX: copy the release build to DEST laid out for PREFIX, with ickpt.pc.
+# install.sh DEST PREFIX: copy the release build to DEST laid out for PREFIX, with ickpt.pc
+# (libickpt.so) and ickpt-static.pc (libickpt.a).
 set -euo pipefail
 dest=$1; prefix=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,6 +11,11 @@ install -m 0755 "$rel/libickpt.so" "$dest/lib/libickpt.so"
 install -m 0644 "$rel/libickpt.a" "$dest/lib/libickpt.a"
 install -m 0644 "$root/include/ickpt.h" "$dest/include/ickpt.h"
 install -m 0755 "$rel/ickpt" "$dest/bin/ickpt"
+# What libickpt.a needs besides libc (`rustc --print native-static-libs`: -lgcc_s -lutil -lrt
+# -lpthread -lm -ldl -lc).
+native="-lutil -lrt -lpthread -lm -ldl"
+# ickpt.pc links libickpt.so. Its --static flags serve fully static programs (cc -static),
+# where no libgcc_s exists: the compiler driver brings libgcc_eh instead.
 cat > "$dest/lib/pkgconfig/ickpt.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib
@@ -20,6 +26,20 @@ Description: Incremental checkpoint/restart of application memory
 Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lickpt
-Libs.private: -lpthread -ldl -lm -lgcc_s
+Libs.private: $native
+PC
+# ickpt-static.pc links libickpt.a into a dynamically linked program. It names the archive
+# by path: given -lickpt, the linker takes libickpt.so whenever it lies next to the archive,
+# whatever pkg-config --static adds.
+cat > "$dest/lib/pkgconfig/ickpt-static.pc" <<PC
+prefix=$prefix
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: ickpt-static
+Description: Incremental checkpoint/restart of application memory (static library)
+Version: $version
+Cflags: -I\${includedir}
+Libs: \${libdir}/libickpt.a -lgcc_s $native
 PC
 echo "installed ickpt $version into $dest"

@@ -129,9 +129,8 @@ static void check_bad_init(void) {
     CHECK_RC(ickpt_init(NULL), ICKPT_ERR_INVALID_ARGUMENT);
     CHECK(unsetenv("ICKPT_DIR") == 0);
 
-    /* struct_size must be exactly sizeof(ickpt_config). */
-    const uint32_t sizes[] = {0, 1, (uint32_t)sizeof(ickpt_config) - 1,
-                              (uint32_t)sizeof(ickpt_config) + 8, UINT32_MAX};
+    /* struct_size must be a size ickpt_config can have (config_size.c tests the others). */
+    const uint32_t sizes[] = {0, 1, (uint32_t)sizeof(ickpt_config) - 1, UINT32_MAX};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         OK(ickpt_config_init(&cfg));
         cfg.dir = test_subdir("never-created-size");

@@ -5,9 +5,12 @@
 # Conventions:
 #   tests/c/*.c             one test program each, built into build/ctests/<name>
 #   *_dies_segv.c           must be killed by SIGSEGV after printing the fault marker
-#   static_link.c           linked against libickpt.a instead of libickpt.so
+#   static_link.c           linked against libickpt.a (pkg-config ickpt-static) instead of
+#                           libickpt.so, and again as a fully static program (cc -static with
+#                           pkg-config --static ickpt): static_full
 #   cxx_header.cpp          C++ compile/link check of ickpt.h
 #   enospc.c                run once per injected store fault (see run_fault_cases)
+#   cffi_readme.py          README's Python example through cffi, by Debian's python3
 # Prints "PASS name" / "FAIL name (reason)" per test and ends with "N passed, M failed";
 # exits 0 only when nothing failed. ICKPT_TEST_BACKEND=b runs every test with ICKPT_BACKEND=b
 # (other ICKPT_* variables from the caller are removed).
@@ -47,23 +50,14 @@ ulimit -c 0
 export PKG_CONFIG_PATH="$STAGE/lib/pkgconfig"
 if ! pc_cflags=$(pkg-config --cflags ickpt 2>"$out/pkg-config.log") ||
     ! pc_libs=$(pkg-config --libs ickpt 2>>"$out/pkg-config.log") ||
-    ! pc_static=$(pkg-config --static --libs ickpt 2>>"$out/pkg-config.log") ||
+    ! pc_static=$(pkg-config --libs ickpt-static 2>>"$out/pkg-config.log") ||
+    ! pc_full_static=$(pkg-config --static --libs ickpt 2>>"$out/pkg-config.log") ||
     ! pc_version=$(pkg-config --modversion ickpt 2>>"$out/pkg-config.log"); then
-    fail pkg-config "pkg-config cannot find ickpt in $PKG_CONFIG_PATH" "$out/pkg-config.log"
+    fail pkg-config "pkg-config cannot find ickpt and ickpt-static in $PKG_CONFIG_PATH" "$out/pkg-config.log"
     echo "$passed passed, $failed failed"
     exit 1
 fi
 defs=(-DICKPT_EXPECTED_VERSION="\"$pc_version\"")
-
-# The static link line: pkg-config's flags with -lickpt bound to libickpt.a. The rpath and -L
-# stay harmless; the check below proves the binary does not load libickpt.so.
-static_libs=()
-for f in $pc_static; do
-    case $f in
-        -lickpt) static_libs+=(-Wl,-Bstatic -lickpt -Wl,-Bdynamic) ;;
-        *) static_libs+=("$f") ;;
-    esac
-done
 
 # ---- build ---------------------------------------------------------------------------------
 
@@ -73,7 +67,7 @@ for src in "$here"/*.c; do
     log=$out/$name.build.log
     if [ "$name" = static_link ]; then
         # shellcheck disable=SC2206
-        cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" "${static_libs[@]}")
+        cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" $pc_static)
     else
         # shellcheck disable=SC2206
         cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" $pc_libs)
@@ -88,6 +82,18 @@ for src in "$here"/*.c; do
     fi
     built+=("$name")
 done
+
+# static_link.c once more, as a fully static program.
+if [ -f "$here/static_link.c" ]; then
+    log=$out/static_full.build.log
+    # shellcheck disable=SC2086
+    if $CC $CFLAGS_TEST "${defs[@]}" -static $pc_cflags -o "$out/static_full" \
+        "$here/static_link.c" $pc_full_static >"$log" 2>&1; then
+        built+=(static_full)
+    else
+        fail build:static_full "cc -static with pkg-config --static --libs ickpt failed; see ${log#"$root"/}" "$log"
+    fi
+fi
 
 # The header must also be valid C++ (extern "C", no C-only constructs).
 if [ -f "$here/cxx_header.cpp" ]; then
@@ -105,15 +111,18 @@ if [ -f "$here/cxx_header.cpp" ]; then
     fi
 fi
 
-# The header alone must compile as strict C99.
-log=$out/header_c99.build.log
-# shellcheck disable=SC2086
-if printf '#include <ickpt.h>\nint main(void) { return ickpt_version()[0] == 0; }\n' |
-    $CC -std=c99 -pedantic -Wall -Wextra -Werror $pc_cflags -x c -o "$out/header_c99" - $pc_libs >"$log" 2>&1; then
-    pass header_c99
-else
-    fail header_c99 "ickpt.h does not compile as -std=c99 -pedantic; see ${log#"$root"/}" "$log"
-fi
+# The header alone must compile as strict C89 (stdint.h aside: C89 has none) and C99.
+for std in c89 c99; do
+    log=$out/header_$std.build.log
+    # shellcheck disable=SC2086
+    if printf '%s\n' '#include <ickpt.h>' \
+        'int main(void) { ickpt_config cfg; return ickpt_config_init(&cfg) != ICKPT_OK; }' |
+        $CC -std=$std -pedantic-errors -Wall -Wextra -Werror $pc_cflags -x c -o "$out/header_$std" - $pc_libs >"$log" 2>&1; then
+        pass header_$std
+    else
+        fail header_$std "ickpt.h does not compile as -std=$std -pedantic-errors; see ${log#"$root"/}" "$log"
+    fi
+done
 
 # ---- run -----------------------------------------------------------------------------------
 
@@ -183,9 +192,13 @@ for name in "${built[@]}"; do
             run_test enospc-eio "$bin" exit0 ICKPT_FAULT=eio@5000 -- ICKPT_ERR_IO
             run_test enospc-commit-eio "$bin" exit0 ICKPT_FAULT=commit-eio -- ICKPT_ERR_IO
             ;;
-        static_link)
-            if readelf -d "$bin" 2>/dev/null | grep -q 'NEEDED.*libickpt\.so'; then
-                fail static_link "linked against libickpt.so, not libickpt.a" ""
+        static_link | static_full)
+            if ! readelf -d "$bin" >"$out/$name.readelf" 2>&1; then
+                fail "$name" "readelf -d failed; see ${out#"$root"/}/$name.readelf" "$out/$name.readelf"
+            elif grep -q 'NEEDED.*libickpt' "$out/$name.readelf"; then
+                fail "$name" "linked against libickpt.so, not libickpt.a" "$out/$name.readelf"
+            elif [ $name = static_full ] && grep -q NEEDED "$out/$name.readelf"; then
+                fail "$name" "cc -static gave a dynamically linked program" "$out/$name.readelf"
             else
                 run_test "$name" "$bin" exit0
             fi
@@ -195,6 +208,9 @@ for name in "${built[@]}"; do
             ;;
     esac
 done
+
+# Debian's python3: scripts/deps.sh installs cffi for it (a python3 earlier in PATH may lack it).
+run_test cffi_readme /usr/bin/python3 exit0 -- "$here/cffi_readme.py" "$root/README.md"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

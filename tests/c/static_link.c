@@ -1,7 +1,8 @@
 /*
- * Built against libickpt.a (run.sh checks the binary does not load libickpt.so): a short
- * protect / checkpoint / write / restore round trip proves the static library is complete
- * (signal handling, store, format) with only pkg-config's --static flags.
+ * Built against libickpt.a (run.sh checks the binary does not load libickpt.so), twice: with
+ * pkg-config's ickpt-static flags, and fully static (cc -static, pkg-config --static ickpt). A
+ * short protect / checkpoint / write / restore round trip proves the static library is
+ * complete (signal handling, store, format) with only those flags.
  */
 #include "check.h"
 

@@ -31,24 +31,104 @@ static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
 #[no_mangle]
 pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
     guard(|| {
-        let cfg = out_ptr(cfg, "cfg")?;
-        let d = Config::new("");
-        *cfg = ickpt_config {
-            struct_size: std::mem::size_of::<ickpt_config>() as u32,
-            backend: ICKPT_BACKEND_AUTO,
-            full_every: d.full_every,
-            keep_chains: d.keep_chains,
-            dir: std::ptr::null(),
-            bandwidth: 0,
-            mode: ICKPT_MODE_SYNC,
-            flush_order: ICKPT_FLUSH_ADAPTIVE,
-            cow_bytes: d.cow_bytes as u64,
-            granularity: ICKPT_GRANULARITY_PAGE,
-            acck_pieces_log2: d.acck_pieces_log2,
-            huge_pages: d.huge_pages as u32,
-        };
+        *out_ptr(cfg, "cfg")? = default_config();
         Ok(())
     })
+}
+
+fn default_config() -> ickpt_config {
+    let d = Config::new("");
+    ickpt_config {
+        struct_size: std::mem::size_of::<ickpt_config>() as u32,
+        backend: ICKPT_BACKEND_AUTO,
+        full_every: d.full_every,
+        keep_chains: d.keep_chains,
+        dir: std::ptr::null(),
+        bandwidth: 0,
+        mode: ICKPT_MODE_SYNC,
+        flush_order: ICKPT_FLUSH_ADAPTIVE,
+        cow_bytes: d.cow_bytes as u64,
+        granularity: ICKPT_GRANULARITY_PAGE,
+        acck_pieces_log2: d.acck_pieces_log2,
+        huge_pages: d.huge_pages as u32,
+    }
+}
+
+/// The first layout of `ickpt_config` (ickpt 0.1.0) ended after `dir`.
+const FIRST_CONFIG_SIZE: usize = std::mem::offset_of!(ickpt_config, bandwidth);
+
+/// Read the caller's `ickpt_config`, of whichever version its program was compiled with
+/// (docs/abi.md, rule 7): the fields its `struct_size` covers, the defaults for the others.
+/// Beyond the fields this library knows, the caller's bytes must be zero: a field set there
+/// is one this library would silently ignore.
+fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
+    let known = std::mem::size_of::<ickpt_config>();
+    // SAFETY: non-NULL and, by the API contract, an ickpt_config of some version: every
+    // version starts with struct_size. No reference is made, as the caller's struct may be
+    // shorter than this library's.
+    let size = unsafe { std::ptr::addr_of!((*cfg).struct_size).read() } as usize;
+    let refuse = |why: &str| {
+        Err(Error::InvalidArgument(format!(
+            "cfg->struct_size is {size}, {why}; call ickpt_config_init first"
+        )))
+    };
+    if size < FIRST_CONFIG_SIZE {
+        return refuse(&format!(
+            "less than any ickpt_config ({FIRST_CONFIG_SIZE} bytes at the least)"
+        ));
+    }
+    // Every version's size is a multiple of the alignment, so no field is ever cut in two.
+    // (is_multiple_of is newer than the Rust 1.80 the README asks for.)
+    if size.next_multiple_of(std::mem::align_of::<ickpt_config>()) != size {
+        return refuse("not the size of any ickpt_config");
+    }
+    // As Linux's openat2 and clone3 do: beyond a page it is garbage, not a newer struct,
+    // and reading that far could fault.
+    if size > 4096 {
+        return refuse("larger than any ickpt_config can be (4096 bytes)");
+    }
+    if size > known {
+        // SAFETY: the caller's struct has `size` bytes, of which these are the last.
+        let tail = unsafe { std::slice::from_raw_parts(cfg.cast::<u8>().add(known), size - known) };
+        if let Some(at) = tail.iter().position(|&b| b != 0) {
+            return Err(Error::InvalidArgument(format!(
+                "cfg->struct_size is {size}, but this libickpt ({}) knows only the first \
+                 {known} bytes of ickpt_config, and byte {} is not zero: the program sets a \
+                 field this library does not have; run it with the libickpt it was built for",
+                env!("CARGO_PKG_VERSION"),
+                known + at
+            )));
+        }
+    }
+    let mut c = default_config();
+    macro_rules! take {
+        ($($field:ident),*) => {
+            // Exhaustive: a field added to ickpt_config does not compile until listed here.
+            let ickpt_config { struct_size: _, $($field: _),* } = c;
+            $(
+                if std::mem::offset_of!(ickpt_config, $field) + std::mem::size_of_val(&c.$field)
+                    <= size
+                {
+                    // SAFETY: the field lies within the caller's `size` bytes.
+                    c.$field = unsafe { std::ptr::addr_of!((*cfg).$field).read() };
+                }
+            )*
+        };
+    }
+    take!(
+        backend,
+        full_every,
+        keep_chains,
+        dir,
+        bandwidth,
+        mode,
+        flush_order,
+        cow_bytes,
+        granularity,
+        acck_pieces_log2,
+        huge_pages
+    );
+    Ok(c)
 }
 
 /// Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
@@ -71,14 +151,7 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
         let mut c = Config::new("");
         let mut dir = None;
         if !cfg.is_null() {
-            // SAFETY: non-NULL and, by the API contract, points to an ickpt_config.
-            let cfg = unsafe { &*cfg };
-            if cfg.struct_size as usize != std::mem::size_of::<ickpt_config>() {
-                return Err(Error::InvalidArgument(
-                    "cfg->struct_size is not sizeof(ickpt_config); call ickpt_config_init first"
-                        .into(),
-                ));
-            }
+            let cfg = read_config(cfg)?;
             c.backend = match cfg.backend {
                 ICKPT_BACKEND_AUTO => Backend::Auto,
                 ICKPT_BACKEND_MPROTECT => Backend::Mprotect,

@@ -72,7 +72,9 @@ pub const ICKPT_GRANULARITY_ADAPTIVE: u32 = 1;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ickpt_config {
-    /// sizeof(ickpt_config); set by ickpt_config_init.
+    /// sizeof(ickpt_config); set by ickpt_config_init. A program built against an older,
+    /// shorter ickpt_config keeps working (the fields it lacks take their defaults), and one
+    /// built against a newer one too while the fields this library lacks are 0 (docs/abi.md).
     pub struct_size: u32,
     /// ICKPT_BACKEND_*; the environment variable ICKPT_BACKEND overrides it.
     pub backend: u32,
