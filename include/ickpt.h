@@ -300,11 +300,14 @@ typedef struct ickpt_stats {
 } ickpt_stats;
 
 /**
- * Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
- * (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
- * cow_bytes 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1.
+ * Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
+ * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2, dir NULL (then
+ * `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
+ * 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
+ * `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past
+ * the caller's struct is ever written, whichever `ickpt.h` the program was built with.
  */
-enum ickpt_result ickpt_config_init(struct ickpt_config *cfg);
+enum ickpt_result ickpt_config_init_sized(struct ickpt_config *cfg, size_t size);
 
 /**
  * Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
@@ -439,6 +442,9 @@ ptrdiff_t ickpt_pread(int32_t fd, void *buf, size_t count, int64_t offset);
  * recv(2) into memory that may be protected. Returns and sets errno as recv(2).
  */
 ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
+
+/* Fills the caller's struct and no more, whichever ickpt.h the program was built with. */
+#define ickpt_config_init(cfg) ickpt_config_init_sized((cfg), sizeof *(cfg))
 
 #ifdef __cplusplus
 }

@@ -103,7 +103,7 @@ static void check_version(void) {
 }
 
 static void check_config_init(void) {
-    CHECK_RC(ickpt_config_init(NULL), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK_RC(ickpt_config_init_sized(NULL, sizeof(ickpt_config)), ICKPT_ERR_INVALID_ARGUMENT);
     ickpt_config cfg;
     memset(&cfg, 0xA5, sizeof cfg);
     OK(ickpt_config_init(&cfg));

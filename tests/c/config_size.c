@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+/* The symbol programs built before ickpt_config_init_sized call (the header's macro hides
+ * it; the parentheses keep the macro from expanding here). */
+ickpt_result(ickpt_config_init)(ickpt_config *cfg);
+
 /* A newer program's struct: this library's fields, then fields it does not know. */
 struct config_next {
     ickpt_config known;
@@ -60,6 +64,19 @@ int main(void) {
         check_full_every_3();
         printf("struct_size %zu: accepted, defaults for the rest\n", sizes[i]);
     }
+
+    /* ickpt_config_init (the header's macro) fills the caller's struct and nothing past it,
+     * whatever size the program was built with. */
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        ickpt_config *old = before_guard_page(sizes[i]);
+        OK(ickpt_config_init_sized(old, sizes[i]));
+        CHECK(old->struct_size == sizes[i] && old->full_every == 10 && old->dir == NULL);
+    }
+    CHECK_RC(ickpt_config_init_sized(before_guard_page(8), 8), ICKPT_ERR_INVALID_ARGUMENT);
+    ickpt_config *frozen = before_guard_page(64);
+    OK((ickpt_config_init)(frozen));
+    CHECK(frozen->struct_size == 64 && frozen->keep_chains == 2);
+    printf("ickpt_config_init: writes the caller's size only\n");
 
     /* Longer, with what this library does not know zero. */
     struct config_next next;

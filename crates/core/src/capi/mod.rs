@@ -25,16 +25,49 @@ use std::sync::RwLock;
 /// `ickpt_init` inherits this memory but must not write into its parent's store.
 static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
 
-/// Fill `cfg` with the defaults: backend auto, full_every 10, keep_chains 2, dir NULL
-/// (then `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive,
-/// cow_bytes 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1.
+/// Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
+/// `struct_size` to `size`: backend auto, full_every 10, keep_chains 2, dir NULL (then
+/// `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
+/// 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
+/// `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past
+/// the caller's struct is ever written, whichever `ickpt.h` the program was built with.
 #[no_mangle]
-pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
+pub extern "C" fn ickpt_config_init_sized(cfg: *mut ickpt_config, size: usize) -> ickpt_result {
     guard(|| {
-        *out_ptr(cfg, "cfg")? = default_config();
+        if cfg.is_null() {
+            return Err(Error::InvalidArgument("cfg is NULL".into()));
+        }
+        check_config_size(size)?;
+        let d = default_config();
+        let known = std::mem::size_of::<ickpt_config>();
+        let bytes = cfg.cast::<u8>();
+        // SAFETY: by contract `cfg` points to `size` writable bytes; the copy stays within
+        // both them and `d`, and the zeroed tail within them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&d as *const ickpt_config).cast::<u8>(),
+                bytes,
+                size.min(known),
+            );
+            if size > known {
+                std::ptr::write_bytes(bytes.add(known), 0, size - known);
+            }
+            std::ptr::addr_of_mut!((*cfg).struct_size).write(size as u32);
+        }
         Ok(())
     })
 }
+
+/// The symbol programs built before `ickpt_config_init_sized` existed call: it writes the
+/// 64-byte layout they were built with (the header now maps `ickpt_config_init` to the sized
+/// call, so this size stays frozen whatever is appended to `ickpt_config`).
+#[no_mangle]
+pub extern "C" fn ickpt_config_init(cfg: *mut ickpt_config) -> ickpt_result {
+    ickpt_config_init_sized(cfg, CONFIG_SIZE_OF_UNSIZED_INIT)
+}
+
+/// What `ickpt_config_init` (the unsized symbol) has always written.
+const CONFIG_SIZE_OF_UNSIZED_INIT: usize = 64;
 
 fn default_config() -> ickpt_config {
     let d = Config::new("");
@@ -57,6 +90,31 @@ fn default_config() -> ickpt_config {
 /// The first layout of `ickpt_config` (ickpt 0.1.0) ended after `dir`.
 const FIRST_CONFIG_SIZE: usize = std::mem::offset_of!(ickpt_config, bandwidth);
 
+/// Whether `size` can be the size of some version of `ickpt_config`.
+fn check_config_size(size: usize) -> Result<(), Error> {
+    let refuse = |why: String| {
+        Err(Error::InvalidArgument(format!(
+            "cfg->struct_size is {size}, {why}; call ickpt_config_init first"
+        )))
+    };
+    if size < FIRST_CONFIG_SIZE {
+        return refuse(format!(
+            "less than any ickpt_config ({FIRST_CONFIG_SIZE} bytes at the least)"
+        ));
+    }
+    // Every version's size is a multiple of the alignment, so no field is ever cut in two.
+    // (is_multiple_of is newer than the Rust 1.80 the README asks for.)
+    if size.next_multiple_of(std::mem::align_of::<ickpt_config>()) != size {
+        return refuse("not the size of any ickpt_config".into());
+    }
+    // As Linux's openat2 and clone3 do: beyond a page it is garbage, not a newer struct,
+    // and reading that far could fault.
+    if size > 4096 {
+        return refuse("larger than any ickpt_config can be (4096 bytes)".into());
+    }
+    Ok(())
+}
+
 /// Read the caller's `ickpt_config`, of whichever version its program was compiled with
 /// (docs/abi.md, rule 7): the fields its `struct_size` covers, the defaults for the others.
 /// Beyond the fields this library knows, the caller's bytes must be zero: a field set there
@@ -67,26 +125,7 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
     // version starts with struct_size. No reference is made, as the caller's struct may be
     // shorter than this library's.
     let size = unsafe { std::ptr::addr_of!((*cfg).struct_size).read() } as usize;
-    let refuse = |why: &str| {
-        Err(Error::InvalidArgument(format!(
-            "cfg->struct_size is {size}, {why}; call ickpt_config_init first"
-        )))
-    };
-    if size < FIRST_CONFIG_SIZE {
-        return refuse(&format!(
-            "less than any ickpt_config ({FIRST_CONFIG_SIZE} bytes at the least)"
-        ));
-    }
-    // Every version's size is a multiple of the alignment, so no field is ever cut in two.
-    // (is_multiple_of is newer than the Rust 1.80 the README asks for.)
-    if size.next_multiple_of(std::mem::align_of::<ickpt_config>()) != size {
-        return refuse("not the size of any ickpt_config");
-    }
-    // As Linux's openat2 and clone3 do: beyond a page it is garbage, not a newer struct,
-    // and reading that far could fault.
-    if size > 4096 {
-        return refuse("larger than any ickpt_config can be (4096 bytes)");
-    }
+    check_config_size(size)?;
     if size > known {
         // SAFETY: the caller's struct has `size` bytes, of which these are the last.
         let tail = unsafe { std::slice::from_raw_parts(cfg.cast::<u8>().add(known), size - known) };
