@@ -261,11 +261,18 @@ pub fn code_of(e: &Error) -> ickpt_result {
         | Error::NoRestorable { .. } => ICKPT_ERR_CORRUPT,
         Error::Io { .. } => ICKPT_ERR_IO,
         Error::NoSpace { .. } => ICKPT_ERR_NO_SPACE,
-        Error::Store(OpenError::NotAStore { .. } | OpenError::Missing { .. }) => {
-            ICKPT_ERR_NOT_A_STORE
-        }
+        Error::Store(
+            OpenError::NotAStore { .. }
+            | OpenError::Missing { .. }
+            | OpenError::NoSuchDir { .. }
+            | OpenError::NotADirectory { .. }
+            | OpenError::Symlink { .. }
+            | OpenError::Unsafe { .. }
+            | OpenError::BadMarker { .. },
+        ) => ICKPT_ERR_NOT_A_STORE,
         Error::Store(OpenError::Locked { .. }) => ICKPT_ERR_STORE_LOCKED,
-        Error::Store(OpenError::Io { .. }) => ICKPT_ERR_IO,
+        Error::Store(OpenError::Io { .. } | OpenError::NotWritable { .. }) => ICKPT_ERR_IO,
+        Error::Store(OpenError::Setting { .. }) => ICKPT_ERR_INVALID_ARGUMENT,
         Error::Track(_) | Error::HandlerReplaced | Error::CommitAborted { .. } => {
             ICKPT_ERR_TRACKING
         }

@@ -1,110 +1,308 @@
-//! A local directory: write to a temporary name, fsync, rename, fsync the directory.
+//! A local directory: write to a temporary name, fsync, give it its final name without
+//! replacing anything, fsync the directory. Every operation is relative to the directory
+//! opened once (see `fs.rs`), so no link in the store is ever followed.
 
-use super::{Store, StoreFile, StoreId, StoreWriter};
+use super::fs::{FileKind, FsDir, FsFile, LockGuard, StoreFs};
+pub use super::open_error::OpenError;
+use super::publish::{Publisher, RenameMode};
+use super::real_fs::RealFs;
+use super::{parse_version_name, Store, StoreFile, StoreId, StoreWriter};
 use ickpt_format::ReadAt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Marks a directory as an ickpt store, so ickpt never writes into or deletes from a
 /// directory that holds something else.
 pub const MARKER: &str = "ickpt-store";
-const MARKER_TEXT: &str = "ickpt checkpoint store, format 1\n";
+/// Format 1 had only the first line (with "format 1"); format 2 adds the store's identity.
+const MARKER_HEAD: &str = "ickpt checkpoint store, format 2\n";
+/// Markers are a few lines; more is not ickpt's.
+const MARKER_MAX: u64 = 4096;
 const TMP_PREFIX: &str = ".tmp-";
+/// Names tried before giving up when temporary names are taken (each try is a new name).
+const TEMP_ATTEMPTS: u32 = 64;
 
-#[derive(Debug)]
+/// A store in a directory. Writers hold an exclusive lock on the directory for the store's
+/// life (`open_write`); readers take none.
 pub struct DirStore {
-    dir: PathBuf,
-    /// Held open with an exclusive flock while this process writes to the store.
-    _lock: Option<File>,
+    shared: Arc<Shared>,
+    /// The store's lock, held by the store itself, not by its writers: a writer abandoned
+    /// without cleanup (as a crash would) must not keep the store locked.
+    lock: Option<LockGuard>,
 }
 
-/// Why a directory could not be opened as a store.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("{dir}: {source}")]
-    Io {
-        dir: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{dir} is not an ickpt store (no '{MARKER}' file, and it is not empty); choose an empty or new directory")]
-    NotAStore { dir: String },
-    #[error("{dir} is not an ickpt store (no '{MARKER}' file)")]
-    Missing { dir: String },
-    #[error("{dir} is in use by another ickpt process (its lock is held); give each process its own directory")]
-    Locked { dir: String },
+/// What the store and its writers share.
+struct Shared {
+    dir: Box<dyn FsDir>,
+    path: PathBuf,
+    publisher: Publisher,
+    /// Numbers temporary names, so a taken name is skipped, never reused.
+    next_temp: AtomicU64,
+}
+
+impl std::fmt::Debug for DirStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirStore")
+            .field("dir", &self.shared.path)
+            .field("locked", &self.lock.is_some())
+            .finish()
+    }
 }
 
 impl DirStore {
-    /// Open `dir` for reading (the CLI): it must already be a store.
+    /// Open `dir` for reading (the CLI): it must be a store (or one that lost its marker).
     pub fn open_read(dir: &Path) -> Result<Self, OpenError> {
-        let s = DirStore {
-            dir: dir.to_path_buf(),
-            _lock: None,
-        };
-        if !dir.join(MARKER).is_file() {
+        Self::open_read_on(&RealFs, dir)
+    }
+
+    /// Open or create `dir` for writing: refuses a directory others could write to, takes
+    /// the store's lock, checks the directory is writable, creates the marker if the store
+    /// is new (or lost it), and removes temporaries a crashed writer left behind.
+    /// `ICKPT_RENAME` chooses how versions get their names (see [`RenameMode`]).
+    pub fn open_write(dir: &Path) -> Result<Self, OpenError> {
+        Self::open_write_on(&RealFs, dir, RenameMode::from_env()?)
+    }
+
+    /// [`open_read`](Self::open_read) on any file system.
+    pub fn open_read_on(fs: &dyn StoreFs, dir: &Path) -> Result<Self, OpenError> {
+        let d = fs
+            .open_dir(dir, false)
+            .map_err(|e| open_dir_error(dir, e))?;
+        let s = DirStore::new(d, dir, RenameMode::Auto);
+        if !s.has_marker()? && !s.has_versions()? {
             return Err(OpenError::Missing { dir: s.shown() });
         }
         Ok(s)
     }
 
-    /// Open or create `dir` for writing: creates it and its marker if new or empty, takes
-    /// the store's lock, and removes temporary files a crashed writer left behind.
-    pub fn open_write(dir: &Path) -> Result<Self, OpenError> {
-        let shown = dir.display().to_string();
-        let io_err = |source| OpenError::Io {
-            dir: shown.clone(),
-            source,
-        };
-        fs::create_dir_all(dir).map_err(io_err)?;
-        let marker = dir.join(MARKER);
-        if !marker.is_file() {
-            if fs::read_dir(dir).map_err(io_err)?.next().is_some() {
-                return Err(OpenError::NotAStore { dir: shown });
-            }
-            let mut f = File::create(&marker).map_err(io_err)?;
-            f.write_all(MARKER_TEXT.as_bytes()).map_err(io_err)?;
-            f.sync_all().map_err(io_err)?;
-            sync_dir(dir).map_err(io_err)?;
+    /// [`open_write`](Self::open_write) on any file system, with the rename method given.
+    pub fn open_write_on(
+        fs: &dyn StoreFs,
+        dir: &Path,
+        rename: RenameMode,
+    ) -> Result<Self, OpenError> {
+        let d = fs.open_dir(dir, true).map_err(|e| open_dir_error(dir, e))?;
+        let mut s = DirStore::new(d, dir, rename);
+        s.check_ownership()?;
+        s.lock = s.shared.dir.try_lock().map_err(|e| s.io_error("", e))?;
+        if s.lock.is_none() {
+            return Err(OpenError::Locked { dir: s.shown() });
         }
-        let lock = File::open(&marker).map_err(io_err)?;
-        if !crate::sys::fs::try_lock_exclusive(&lock).map_err(io_err)? {
-            return Err(OpenError::Locked { dir: shown });
+        // has_versions refuses a directory holding anything but versions and temporaries,
+        // before anything, even the probe, is written into it.
+        let has_marker = s.has_marker()?;
+        if !has_marker {
+            s.has_versions()?;
         }
-        crate::sys::fs::register_lock(std::os::fd::AsRawFd::as_raw_fd(&lock));
-        for e in fs::read_dir(dir).map_err(io_err)? {
-            let e = e.map_err(io_err)?;
-            if e.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
-                fs::remove_file(e.path()).map_err(io_err)?;
-            }
+        s.check_writable()?;
+        if !has_marker {
+            s.write_marker(None).map_err(|e| s.io_error(MARKER, e))?;
         }
-        Ok(DirStore {
-            dir: dir.to_path_buf(),
-            _lock: Some(lock),
-        })
+        s.remove_temporaries()?;
+        Ok(s)
+    }
+
+    fn new(dir: Box<dyn FsDir>, path: &Path, rename: RenameMode) -> Self {
+        DirStore {
+            shared: Arc::new(Shared {
+                dir,
+                path: path.to_path_buf(),
+                publisher: Publisher::new(rename),
+                next_temp: AtomicU64::new(0),
+            }),
+            lock: None,
+        }
     }
 
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.shared.path
+    }
+
+    /// How versions get their final names: the mode asked for, or what `auto` found at the
+    /// first commit (None before it).
+    pub fn rename_method(&self) -> Option<RenameMode> {
+        self.shared.publisher.method()
     }
 
     fn shown(&self) -> String {
-        self.dir.display().to_string()
+        self.shared.path.display().to_string()
     }
-}
 
-impl Drop for DirStore {
-    fn drop(&mut self) {
-        if let Some(l) = &self._lock {
-            crate::sys::fs::unregister_lock(std::os::fd::AsRawFd::as_raw_fd(l));
+    fn io_error(&self, name: &str, source: io::Error) -> OpenError {
+        OpenError::Io {
+            path: self.describe(name),
+            source,
         }
     }
+
+    /// Like ssh's StrictModes: a directory another user can write to lets them plant or
+    /// replace what a restore would read.
+    fn check_ownership(&self) -> Result<(), OpenError> {
+        let m = self.shared.dir.meta().map_err(|e| self.io_error("", e))?;
+        let uid = crate::sys::fs::effective_uid();
+        if m.uid != uid || m.mode & 0o022 != 0 {
+            return Err(OpenError::Unsafe {
+                dir: self.shown(),
+                owner: m.uid,
+                mode: m.mode,
+                uid,
+            });
+        }
+        Ok(())
+    }
+
+    /// Fail now rather than at the first checkpoint (read-only mounts, no permission).
+    fn check_writable(&self) -> Result<(), OpenError> {
+        let (probe, file) =
+            self.shared
+                .create_temp("probe")
+                .map_err(|source| OpenError::NotWritable {
+                    dir: self.shown(),
+                    source,
+                })?;
+        drop(file);
+        self.shared
+            .dir
+            .unlink(&probe)
+            .map_err(|e| self.io_error(&probe, e))
+    }
+
+    fn has_marker(&self) -> Result<bool, OpenError> {
+        match self.shared.dir.kind_of(MARKER) {
+            Ok(None) => Ok(false),
+            Ok(Some(FileKind::File)) => Ok(true),
+            Ok(Some(k)) => Err(OpenError::BadMarker {
+                path: self.describe(MARKER),
+                what: match k {
+                    FileKind::Symlink => "is a symbolic link",
+                    FileKind::Dir => "is a directory",
+                    _ => "is not a regular file",
+                },
+            }),
+            Err(e) => Err(self.io_error(MARKER, e)),
+        }
+    }
+
+    /// Whether the directory holds versions, when it has no marker. Only versions and
+    /// ickpt's temporaries make a store that lost its marker; anything else means it is
+    /// some other directory, never to be written into.
+    fn has_versions(&self) -> Result<bool, OpenError> {
+        let mut entries = self
+            .shared
+            .dir
+            .entries()
+            .map_err(|e| self.io_error("", e))?;
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut versions = false;
+        for e in &entries {
+            let name = e.name.to_str().unwrap_or("");
+            if name.starts_with(TMP_PREFIX) && matches!(e.kind, FileKind::File | FileKind::Symlink)
+            {
+                continue;
+            }
+            if e.kind == FileKind::File && self.is_version_file(name) {
+                versions = true;
+                continue;
+            }
+            return Err(OpenError::NotAStore {
+                dir: self.shown(),
+                first: e.name.to_string_lossy().into_owned(),
+            });
+        }
+        Ok(versions)
+    }
+
+    /// A version's name on a file that starts as versions do.
+    fn is_version_file(&self, name: &str) -> bool {
+        if parse_version_name(name).is_none() {
+            return false;
+        }
+        let mut magic = [0u8; 8];
+        self.shared
+            .dir
+            .open_file(name)
+            .and_then(|f| f.read_exact_at(&mut magic, 0))
+            .is_ok()
+            && magic == ickpt_format::MAGIC
+    }
+
+    /// Write the marker whole under a temporary name and rename it over the old one: a
+    /// crash leaves the old marker or the new, never a torn one. The directory lock keeps
+    /// other writers out meanwhile.
+    fn write_marker(&self, id: Option<StoreId>) -> io::Result<()> {
+        let mut text = MARKER_HEAD.to_string();
+        if let Some(id) = id {
+            text.push_str(&format!("id {id}\n"));
+        }
+        let d = &*self.shared.dir;
+        let (tmp, mut file) = self.shared.create_temp(MARKER)?;
+        let written = file
+            .write_all(text.as_bytes())
+            .and_then(|()| file.sync())
+            .and_then(|()| d.rename(&tmp, MARKER));
+        if written.is_err() {
+            let _ = d.unlink(&tmp);
+        }
+        written?;
+        d.sync()
+    }
+
+    /// Remove the regular files and links named `.tmp-*` (never what a link points to); a
+    /// directory of that name is not ickpt's and is left alone.
+    fn remove_temporaries(&self) -> Result<(), OpenError> {
+        let entries = self
+            .shared
+            .dir
+            .entries()
+            .map_err(|e| self.io_error("", e))?;
+        for e in entries {
+            let Some(name) = e.name.to_str() else {
+                continue;
+            };
+            if name.starts_with(TMP_PREFIX) && matches!(e.kind, FileKind::File | FileKind::Symlink)
+            {
+                self.shared
+                    .dir
+                    .unlink(name)
+                    .map_err(|err| self.io_error(name, err))?;
+            }
+        }
+        Ok(())
+    }
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+fn open_dir_error(dir: &Path, e: io::Error) -> OpenError {
+    let dir = dir.display().to_string();
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => OpenError::NoSuchDir { dir },
+        Some(libc::ENOTDIR) => OpenError::NotADirectory { dir },
+        Some(libc::ELOOP) => OpenError::Symlink { dir },
+        _ => OpenError::Io {
+            path: dir,
+            source: e,
+        },
+    }
+}
+
+impl Shared {
+    /// Create a fresh temporary for `name`. O_EXCL: a name already taken (by anything, a
+    /// link included) is skipped, never opened.
+    fn create_temp(&self, name: &str) -> io::Result<(String, Box<dyn FsFile>)> {
+        for _ in 0..TEMP_ATTEMPTS {
+            let n = self.next_temp.fetch_add(1, Ordering::Relaxed);
+            let tmp = format!("{TMP_PREFIX}{name}.{}.{n}", std::process::id());
+            match self.dir.create_new(&tmp) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                r => return r.map(|f| (tmp, f)),
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{TEMP_ATTEMPTS} temporary names for {name} in a row are taken"),
+        ))
+    }
 }
 
 impl Store for DirStore {
@@ -112,81 +310,75 @@ impl Store for DirStore {
         if name.is_empty() {
             return self.shown();
         }
-        self.dir.join(name).display().to_string()
+        self.shared.path.join(name).display().to_string()
     }
 
     fn list(&self) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for e in fs::read_dir(&self.dir)? {
-            let name = e?.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(TMP_PREFIX) && name != MARKER {
-                names.push(name);
-            }
-        }
+        let mut names: Vec<String> = self
+            .shared
+            .dir
+            .entries()?
+            .into_iter()
+            .filter_map(|e| e.name.into_string().ok())
+            .filter(|n| !n.starts_with(TMP_PREFIX) && n != MARKER)
+            .collect();
         names.sort();
         Ok(names)
     }
 
     fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
-        let file = File::open(self.dir.join(name))?;
-        let len = file.metadata()?.len();
+        let file = self.shared.dir.open_file(name)?;
+        let len = file.size()?;
         Ok(Box::new(DirFile { file, len }))
     }
 
     fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
-        let tmp = self
-            .dir
-            .join(format!("{TMP_PREFIX}{name}.{}", std::process::id()));
-        // Truncate rather than create_new: a temporary of the same name can only be left by
-        // an abandoned attempt of this process, and we hold the store's lock.
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&tmp)?;
+        let (tmp, file) = self.shared.create_temp(name)?;
         Ok(Box::new(DirWriter {
+            shared: self.shared.clone(),
             file: Some(file),
-            tmp,
-            dest: self.dir.join(name),
-            dir: self.dir.clone(),
+            tmp: Some(tmp),
+            dest: name.to_string(),
         }))
     }
 
     fn remove(&self, name: &str) -> io::Result<()> {
-        fs::remove_file(self.dir.join(name))?;
-        sync_dir(&self.dir)
+        self.shared.dir.unlink(name)?;
+        self.shared.dir.sync()
     }
 
     fn identity(&self) -> io::Result<Option<StoreId>> {
-        let text = match fs::read_to_string(self.dir.join(MARKER)) {
-            Ok(t) => t,
+        let file = match self.shared.dir.open_file(MARKER) {
+            Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        Ok(text
+        let mut text = vec![0u8; file.size()?.min(MARKER_MAX) as usize];
+        file.read_exact_at(&mut text, 0)?;
+        Ok(String::from_utf8_lossy(&text)
             .lines()
             .find_map(|l| l.strip_prefix("id ").and_then(StoreId::from_hex)))
     }
 
     fn set_identity(&self, id: StoreId) -> io::Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(self.dir.join(MARKER))?;
-        f.write_all(format!("{MARKER_TEXT}id {id}\n").as_bytes())?;
-        f.sync_all()
+        if self.lock.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "the store is open for reading only",
+            ));
+        }
+        self.write_marker(Some(id))
     }
 }
 
 struct DirFile {
-    file: File,
+    file: Box<dyn FsFile>,
     len: u64,
 }
 
 impl ReadAt for DirFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        FileExt::read_exact_at(&self.file, buf, offset)
+        self.file.read_exact_at(buf, offset)
     }
 }
 
@@ -197,10 +389,11 @@ impl StoreFile for DirFile {
 }
 
 struct DirWriter {
-    file: Option<File>,
-    tmp: PathBuf,
-    dest: PathBuf,
-    dir: PathBuf,
+    shared: Arc<Shared>,
+    file: Option<Box<dyn FsFile>>,
+    /// The temporary's name until it is committed.
+    tmp: Option<String>,
+    dest: String,
 }
 
 impl StoreWriter for DirWriter {
@@ -213,19 +406,22 @@ impl StoreWriter for DirWriter {
 
     fn commit(mut self: Box<Self>) -> io::Result<()> {
         let file = self.file.take().expect("commit once");
-        file.sync_all()?;
+        file.sync()?;
         drop(file);
-        crate::sys::fs::rename_noreplace(&self.tmp, &self.dest)?;
+        let tmp = self.tmp.as_deref().expect("commit once");
+        self.shared
+            .publisher
+            .publish(&*self.shared.dir, tmp, &self.dest)?;
         // Committed from here on, even if the directory sync below fails.
-        self.tmp = PathBuf::new();
-        sync_dir(&self.dir)
+        self.tmp = None;
+        self.shared.dir.sync()
     }
 }
 
 impl Drop for DirWriter {
     fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = fs::remove_file(&self.tmp);
+        if let Some(tmp) = &self.tmp {
+            let _ = self.shared.dir.unlink(tmp);
         }
     }
 }

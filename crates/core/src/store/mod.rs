@@ -26,13 +26,22 @@ macro_rules! pass_through_to {
     };
 }
 
+pub mod crash_fs;
 pub(crate) mod dir;
 mod faulty;
+pub mod fs;
+mod open_error;
+mod publish;
+mod real_fs;
 mod throttled;
 
-pub use dir::{DirStore, OpenError};
+pub use crash_fs::{CrashFs, CrashOptions};
+pub use dir::{DirStore, OpenError, MARKER};
 pub use faulty::{Fault, FaultPlan, FaultyStore};
+pub use fs::StoreFs;
 use ickpt_format::ReadAt;
+pub use publish::{RenameMode, RENAME_VAR};
+pub use real_fs::RealFs;
 use std::io;
 pub use throttled::{parse_size, ThrottledStore, TokenBucket};
 

@@ -1,11 +1,11 @@
-//! File locking, no-replace renames, and what a forked child must let go of.
+//! Files relative to an open directory (never following links), file locking, and what a
+//! forked child must let go of.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Once;
 
@@ -24,25 +24,160 @@ pub fn try_lock_exclusive(f: &File) -> io::Result<bool> {
     }
 }
 
-/// Rename `from` to `to`, failing with EEXIST rather than replacing an existing `to`: a
-/// committed version is never overwritten.
-pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
-    let c = |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other);
-    let (f, t) = (c(from)?, c(to)?);
-    // SAFETY: both paths are valid NUL-terminated strings for the duration of the call.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            f.as_ptr(),
-            libc::AT_FDCWD,
-            t.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
+/// What a directory entry is, seen without following links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+impl FileKind {
+    fn of_mode(mode: libc::mode_t) -> FileKind {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG => FileKind::File,
+            libc::S_IFDIR => FileKind::Dir,
+            libc::S_IFLNK => FileKind::Symlink,
+            _ => FileKind::Other,
+        }
+    }
+
+    fn of_dirent_type(t: u8) -> Option<FileKind> {
+        match t {
+            libc::DT_REG => Some(FileKind::File),
+            libc::DT_DIR => Some(FileKind::Dir),
+            libc::DT_LNK => Some(FileKind::Symlink),
+            libc::DT_UNKNOWN => None,
+            _ => Some(FileKind::Other),
+        }
+    }
+}
+
+fn c_name(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn check(r: libc::c_int) -> io::Result<()> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// openat(2) relative to the directory `dir`. The caller chooses the flags (O_CLOEXEC is
+/// always added); `mode` applies when O_CREAT creates the file.
+pub fn open_at(dir: &File, name: &OsStr, flags: i32, mode: u32) -> io::Result<File> {
+    let n = c_name(name)?;
+    // SAFETY: `n` is a valid NUL-terminated string for the duration of the call; the
+    // descriptor returned is owned by nobody else, so handing it to File is sound.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), n.as_ptr(), flags | libc::O_CLOEXEC, mode) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by openat and is open and owned by us alone.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// What `name` in `dir` is, without following a link; None when there is no such entry.
+pub fn kind_at(dir: &File, name: &OsStr) -> io::Result<Option<FileKind>> {
+    let n = c_name(name)?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `n` is NUL-terminated and `st` is writable memory of the size fstatat fills.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            n.as_ptr(),
+            st.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENOENT) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: fstatat succeeded, so it filled `st`.
+    Ok(Some(FileKind::of_mode(unsafe { st.assume_init() }.st_mode)))
+}
+
+/// renameat2(2) within `dir`; with `noreplace`, fails with EEXIST rather than replace `to`
+/// (and with EINVAL on file systems without RENAME_NOREPLACE: FUSE, NFS).
+pub fn rename_at(dir: &File, from: &OsStr, to: &OsStr, noreplace: bool) -> io::Result<()> {
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let flags = if noreplace { libc::RENAME_NOREPLACE } else { 0 };
+    let d = dir.as_raw_fd();
+    // SAFETY: both names are valid NUL-terminated strings for the duration of the call.
+    check(unsafe { libc::renameat2(d, f.as_ptr(), d, t.as_ptr(), flags) })
+}
+
+/// linkat(2) within `dir`, never following a link at `from`; EEXIST when `to` exists.
+pub fn link_at(dir: &File, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let d = dir.as_raw_fd();
+    // SAFETY: both names are valid NUL-terminated strings for the duration of the call.
+    check(unsafe { libc::linkat(d, f.as_ptr(), d, t.as_ptr(), 0) })
+}
+
+/// unlinkat(2) of a non-directory in `dir` (a link itself, never its target).
+pub fn unlink_at(dir: &File, name: &OsStr) -> io::Result<()> {
+    let n = c_name(name)?;
+    // SAFETY: `n` is a valid NUL-terminated string for the duration of the call.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) })
+}
+
+/// The entries of the open directory `dir` (without `.` and `..`), each with its kind when
+/// the file system reports it in the listing.
+pub fn list_at(dir: &File) -> io::Result<Vec<(OsString, Option<FileKind>)>> {
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new descriptor or -1.
+    let fd = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is ours; on success the DIR stream owns it and closedir closes it.
+    let dp = unsafe { libc::fdopendir(fd) };
+    if dp.is_null() {
+        let e = io::Error::last_os_error();
+        // SAFETY: fdopendir failed, so `fd` is still ours to close.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    // The duplicate shares its offset with `dir`, which an earlier listing left at the end.
+    // SAFETY: `dp` is a valid DIR stream until closedir below.
+    unsafe { libc::rewinddir(dp) };
+    let mut out = Vec::new();
+    let result = loop {
+        // SAFETY: errno is thread-local; readdir reports errors only through it.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `dp` is a valid DIR stream; the entry stays valid until the next readdir.
+        let ent = unsafe { libc::readdir(dp) };
+        if ent.is_null() {
+            let e = io::Error::last_os_error();
+            break if e.raw_os_error() == Some(0) {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
+        let (name, t) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
+        let name = OsStr::from_bytes(name.to_bytes());
+        if name != "." && name != ".." {
+            out.push((name.to_os_string(), FileKind::of_dirent_type(t)));
+        }
+    };
+    // SAFETY: `dp` came from fdopendir and is closed exactly once.
+    unsafe { libc::closedir(dp) };
+    result.map(|()| out)
+}
+
+/// The effective user id, whom a store directory must belong to.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid cannot fail and has no preconditions.
+    unsafe { libc::geteuid() }
 }
 
 /// Store lock descriptors a forked child must close, so that a child outliving its parent

@@ -1,0 +1,75 @@
+//! The handful of file-system operations a [`DirStore`](super::DirStore) makes, behind a
+//! trait: [`RealFs`](super::RealFs) performs them, [`CrashFs`](super::CrashFs) simulates a
+//! disk that loses what was not made durable when the power fails.
+//!
+//! Every name is a single entry of the store directory, never a path: an implementation
+//! works relative to the directory it opened and never follows a symbolic link.
+
+use std::ffi::OsString;
+use std::io;
+use std::path::Path;
+
+pub use crate::sys::fs::FileKind;
+
+/// Owner and permission bits of a store directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirMeta {
+    pub uid: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: OsString,
+    pub kind: FileKind,
+}
+
+/// Holds a store's lock until dropped.
+pub type LockGuard = Box<dyn Send + Sync>;
+
+/// Opens store directories.
+pub trait StoreFs: Send + Sync {
+    /// Open the directory at `path`, refusing a symbolic link in its last component (ELOOP)
+    /// or a file (ENOTDIR). With `create`, a missing directory is made (its parents too),
+    /// owner-only (0700) whatever the umask.
+    fn open_dir(&self, path: &Path, create: bool) -> io::Result<Box<dyn FsDir>>;
+}
+
+/// An open directory; every operation is relative to it.
+pub trait FsDir: Send + Sync {
+    fn meta(&self) -> io::Result<DirMeta>;
+    /// Take an exclusive lock on the directory itself, held until the guard returned is
+    /// dropped (or the process dies); None when another holder has it.
+    fn try_lock(&self) -> io::Result<Option<LockGuard>>;
+    fn entries(&self) -> io::Result<Vec<Entry>>;
+    /// What `name` is, not following a link; None when it does not exist.
+    fn kind_of(&self, name: &str) -> io::Result<Option<FileKind>>;
+    /// Create `name` for writing, owner-only (0600); EEXIST if anything (even a dangling
+    /// link) has that name.
+    fn create_new(&self, name: &str) -> io::Result<Box<dyn FsFile>>;
+    /// Open the regular file `name` for reading; a link or anything but a regular file is
+    /// an error, never followed or opened.
+    fn open_file(&self, name: &str) -> io::Result<Box<dyn FsFile>>;
+    /// Rename without replacing (EEXIST); EINVAL where the file system lacks it.
+    fn rename_noreplace(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Rename, replacing `to` if it exists.
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
+    /// A second name for `from` (EEXIST if `to` exists).
+    fn link(&self, from: &str, to: &str) -> io::Result<()>;
+    /// Remove the entry `name` (a link itself, never its target).
+    fn unlink(&self, name: &str) -> io::Result<()>;
+    /// Make the directory's entries durable (fsync).
+    fn sync(&self) -> io::Result<()>;
+}
+
+/// An open file of the store.
+pub trait FsFile: Send + Sync {
+    /// Append `buf` (files are written front to back once).
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    fn size(&self) -> io::Result<u64>;
+    /// Make the file's data durable (fsync).
+    fn sync(&self) -> io::Result<()>;
+}

@@ -1,0 +1,69 @@
+//! Store behaviour that depends on process-wide settings (the umask, `ICKPT_RENAME`). One
+//! test in its own binary, so that no other test runs while they are changed.
+
+mod common;
+use common::scratch_dir;
+use ickpt::store::{DirStore, OpenError, RenameMode, Store, StoreId};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn set_umask(m: u32) {
+    // SAFETY: umask has no memory-safety preconditions.
+    unsafe { libc::umask(m as libc::mode_t) };
+}
+
+fn files_are_owner_only(umask: u32) {
+    set_umask(umask);
+    let dir = scratch_dir("modes").join("store");
+    let store = DirStore::open_write(&dir).unwrap();
+    let mut w = store.create("v00000001.ickpt").unwrap();
+    w.write_all(b"data").unwrap();
+    w.commit().unwrap();
+    store.set_identity(StoreId::generate().unwrap()).unwrap();
+    assert_eq!(mode(&dir), 0o700, "umask {umask:03o}: directory");
+    assert_eq!(
+        mode(&dir.join("ickpt-store")),
+        0o600,
+        "umask {umask:03o}: marker"
+    );
+    assert_eq!(
+        mode(&dir.join("v00000001.ickpt")),
+        0o600,
+        "umask {umask:03o}: version"
+    );
+}
+
+fn rename_setting(value: &str) -> Result<DirStore, OpenError> {
+    std::env::set_var("ICKPT_RENAME", value);
+    let r = DirStore::open_write(&scratch_dir("rename-env"));
+    std::env::remove_var("ICKPT_RENAME");
+    r
+}
+
+#[test]
+fn process_wide_settings() {
+    let old = {
+        // SAFETY: as in set_umask.
+        unsafe { libc::umask(0o022) }
+    };
+    files_are_owner_only(0o022);
+    files_are_owner_only(0);
+    set_umask(old as u32);
+
+    let err = rename_setting("hardlink").unwrap_err();
+    assert!(matches!(err, OpenError::Setting { .. }), "{err}");
+    assert!(err.to_string().contains("ICKPT_RENAME"), "{err}");
+    assert_eq!(
+        ickpt::capi::code_of(&ickpt::Error::Store(err)),
+        ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
+    );
+    let store = rename_setting("link").unwrap();
+    let mut w = store.create("v00000001.ickpt").unwrap();
+    w.write_all(b"x").unwrap();
+    w.commit().unwrap();
+    assert_eq!(store.rename_method(), Some(RenameMode::Link));
+}
