@@ -4,7 +4,7 @@
 
 mod common;
 use common::scratch_dir;
-use ickpt::store::{DirStore, OpenError, Store, StoreWriter};
+use ickpt::store::{DirStore, OpenError, Store, StoreId, StoreWriter};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -89,6 +89,19 @@ fn a_link_as_the_marker_is_refused_and_never_read() {
         );
     }
     assert_eq!(fs::read(&target).unwrap(), SECRET);
+
+    // Planted while a writer has the store open: not read, and replaced, not written through.
+    fs::remove_file(dir.join("ickpt-store")).unwrap();
+    let store = DirStore::open_write(&dir).unwrap();
+    fs::remove_file(dir.join("ickpt-store")).unwrap();
+    symlink(&target, dir.join("ickpt-store")).unwrap();
+    let err = store.identity().unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    let id = StoreId::generate().unwrap();
+    store.set_identity(id).unwrap();
+    assert_eq!(fs::read(&target).unwrap(), SECRET);
+    assert!(!is_symlink(&dir.join("ickpt-store")));
+    assert_eq!(store.identity().unwrap(), Some(id));
 }
 
 #[test]
