@@ -71,6 +71,8 @@ struct Shared {
     regions: UffdRegions,
     stop: Wakeup,
     stopping: AtomicBool,
+    /// Set by the handler thread as its last write to the heap before it handles faults.
+    started: AtomicBool,
     spin: Spin,
     /// The epoch of the engine this tracker serves (set by the first attach).
     epoch: OnceLock<Arc<Epoch>>,
@@ -98,6 +100,7 @@ impl UffdTracker {
             regions: UffdRegions::new(uffd, Backend::Uffd)?,
             stop: Wakeup::new().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
+            started: AtomicBool::new(false),
             spin: Spin::from_env()?,
             epoch: OnceLock::new(),
         });
@@ -113,8 +116,18 @@ impl UffdTracker {
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ickpt-uffd".into())
-            .spawn(move || handle_faults(&sh, msgs, parked))
+            .spawn(move || {
+                sh.started.store(true, SeqCst);
+                handle_faults(&sh, msgs, parked)
+            })
             .map_err(TrackError::Userfault)?;
+        // A starting thread writes its own bookkeeping on the heap, which may share a page
+        // with memory protected later: the thread that resolves faults must be past that
+        // before anything is protected, or it would fault itself with no one to resolve it.
+        // Its flag, not a channel: a sender may still be writing after the receiver wakes.
+        while !shared.started.load(SeqCst) {
+            std::thread::yield_now();
+        }
         Ok(UffdTracker {
             shared,
             thread: Mutex::new(Some(handle)),
