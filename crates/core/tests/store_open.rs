@@ -96,6 +96,19 @@ fn a_store_that_lost_its_marker_still_opens() {
     );
     let report = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
+    drop(store);
+    // The engine records the identity the versions carry, and restores them.
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    let buf = Buf::new(4 * PS);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    e.restore(2).unwrap();
+    let mut want = vec![7u8; 4 * PS];
+    want[PS] = 8;
+    assert!(buf.slice() == &want[..], "restored bytes differ");
+    assert!(e.store().identity().unwrap().is_some());
+    // Before `buf`, which it protects.
+    drop(e);
 }
 
 #[test]
