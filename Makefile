@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps build header install uninstall stage test test-rust test-c lint demo bench bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps build header install uninstall stage testfs test test-rust test-c lint demo bench bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -16,8 +16,9 @@ all: build
 deps:
 	@scripts/deps.sh
 
+# What `make install` ships; the tests' FUSE file system (crates/testfs) is built by `testfs`.
 build: deps
-	$(CARGO) build --release --workspace
+	$(CARGO) build --release -p ickpt -p ickpt-cli
 
 # Regenerate include/ickpt.h from the Rust C API (the header test fails when they drift).
 header:
@@ -35,6 +36,10 @@ uninstall:
 stage: build
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 
+# The FUSE file system the C tests mount to inject store faults (tests only, never installed).
+testfs: deps
+	$(CARGO) build --release -p ickpt-testfs
+
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
@@ -48,7 +53,7 @@ test-rust: deps
 	ICKPT_NO_UFFD=1 $(CARGO) test --release -p ickpt --test conformance --test syscalls
 	ICKPT_NO_PAGEMAP_SCAN=1 $(CARGO) test --release -p ickpt --test conformance --test syscalls
 
-test-c: stage
+test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"
 	scripts/each-backend.sh $(RELEASE)/ickpt env ICKPT_TEST_BACKEND=@ tests/c/run.sh "$(STAGE)"
 

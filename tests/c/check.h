@@ -119,6 +119,23 @@ static inline uint64_t rng_next(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+/* `n` bytes (a multiple of 8) of PRNG output from `seed`. */
+static inline void fill_random(void *mem, size_t n, uint64_t seed) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t x = rng_next(&seed);
+        memcpy((unsigned char *)mem + i, &x, 8);
+    }
+}
+
+/* The result code ickpt_result_name() calls `name` (a test's argument); exits if none. */
+static inline int result_code_named(const char *name) {
+    for (int c = 0; c < 64; c++)
+        if (strcmp(ickpt_result_name(c), name) == 0)
+            return c;
+    fprintf(stderr, "unknown result name %s\n", name);
+    exit(2);
+}
+
 /* Printed just before a deliberate fault; run.sh looks for it. */
 static inline void fault_marker(void) {
     static const char m[] = "ickpt-test: about to fault\n";

@@ -15,14 +15,6 @@
 
 #define LEN (1u << 20)
 
-static int code_named(const char *name) {
-    for (int c = 0; c < 64; c++)
-        if (strcmp(ickpt_result_name(c), name) == 0)
-            return c;
-    fprintf(stderr, "unknown result name %s\n", name);
-    exit(2);
-}
-
 /* Committed version files in the store; leftovers are reported. */
 static int committed_files(const char *dir) {
     DIR *d = opendir(dir);
@@ -75,7 +67,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ICKPT_FAULT is not set; run through tests/c/run.sh\n");
         return 2;
     }
-    const int want = code_named(argv[1]);
+    const int want = result_code_named(argv[1]);
     const char *dir = test_dir();
     const size_t ps = page_size();
     const size_t npages = LEN / ps;

@@ -9,11 +9,18 @@
 #                           libickpt.so, and again as a fully static program (cc -static with
 #                           pkg-config --static ickpt): static_full
 #   cxx_header.cpp          C++ compile/link check of ickpt.h
-#   enospc.c                run once per injected store fault (see run_fault_cases)
+#   enospc.c                run once per injected store fault (see the run loop)
+#   fuse_*.c                store on an ickpt-testfs mount (FUSE fault injection), run once per
+#                           set of its options: need root, /dev/fuse and the ickpt-testfs binary
+#                           (ICKPT_TESTFS, default target/release/ickpt-testfs: `make testfs`)
+#   tmpfs_*.c               store on a small tmpfs the test mounts: need root (mount rights)
 #   cffi_readme.py          README's Python example through cffi, by Debian's python3
-# Prints "PASS name" / "FAIL name (reason)" per test and ends with "N passed, M failed";
-# exits 0 only when nothing failed. ICKPT_TEST_BACKEND=b runs every test with ICKPT_BACKEND=b
-# (other ICKPT_* variables from the caller are removed).
+# The mount tests FAIL when what they need is missing, unless ICKPT_ALLOW_NO_FUSE=1 (a developer
+# machine): then they are reported as SKIP. Mounts a test leaves behind are detached.
+# Prints "PASS name" / "FAIL name (reason)" / "SKIP name (reason)" per test and ends with
+# "N passed, M failed" (", K skipped" when some were); exits 0 only when nothing failed.
+# ICKPT_TEST_BACKEND=b runs every test with ICKPT_BACKEND=b (other ICKPT_* variables from the
+# caller are removed).
 set -uo pipefail
 
 if [ $# -ne 1 ]; then
@@ -30,10 +37,13 @@ CC=${CC:-cc}
 CXX=${CXX:-g++}
 CFLAGS_TEST="-O1 -g -Wall -Wextra -Werror -pthread"
 TEST_TIMEOUT=${ICKPT_TEST_TIMEOUT:-60}
+testfs=${ICKPT_TESTFS:-$root/target/release/ickpt-testfs}
 
 passed=0
 failed=0
+skipped=0
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
+skip() { echo "SKIP $1 ($2)"; skipped=$((skipped + 1)); }
 fail() {
     echo "FAIL $1 ($2)"
     failed=$((failed + 1))
@@ -42,6 +52,18 @@ fail() {
     fi
 }
 
+# Mount points at or below $1, deepest first (mountinfo escapes blanks as octal: \040).
+mounts_below() {
+    awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo |
+        sort -r | while read -r m; do printf '%b\n' "$m"; done
+}
+detach_below() {
+    local m
+    mounts_below "$1" | while read -r m; do umount -l "$m"; done
+}
+
+# A run killed outright can leave mounts in the stores; rm cannot go through them.
+detach_below "$out"
 rm -rf "$out"
 mkdir -p "$out" "$stores"
 # No core files from the tests that must die by SIGSEGV.
@@ -180,6 +202,50 @@ run_test() {
     esac
 }
 
+# What the mount tests lack on this machine (the FUSE ones also /dev/fuse).
+mount_lacks=()
+if [ "$(id -u)" -ne 0 ]; then
+    mount_lacks+=("root")
+elif ! { mkdir -p "$out/mount-probe" &&
+    mount -t tmpfs -o size=64k ickpt-mount-probe "$out/mount-probe" 2>"$out/mount-probe.log" &&
+    umount "$out/mount-probe"; }; then
+    mount_lacks+=("the right to mount ($(tr -s '\n ' ' ' <"$out/mount-probe.log" | head -c 200))")
+fi
+fuse_lacks=("${mount_lacks[@]}")
+[ -c /dev/fuse ] || fuse_lacks+=("/dev/fuse")
+
+# run_mount_test NAME KIND BINARY [ARGS...]: run_test with the ickpt-testfs binary and the
+# staged ickpt command, when this machine allows mounts; then nothing may stay mounted.
+run_mount_test() {
+    local name=$1 kind=$2 bin=$3
+    shift 3
+    if [ "$kind" = fuse ] && [ ! -x "$testfs" ]; then
+        fail "$name" "$testfs is not built (make testfs)"
+        return
+    fi
+    local lacks="" x
+    if [ "$kind" = fuse ]; then
+        for x in "${fuse_lacks[@]}"; do lacks+="${lacks:+, }$x"; done
+    else
+        for x in "${mount_lacks[@]}"; do lacks+="${lacks:+, }$x"; done
+    fi
+    if [ -n "$lacks" ]; then
+        if [ "${ICKPT_ALLOW_NO_FUSE:-0}" = 1 ]; then
+            skip "$name" "needs $lacks"
+        else
+            fail "$name" "needs $lacks; ICKPT_ALLOW_NO_FUSE=1 skips the mount tests (developer machines only)"
+        fi
+        return
+    fi
+    run_test "$name" "$bin" exit0 ICKPT_TESTFS="$testfs" ICKPT_TEST_CLI="$STAGE/bin/ickpt" -- "$@"
+    local left
+    left=$(mounts_below "$stores/$name")
+    if [ -n "$left" ]; then
+        fail "$name:unmount" "still mounted after the test: ${left//$'\n'/ }"
+        detach_below "$stores/$name"
+    fi
+}
+
 for name in "${built[@]}"; do
     bin=$out/$name
     case $name in
@@ -191,6 +257,22 @@ for name in "${built[@]}"; do
             run_test enospc "$bin" exit0 ICKPT_FAULT=enospc@20000 -- ICKPT_ERR_NO_SPACE
             run_test enospc-eio "$bin" exit0 ICKPT_FAULT=eio@5000 -- ICKPT_ERR_IO
             run_test enospc-commit-eio "$bin" exit0 ICKPT_FAULT=commit-eio -- ICKPT_ERR_IO
+            ;;
+        fuse_rename)
+            run_mount_test fuse-no-rename-flags fuse "$bin" --no-rename-flags
+            run_mount_test fuse-no-rename-flags-no-link fuse "$bin" --no-rename-flags --no-link
+            ;;
+        fuse_faults)
+            # The test gives each option its byte count (version 1 fits, version 2 does not).
+            run_mount_test fuse-eio-write fuse "$bin" ICKPT_ERR_IO --eio-after
+            run_mount_test fuse-eio-fsync fuse "$bin" ICKPT_ERR_IO --eio-fsync-after
+            run_mount_test fuse-enospc fuse "$bin" ICKPT_ERR_NO_SPACE --enospc-after
+            ;;
+        fuse_*)
+            run_mount_test "$name" fuse "$bin"
+            ;;
+        tmpfs_*)
+            run_mount_test "$name" tmpfs "$bin"
             ;;
         static_link | static_full)
             if ! readelf -d "$bin" >"$out/$name.readelf" 2>&1; then
@@ -212,5 +294,7 @@ done
 # Debian's python3: scripts/deps.sh installs cffi for it (a python3 earlier in PATH may lack it).
 run_test cffi_readme /usr/bin/python3 exit0 -- "$here/cffi_readme.py" "$root/README.md"
 
-echo "$passed passed, $failed failed"
+summary="$passed passed, $failed failed"
+[ "$skipped" -eq 0 ] || summary+=", $skipped skipped"
+echo "$summary"
 [ "$failed" -eq 0 ]
