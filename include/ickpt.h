@@ -311,7 +311,8 @@ enum ickpt_result ickpt_config_init_sized(struct ickpt_config *cfg, size_t size)
 
 /**
  * Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
- * created if needed; it must be empty or an ickpt store.
+ * created if needed (owner-only, 0700); it must be empty or an ickpt store, owned by this
+ * user and not writable by group or others, and not a symbolic link.
  */
 enum ickpt_result ickpt_init(const struct ickpt_config *cfg);
 

@@ -171,7 +171,8 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
 }
 
 /// Start ickpt for this process. `cfg` may be NULL for the defaults. The store directory is
-/// created if needed; it must be empty or an ickpt store.
+/// created if needed (owner-only, 0700); it must be empty or an ickpt store, owned by this
+/// user and not writable by group or others, and not a symbolic link.
 #[no_mangle]
 pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
     guard(|| {

@@ -237,11 +237,11 @@ impl SplitMix {
 }
 
 impl StoreFs for CrashFs {
-    fn open_dir(&self, _path: &Path, create: bool) -> io::Result<Box<dyn FsDir>> {
+    fn open_dir(&self, _path: &Path, for_writing: bool) -> io::Result<Box<dyn FsDir>> {
         let mut st = self.lock();
         st.powered()?;
         if !st.exists {
-            if !create {
+            if !for_writing {
                 return Err(err(libc::ENOENT));
             }
             st.exists = true;

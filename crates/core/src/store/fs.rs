@@ -31,10 +31,11 @@ pub type LockGuard = Box<dyn Send + Sync>;
 
 /// Opens store directories.
 pub trait StoreFs: Send + Sync {
-    /// Open the directory at `path`, refusing a symbolic link in its last component (ELOOP)
-    /// or a file (ENOTDIR). With `create`, a missing directory is made (its parents too),
-    /// owner-only (0700) whatever the umask.
-    fn open_dir(&self, path: &Path, create: bool) -> io::Result<Box<dyn FsDir>>;
+    /// Open the directory at `path`, refusing a file (ENOTDIR). `for_writing`: refuse a
+    /// symbolic link in its last component too (ELOOP), and make a missing directory (its
+    /// parents too), owner-only (0700) whatever the umask. A reader follows a link there: it
+    /// writes nothing, and the path is the one its user named.
+    fn open_dir(&self, path: &Path, for_writing: bool) -> io::Result<Box<dyn FsDir>>;
 }
 
 /// An open directory; every operation is relative to it.

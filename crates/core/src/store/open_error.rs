@@ -17,7 +17,7 @@ pub enum OpenError {
     NoSuchDir { dir: String },
     #[error("{dir} is a file, not a directory: give ickpt a directory for its store")]
     NotADirectory { dir: String },
-    #[error("{dir} is a symbolic link: ickpt never follows links for its store; give it the directory itself ('readlink -f {dir}')")]
+    #[error("{dir} is a symbolic link: ickpt never writes a store through a link; give it the directory itself ('readlink -f {dir}')")]
     Symlink { dir: String },
     #[error("{}", unsafe_dir(dir, *owner, *mode, *uid))]
     Unsafe {

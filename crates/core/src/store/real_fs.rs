@@ -19,16 +19,17 @@ const FILE_MODE: u32 = 0o600;
 pub struct RealFs;
 
 impl StoreFs for RealFs {
-    fn open_dir(&self, path: &Path, create: bool) -> io::Result<Box<dyn FsDir>> {
+    fn open_dir(&self, path: &Path, for_writing: bool) -> io::Result<Box<dyn FsDir>> {
+        let nofollow = if for_writing { libc::O_NOFOLLOW } else { 0 };
         let open = || {
             OpenOptions::new()
                 .read(true)
-                .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+                .custom_flags(libc::O_DIRECTORY | nofollow)
                 .open(path)
         };
         let dir = match open() {
             Ok(d) => d,
-            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+            Err(e) if for_writing && e.kind() == io::ErrorKind::NotFound => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent)?;
                 }
