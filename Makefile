@@ -42,6 +42,7 @@ testfs: deps
 
 lint: deps
 	$(CARGO) fmt --all -- --check
+	rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 
 # Everything under `auto`, then the core's integration tests (the conformance suite every

@@ -245,8 +245,12 @@ pub struct RegionEntry {
 
 impl RegionEntry {
     /// Pages covering the region: page i holds region bytes [i*ps - page_offset, (i+1)*ps - page_offset).
+    /// Saturates, so a length that only a damaged table holds counts far beyond
+    /// [`limits::MAX_PAGES`] instead of wrapping to a few pages.
     pub fn page_count(&self, page_size: u32) -> u64 {
-        (self.page_offset as u64 + self.length).div_ceil(page_size as u64)
+        (self.page_offset as u64)
+            .saturating_add(self.length)
+            .div_ceil(page_size as u64)
     }
 }
 

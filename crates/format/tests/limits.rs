@@ -3,11 +3,12 @@
 //! header claimed 2^32 regions.
 
 use ickpt_format::{
-    limits, read_meta, Footer, Header, Kind, ReadAt, FOOTER_LEN, FORMAT_VERSION, HEADER_LEN,
+    crc, limits, read_meta, Footer, Header, Kind, ReadAt, RegionEntry, VersionLayout, FOOTER_LEN,
+    FORMAT_VERSION, HEADER_LEN,
 };
 
 mod common;
-use common::{PS, STORE};
+use common::{full_version, PS, STORE};
 
 /// A sparse file: `head` at offset 0, `tail` ending at `len`, zeros between (as a file
 /// system reads a hole), without holding the hole in memory.
@@ -150,4 +151,25 @@ fn version_numbers_stop_far_below_overflow() {
     assert_eq!(Header::decode(&h.encode()).unwrap_err().offset(), Some(16));
     h.version = limits::MAX_VERSION;
     Header::decode(&h.encode()).unwrap();
+}
+
+#[test]
+fn a_region_length_whose_end_overflows_is_refused() {
+    // Found by fuzzing: page_offset + length wrapped around 2^64, so a region of almost
+    // 2^64 bytes counted as one page and a full version storing that page was accepted
+    // (with overflow checks, the count panicked).
+    let region = RegionEntry {
+        id: 1,
+        born: 1,
+        length: u64::MAX - 50,
+        page_offset: 100,
+    };
+    let mut l = VersionLayout::new(full_version(), vec![region]);
+    let page = vec![0x5Au8; PS];
+    l.push_page(0, 0, crc(&page));
+    let mut f = l.prefix();
+    f.extend_from_slice(&page);
+    f.extend_from_slice(&l.trailer());
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert_eq!(e.offset(), Some(HEADER_LEN as u64 + 16), "{e}");
 }
