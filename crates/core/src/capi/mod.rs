@@ -103,7 +103,7 @@ fn check_config_size(size: usize) -> Result<(), Error> {
         ));
     }
     // Every version's size is a multiple of the alignment, so no field is ever cut in two.
-    // (is_multiple_of is newer than the Rust 1.80 the README asks for.)
+    // (is_multiple_of is newer than the Rust 1.85 the workspace supports.)
     if size.next_multiple_of(std::mem::align_of::<ickpt_config>()) != size {
         return refuse("not the size of any ickpt_config".into());
     }
