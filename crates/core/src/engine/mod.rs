@@ -292,9 +292,16 @@ impl Engine {
             track::TrackError::OwnMemory => Error::InvalidArgument(format!(
                 "region {id}: memory at {ptr:#x}+{len} covers ickpt's own tracking memory"
             )),
+            track::TrackError::SignalStack => Error::InvalidArgument(format!(
+                "region {id}: memory at {ptr:#x}+{len} covers this thread's alternate signal \
+                 stack, where ickpt's fault handler runs"
+            )),
             other => other.into(),
         };
         let tr = Arc::new(TrackedRegion::new(id, ptr, len, self.epoch.clone()).map_err(refused)?);
+        if owned.is_none() {
+            track::before_protect((tr.base, tr.span_end())).map_err(refused)?;
+        }
         // A new region is stored whole by the next checkpoint: no need to trap its writes
         // until that checkpoint arms it.
         self.tracker.attach(&tr, false).map_err(refused)?;

@@ -12,6 +12,7 @@ mod own_mem;
 pub mod pages;
 pub mod region;
 mod registry;
+mod stack;
 mod uffd_async;
 mod uffd_regions;
 mod uffd_sync;
@@ -21,6 +22,7 @@ pub use mprotect::MprotectTracker;
 pub use pages::Access;
 pub use region::TrackedRegion;
 pub(crate) use registry::reset_after_fork;
+pub(crate) use stack::before_protect;
 use std::sync::Arc;
 use thiserror::Error;
 pub use uffd_async::UffdAsyncTracker;
@@ -95,6 +97,8 @@ pub enum TrackError {
     NotMapped(#[source] std::io::Error),
     #[error("the range covers ickpt's own tracking memory; protect a smaller range")]
     OwnMemory,
+    #[error("the range covers this thread's alternate signal stack, where the fault handler runs")]
+    SignalStack,
     #[error("allocating tracking memory failed: {0}")]
     OwnAlloc(#[source] std::io::Error),
     #[error("changing page protection failed: {0}")]

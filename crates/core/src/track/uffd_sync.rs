@@ -21,7 +21,7 @@ use super::{Backend, TrackError, Tracker};
 use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 /// Faults the handler can hold at once: at most one per application thread is outstanding.
@@ -74,6 +74,9 @@ struct Shared {
     spin: Spin,
     /// The epoch of the engine this tracker serves (set by the first attach).
     epoch: OnceLock<Arc<Epoch>>,
+    /// Passed by the handler thread once it runs its own code: starting a thread writes the
+    /// heap (the runtime frees its start-up record), and a heap page may be tracked by then.
+    started: Barrier,
 }
 
 impl Shared {
@@ -100,6 +103,7 @@ impl UffdTracker {
             stopping: AtomicBool::new(false),
             spin: Spin::from_env()?,
             epoch: OnceLock::new(),
+            started: Barrier::new(2),
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
@@ -115,6 +119,9 @@ impl UffdTracker {
             .name("ickpt-uffd".into())
             .spawn(move || handle_faults(&sh, msgs, parked))
             .map_err(TrackError::Userfault)?;
+        // A write of its own to a tracked page would wait for itself: let it get past the
+        // runtime's start-up writes before any region can be protected.
+        shared.started.wait();
         Ok(UffdTracker {
             shared,
             thread: Mutex::new(Some(handle)),
@@ -146,6 +153,7 @@ impl Drop for UffdTracker {
 
 /// The handler thread's loop.
 fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<Parked>) {
+    sh.started.wait();
     let uffd = sh.uffd().raw();
     let mut last_fault = 0u64;
     while !sh.stopping.load(SeqCst) {
