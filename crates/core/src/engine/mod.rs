@@ -442,5 +442,7 @@ impl Drop for Engine {
                 let _ = unsafe { mem::unmap(p as *mut u8, len) };
             }
         }
+        // The epoch is freed with the engine: not under a handler still leaving it.
+        self.epoch.wait_for_handlers();
     }
 }

@@ -456,6 +456,16 @@ impl Epoch {
         GateGuard(self)
     }
 
+    /// Wait for fault handlers still inside this epoch. Once every region of the epoch has
+    /// left the registry no handler can enter it, but one may still be leaving: `first_write`
+    /// leaves after its registry lookups, so the registry's own wait does not cover it.
+    pub fn wait_for_handlers(&self) {
+        super::fault::test_pause::waiting_for_handlers();
+        while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
     /// Start a commit (gate closed): counts restart for its writers. Returns the first
     /// writes since the previous commit ended (its AFTER, plus any write that was being
     /// classified against it as it ended).

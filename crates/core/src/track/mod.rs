@@ -6,6 +6,8 @@ pub mod bitmap;
 mod cow;
 pub mod epoch;
 mod fault;
+#[doc(hidden)]
+pub use fault::test_pause;
 mod huge;
 mod mprotect;
 mod own_mem;
