@@ -5,7 +5,7 @@
 
 mod common;
 use common::{scratch_dir, Buf};
-use ickpt::{Backend, Config, Engine};
+use ickpt::{Backend, Config, Engine, Error};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 
@@ -275,27 +275,70 @@ fn two_engines_may_track_regions_that_share_a_page() {
 #[test]
 fn a_forked_child_cannot_take_its_parents_written_pages() {
     // The child's copy of the engine must not act on the parent's memory (found in review:
-    // with uffd-async, the child's checkpoint re-protected the parent's written pages).
+    // with uffd-async, the child's checkpoint re-protected the parent's written pages), nor
+    // write into the parent's store (issue 9: with mprotect the child committed a version).
     let (e, dir) = engine("conf-fork");
     let mut buf = Buf::new(8 * PS);
     buf.slice_mut().fill(1);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
-    e.checkpoint().unwrap();
+    let v1 = e.checkpoint().unwrap().version;
     buf.slice_mut()[2 * PS] = 9;
-    // SAFETY: the child only calls checkpoint and _exit.
+    // SAFETY: the child only calls the engine, writes its own copy of `buf`, and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let _ = e.checkpoint();
+        let refused = |r: Result<(), Error>| matches!(r, Err(Error::ForkedChild));
+        let other = Buf::new(PS);
+        type Op<'a> = &'a dyn Fn() -> Result<(), Error>;
+        let checks: [(i32, Op); 8] = [
+            (10, &|| e.checkpoint().map(drop)),
+            (11, &|| e.wait().map(drop)),
+            (12, &|| e.restore(v1).map(drop)),
+            (13, &|| e.unprotect(1)),
+            // SAFETY: refused before any byte is protected.
+            (14, &|| unsafe { e.protect(2, other.ptr, other.len) }),
+            (15, &|| e.alloc(3, PS).map(drop)),
+            (16, &|| e.free(buf.ptr)),
+            (17, &|| e.collect_garbage().map(drop)),
+        ];
+        let code = checks
+            .iter()
+            .find(|(_, op)| !refused(op()))
+            .map_or(0, |(code, _)| *code);
+        // Its own copy of the memory is the child's to write, and dropping the engine here
+        // must neither wait for the parent's threads nor touch the parent's store.
+        buf.slice_mut()[3 * PS] = 5;
+        drop(e);
         // SAFETY: leave without running the parent's destructors.
-        unsafe { libc::_exit(0) };
+        unsafe { libc::_exit(code) };
     }
     let mut status = 0;
     // SAFETY: waiting for the child just forked.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    // The child may have taken the next version number: then this one fails, and the next
-    // holds the page.
-    let v = e.checkpoint().or_else(|_| e.checkpoint()).unwrap();
+    assert!(
+        libc::WIFEXITED(status),
+        "the child died: status {status:#x}"
+    );
+    let names = [
+        "checkpoint",
+        "wait",
+        "restore",
+        "unprotect",
+        "protect",
+        "alloc",
+        "free",
+        "collect_garbage",
+    ];
+    let code = libc::WEXITSTATUS(status);
+    assert_eq!(
+        code,
+        0,
+        "in a forked child, {} was not refused with Error::ForkedChild",
+        names.get((code - 10).max(0) as usize).unwrap_or(&"?")
+    );
+    assert_eq!(e.latest().unwrap(), Some(v1), "the child wrote a version");
+    let v = e.checkpoint().unwrap();
+    assert_eq!(v.version, v1 + 1);
     assert_eq!(v.pages, 1, "the parent's write to page 2");
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);

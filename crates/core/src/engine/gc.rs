@@ -10,7 +10,7 @@ use ickpt_format::{Header, HEADER_LEN};
 impl Engine {
     /// Delete versions no restore of a kept chain can need. Returns what was deleted.
     pub fn collect_garbage(&self) -> Result<Vec<u64>> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         collect(&*self.store, self.cfg.keep_chains)
     }

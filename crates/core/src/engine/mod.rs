@@ -159,6 +159,9 @@ pub struct Engine {
     state: Mutex<State>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
+    /// The process that opened it: a child forked from it inherits the engine but must not
+    /// write into its parent's store, nor wait for threads that did not come along.
+    pid: u32,
 }
 
 impl Engine {
@@ -233,6 +236,7 @@ impl Engine {
         };
         Ok(Engine {
             huge_worker,
+            pid: std::process::id(),
             cfg,
             store,
             tracker,
@@ -265,6 +269,20 @@ impl Engine {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, for an operation that writes to the store or changes tracking: refused in a
+    /// forked child (the parent's store and its threads are not the child's).
+    fn lock_for_change(&self) -> Result<MutexGuard<'_, State>> {
+        if self.forked() {
+            return Err(Error::ForkedChild);
+        }
+        Ok(self.lock())
+    }
+
+    /// Whether this is a child forked from the process that opened the engine.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     /// Track `len` bytes at `ptr` under `id`. The covering pages are write-protected; bytes
     /// of those pages outside the range are never restored.
     ///
@@ -281,7 +299,7 @@ impl Engine {
     }
 
     fn insert(&self, id: u64, ptr: usize, len: usize, owned: Option<(usize, usize)>) -> Result<()> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         if st.regions.contains_key(&id) {
             return Err(Error::RegionExists(id));
         }
@@ -319,7 +337,7 @@ impl Engine {
     /// Stop tracking region `id`. Its pages are absent from later versions, so a restore of
     /// a later version does not bring them back.
     pub fn unprotect(&self, id: u64) -> Result<()> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
         st.stats.keep_counts_of(&slot.tr);
@@ -347,7 +365,7 @@ impl Engine {
 
     /// Release memory from [`Engine::alloc`] (paper 000's free_protected).
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let id = st
             .regions
@@ -392,6 +410,9 @@ impl Engine {
     /// kernel refused). Collapsing runs on a thread of ickpt's; this is for callers (and
     /// tests) that want it done now.
     pub fn wait_huge_pages(&self) {
+        if self.forked() {
+            return; // the worker stayed with the parent
+        }
         if let Some(q) = self.epoch.huge_queue() {
             q.wait_idle();
         }
@@ -416,18 +437,28 @@ impl Engine {
     /// In a child forked from the process that made this engine: stop tracking the parent's
     /// regions here (their memory stays mapped and becomes writable) and let go of the engine
     /// without touching the parent's store or unmapping memory the child may still use.
+    /// (Dropping it in a child does the same.)
     pub fn abandon_after_fork(self) {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in st.regions.values() {
-            let _ = self.tracker.detach(&slot.tr);
-        }
-        drop(st);
-        std::mem::forget(self);
+        drop(self);
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        if self.forked() {
+            // The committer and the huge page worker stayed with the parent (joining them
+            // would wait for ever); `alloc`'s mappings are the child's to keep using; the
+            // store's descriptors were closed at fork (sys/fs.rs), and closing them again
+            // could close files the child opened since, so the store is never dropped here.
+            let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            std::mem::forget(st.pending.take());
+            std::mem::forget(self.huge_worker.take());
+            std::mem::forget(self.store.clone());
+            for slot in st.regions.values() {
+                let _ = self.tracker.detach(&slot.tr);
+            }
+            return;
+        }
         if let (Some(q), Some(h)) = (self.epoch.huge_queue(), self.huge_worker.take()) {
             q.stop();
             let _ = h.join();

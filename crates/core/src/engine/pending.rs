@@ -96,7 +96,7 @@ impl Engine {
     /// Block until the checkpoint in flight (async mode) is committed; returns the newest
     /// committed checkpoint of this engine, or the error that made the last one fail.
     pub fn wait(&self) -> Result<Option<super::CheckpointInfo>> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         match st.unreported.take() {
             Some(e) => Err(e),

@@ -15,7 +15,7 @@ impl Engine {
     /// any byte is written. Afterwards the next checkpoint is an increment of `version`.
     pub fn restore(&self, version: u64) -> Result<RestoreInfo> {
         let started = Instant::now();
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let store = &*self.store;
         let chain = catalog::chain(store, version)?;
