@@ -264,6 +264,7 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Track(_) | Error::HandlerReplaced | Error::CommitAborted { .. } => {
             ICKPT_ERR_TRACKING
         }
+        Error::CommitPanicked { .. } => ICKPT_ERR_INTERNAL,
     }
 }
 
