@@ -167,7 +167,7 @@ pub struct Engine {
 impl Engine {
     /// Open (or create) the store directory and start tracking with the configured backend.
     pub fn open(cfg: Config) -> Result<Engine> {
-        let mut store: Box<dyn Store> = Box::new(DirStore::open_write(&cfg.dir)?);
+        // The environment is checked before the directory is touched.
         let env_bandwidth = std::env::var("ICKPT_BANDWIDTH").ok();
         let bandwidth = match (cfg.bandwidth, env_bandwidth) {
             (Some(b), _) => Some(b),
@@ -178,13 +178,20 @@ impl Engine {
             })?),
             (None, None) => None,
         };
+        let env_fault = match std::env::var("ICKPT_FAULT") {
+            Ok(s) => Some(Fault::parse(&s).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "ICKPT_FAULT={s:?}: expected enospc@BYTES, eio@BYTES, crash@BYTES or \
+                     commit-eio (fault injection for tests; unset it otherwise)"
+                ))
+            })?),
+            Err(_) => None,
+        };
+        let mut store: Box<dyn Store> = Box::new(DirStore::open_write(&cfg.dir)?);
         // 0 means unlimited, as in ickpt_config.
         if let Some(rate) = bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        let env_fault = std::env::var("ICKPT_FAULT")
-            .ok()
-            .and_then(|s| Fault::parse(&s));
         if let Some(f) = cfg.fault.or(env_fault) {
             let plan = FaultPlan::new();
             plan.arm(f);
