@@ -46,6 +46,8 @@ pub enum Error {
     Store(#[from] OpenError),
     #[error(transparent)]
     Track(#[from] TrackError),
+    #[error("region {id} ({start:#x}..{end:#x}): its memory was unmapped while protected; unprotect a region before unmapping or freeing its memory (unprotect it now to go on)")]
+    RegionUnmapped { id: u64, start: usize, end: usize },
     #[error("the SIGSEGV handler was replaced after ickpt started, so writes are no longer tracked; install your handler before ickpt_init")]
     HandlerReplaced,
     #[error("version {version} was abandoned: a thread ickpt needed to commit it wrote to a protected page it could not copy (protected memory shares a page with ickpt's own heap; protect page-aligned memory, e.g. from ickpt_malloc, or give cow_bytes room); the pages stay dirty for the next checkpoint")]

@@ -343,3 +343,48 @@ fn a_forked_child_cannot_take_its_parents_written_pages() {
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn memory_unmapped_while_protected_is_named_in_the_error() {
+    // It read "changing page protection failed: Cannot allocate memory (os error 12)", with
+    // no region (issue 9).
+    let (e, dir) = engine("conf-unmapped");
+    let gone = Buf::new(4 * PS);
+    let mut kept = Buf::new(2 * PS);
+    let (start, end) = (gone.ptr as usize + 100, gone.ptr as usize + 100 + 3 * PS);
+    // SAFETY: `kept` outlives the engine; `gone` is unmapped while protected, on purpose.
+    unsafe {
+        e.protect(7, start as *mut u8, 3 * PS).unwrap();
+        e.protect(8, kept.ptr, kept.len).unwrap();
+    }
+    e.checkpoint().unwrap();
+    drop(gone);
+    let err = e.checkpoint().expect_err("the memory of region 7 is gone");
+    assert!(
+        matches!(err, Error::RegionUnmapped { id: 7, start: s, end: t } if s == start && t == end),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    for want in [
+        "region 7",
+        &format!("{start:#x}..{end:#x}"),
+        "unmapped while protected",
+        "unprotect",
+    ] {
+        assert!(msg.contains(want), "{want:?} missing from: {msg}");
+    }
+    assert_eq!(
+        ickpt::capi::code_of(&err),
+        ickpt::capi::ickpt_result::ICKPT_ERR_TRACKING
+    );
+    // Unprotecting it is the way on; the other region lost nothing.
+    e.unprotect(7).unwrap();
+    kept.slice_mut()[PS] = 3;
+    let v = e.checkpoint().unwrap();
+    assert_eq!(v.pages, 1);
+    kept.slice_mut()[PS] = 0;
+    e.restore(v.version).unwrap();
+    assert_eq!(kept.slice()[PS], 3);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}

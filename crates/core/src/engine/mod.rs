@@ -348,8 +348,12 @@ impl Engine {
         self.settle(&mut st);
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
         st.stats.keep_counts_of(&slot.tr);
-        self.tracker.detach(&slot.tr)?;
-        Ok(())
+        match self.tracker.detach(&slot.tr) {
+            // Unmapped while protected (a checkpoint said so): it has left tracking all the
+            // same, and nothing is left to make writable.
+            Err(_) if !mapped(&slot.tr) => Ok(()),
+            r => Ok(r?),
+        }
     }
 
     /// Allocate `size` bytes of zeroed, page-aligned memory tracked as region `id`
@@ -438,6 +442,25 @@ impl Engine {
             .get(&id)
             .map(|r| (r.tr.user_ptr as *mut u8, r.tr.user_len))
     }
+}
+
+/// Whether all of `tr`'s covering pages are still mapped.
+fn mapped(tr: &TrackedRegion) -> bool {
+    mem::check_mapped(tr.base, tr.span_len()).is_ok()
+}
+
+/// A tracking failure on `tr`, named for what it is when its memory is gone: unmapped while
+/// protected (otherwise mprotect says only "Cannot allocate memory"). Allocates nothing (the
+/// gate may be closed).
+pub(crate) fn region_error(tr: &TrackedRegion, e: track::TrackError) -> Error {
+    if !mapped(tr) {
+        return Error::RegionUnmapped {
+            id: tr.id,
+            start: tr.user_ptr,
+            end: tr.user_ptr + tr.user_len,
+        };
+    }
+    e.into()
 }
 
 impl Engine {

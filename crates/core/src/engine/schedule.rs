@@ -89,7 +89,7 @@ impl Engine {
                 }
             };
             if let Err(e) = self.tracker.collect(tr, &mut bits, &mut mark) {
-                failed = Some(e);
+                failed = Some(super::region_error(tr, e));
                 break;
             }
             regions.push(JobRegion {
@@ -115,7 +115,7 @@ impl Engine {
             for r in &regions {
                 self.tracker.release(&r.tr);
             }
-            return Err(e.into());
+            return Err(e);
         }
         drop(gate);
 
