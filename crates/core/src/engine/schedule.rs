@@ -54,6 +54,7 @@ impl Engine {
         let unseen_are_after = !self.tracker.sees_every_write();
         let gate = self.epoch.close_gate();
         let mut ended_after = self.epoch.begin_commit();
+        self.tracker.before_collect();
         let mut total = 0u64;
         let mut failed = None;
         for (ri, (slot, mut bits)) in st.regions.values().zip(bits_of.drain(..)).enumerate() {

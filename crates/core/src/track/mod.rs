@@ -136,6 +136,9 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError>;
+    /// Called once per checkpoint with the gate closed, before its regions are collected:
+    /// deal with first writes already caught but not yet handed to ickpt.
+    fn before_collect(&self) {}
     /// Whether every first write reaches ickpt (a trap it decides on). When not, pages
     /// found written with no first-write record were written after the last commit.
     fn sees_every_write(&self) -> bool {
