@@ -29,7 +29,7 @@ fn cycle(e: &Engine, id: u64) {
     };
     // SAFETY: `st` lives until this frame returns, and is unprotected before that.
     unsafe {
-        e.protect(id, (&raw mut st).cast(), size_of::<State>())
+        e.protect(id, std::ptr::addr_of_mut!(st).cast(), size_of::<State>())
             .unwrap()
     };
     let mut kept = None;
