@@ -15,6 +15,8 @@
 #                           (ICKPT_TESTFS, default target/release/ickpt-testfs: `make testfs`)
 #   tmpfs_*.c               store on a small tmpfs the test mounts: need root (mount rights)
 #   cffi_readme.py          README's Python example through cffi, by Debian's python3
+#   readme_example.c        includes README.md's first C example (extracted below), run as
+#                           a killed first run and a restarted second one
 # The mount tests FAIL when what they need is missing, unless ICKPT_ALLOW_NO_FUSE=1 (a developer
 # machine): then they are reported as SKIP. Mounts a test leaves behind are detached.
 # Prints "PASS name" / "FAIL name (reason)" / "SKIP name (reason)" per test and ends with
@@ -83,6 +85,13 @@ defs=(-DICKPT_EXPECTED_VERSION="\"$pc_version\"")
 
 # ---- build ---------------------------------------------------------------------------------
 
+# README.md's first example, exactly as printed: the fenced C block of "Using it from C".
+awk '/^## Using it from C/ { section = 1; next }
+     section && /^```c$/ { inside = 1; next }
+     inside && /^```$/ { exit }
+     inside { print }' "$root/README.md" >"$out/readme_example.inc"
+[ -s "$out/readme_example.inc" ] || fail readme_extract "no C block under \"## Using it from C\" in README.md" ""
+
 built=()
 for src in "$here"/*.c; do
     name=$(basename "$src" .c)
@@ -92,7 +101,7 @@ for src in "$here"/*.c; do
         cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" $pc_static)
     else
         # shellcheck disable=SC2206
-        cmd=($CC $CFLAGS_TEST "${defs[@]}" $pc_cflags -o "$out/$name" "$src" $pc_libs)
+        cmd=($CC $CFLAGS_TEST "${defs[@]}" -I"$out" $pc_cflags -o "$out/$name" "$src" $pc_libs)
     fi
     printf '%q ' "${cmd[@]}" >"$log"
     echo >>"$log"
@@ -149,8 +158,10 @@ done
 # ---- run -----------------------------------------------------------------------------------
 
 # run_test NAME BINARY EXPECT [VAR=VALUE...] [-- ARGS...]
-#   EXPECT is "exit0" or "segv". The test gets a fresh empty ICKPT_TEST_DIR; ICKPT_* from the
-#   caller's environment are removed so they cannot change the outcome.
+#   EXPECT is "exit0", "segv" or "killed" (SIGKILL after printing the fault marker). The test
+#   gets a fresh empty ICKPT_TEST_DIR, or with reuse_store=NAME the store that test NAME left;
+#   ICKPT_* from the caller's environment are removed so they cannot change the outcome.
+reuse_store=
 run_test() {
     local name=$1 bin=$2 expect=$3
     shift 3
@@ -164,9 +175,11 @@ run_test() {
         envs+=("$1")
         shift
     done
-    local store=$stores/$name log=$out/$name.log
-    rm -rf "$store"
-    mkdir -p "$store"
+    local store=$stores/${reuse_store:-$name} log=$out/$name.log
+    if [ -z "$reuse_store" ]; then
+        rm -rf "$store"
+        mkdir -p "$store"
+    fi
     # (The group's 2>/dev/null silences bash's own "Segmentation fault" job report.)
     local backend=()
     [ -n "${ICKPT_TEST_BACKEND:-}" ] && backend=(ICKPT_BACKEND="$ICKPT_TEST_BACKEND")
@@ -188,15 +201,17 @@ run_test() {
                 fail "$name" "exit status $rc; see $shown" "$log"
             fi
             ;;
-        segv)
+        segv | killed)
+            local sig=SEGV
+            [ "$expect" = killed ] && sig=KILL
             if ! grep -q '^ickpt-test: about to fault$' "$log"; then
                 fail "$name" "exit status $rc before reaching the fault marker; see $shown" "$log"
-            elif [ $rc -eq $((128 + $(kill -l SEGV))) ]; then
+            elif [ $rc -eq $((128 + $(kill -l $sig))) ]; then
                 pass "$name"
             elif [ $rc -gt 128 ]; then
-                fail "$name" "killed by SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))), expected SIGSEGV; see $shown" "$log"
+                fail "$name" "killed by SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))), expected SIG$sig; see $shown" "$log"
             else
-                fail "$name" "exit status $rc, expected death by SIGSEGV; see $shown" "$log"
+                fail "$name" "exit status $rc, expected death by SIG$sig; see $shown" "$log"
             fi
             ;;
     esac
@@ -273,6 +288,12 @@ for name in "${built[@]}"; do
             ;;
         tmpfs_*)
             run_mount_test "$name" tmpfs "$bin"
+            ;;
+        readme_example)
+            # First run: killed at step 25, after the checkpoints at 10 and 20 steps; the
+            # second restores 20 steps and must finish as an uninterrupted run would.
+            run_test readme_example-crash "$bin" killed -- crash 25
+            reuse_store=readme_example-crash run_test readme_example-resume "$bin" exit0 -- resume 20
             ;;
         static_link | static_full)
             if ! readelf -d "$bin" >"$out/$name.readelf" 2>&1; then

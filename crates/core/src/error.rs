@@ -62,10 +62,14 @@ pub enum Error {
     Store(#[from] OpenError),
     #[error(transparent)]
     Track(#[from] TrackError),
+    #[error("region {id} ({start:#x}..{end:#x}): its memory was unmapped while protected; unprotect a region before unmapping or freeing its memory (unprotect it now to go on)")]
+    RegionUnmapped { id: u64, start: usize, end: usize },
     #[error("the SIGSEGV handler was replaced after ickpt started, so writes are no longer tracked; install your handler before ickpt_init")]
     HandlerReplaced,
     #[error("version {version} was abandoned: a thread ickpt needed to commit it wrote to a protected page it could not copy (protected memory shares a page with ickpt's own heap; protect page-aligned memory, e.g. from ickpt_malloc, or give cow_bytes room); the pages stay dirty for the next checkpoint")]
     CommitAborted { version: u64 },
+    #[error("version {version} was abandoned: its commit panicked ({message}); this is a bug in ickpt or in the store, please report it; the pages stay dirty for the next checkpoint")]
+    CommitPanicked { version: u64, message: String },
     #[error("ickpt is not initialised; call ickpt_init first")]
     NotInitialized,
     #[error("this process is a fork of the one that called ickpt_init, whose store it must not write; call ickpt_init here with a directory of its own")]
@@ -97,6 +101,16 @@ impl Error {
             return Error::NoSpace { file };
         }
         Error::Io { file, op, source }
+    }
+
+    /// The commit of `version` panicked with `payload`.
+    pub fn commit_panicked(version: u64, payload: &(dyn std::any::Any + Send)) -> Error {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Error::CommitPanicked { version, message }
     }
 
     pub fn format(file: impl Into<String>, e: FormatError) -> Error {

@@ -5,7 +5,7 @@
 
 mod common;
 use common::{scratch_dir, Buf};
-use ickpt::{Backend, Config, Engine};
+use ickpt::{Backend, Config, Engine, Error};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 
@@ -275,28 +275,181 @@ fn two_engines_may_track_regions_that_share_a_page() {
 #[test]
 fn a_forked_child_cannot_take_its_parents_written_pages() {
     // The child's copy of the engine must not act on the parent's memory (found in review:
-    // with uffd-async, the child's checkpoint re-protected the parent's written pages).
+    // with uffd-async, the child's checkpoint re-protected the parent's written pages), nor
+    // write into the parent's store (issue 9: with mprotect the child committed a version).
     let (e, dir) = engine("conf-fork");
     let mut buf = Buf::new(8 * PS);
     buf.slice_mut().fill(1);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
-    e.checkpoint().unwrap();
+    let v1 = e.checkpoint().unwrap().version;
     buf.slice_mut()[2 * PS] = 9;
-    // SAFETY: the child only calls checkpoint and _exit.
+    // SAFETY: the child only calls the engine, writes its own copy of `buf`, and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let _ = e.checkpoint();
+        let refused = |r: Result<(), Error>| matches!(r, Err(Error::ForkedChild));
+        let other = Buf::new(PS);
+        type Op<'a> = &'a dyn Fn() -> Result<(), Error>;
+        let checks: [(i32, Op); 8] = [
+            (10, &|| e.checkpoint().map(drop)),
+            (11, &|| e.wait().map(drop)),
+            (12, &|| e.restore(v1).map(drop)),
+            (13, &|| e.unprotect(1)),
+            // SAFETY: refused before any byte is protected.
+            (14, &|| unsafe { e.protect(2, other.ptr, other.len) }),
+            (15, &|| e.alloc(3, PS).map(drop)),
+            (16, &|| e.free(buf.ptr)),
+            (17, &|| e.collect_garbage().map(drop)),
+        ];
+        let code = checks
+            .iter()
+            .find(|(_, op)| !refused(op()))
+            .map_or(0, |(code, _)| *code);
+        // Its own copy of the memory is the child's to write, and dropping the engine here
+        // must neither wait for the parent's threads nor touch the parent's store.
+        buf.slice_mut()[3 * PS] = 5;
+        drop(e);
         // SAFETY: leave without running the parent's destructors.
-        unsafe { libc::_exit(0) };
+        unsafe { libc::_exit(code) };
     }
     let mut status = 0;
     // SAFETY: waiting for the child just forked.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    // The child may have taken the next version number: then this one fails, and the next
-    // holds the page.
-    let v = e.checkpoint().or_else(|_| e.checkpoint()).unwrap();
+    assert!(
+        libc::WIFEXITED(status),
+        "the child died: status {status:#x}"
+    );
+    let names = [
+        "checkpoint",
+        "wait",
+        "restore",
+        "unprotect",
+        "protect",
+        "alloc",
+        "free",
+        "collect_garbage",
+    ];
+    let code = libc::WEXITSTATUS(status);
+    assert_eq!(
+        code,
+        0,
+        "in a forked child, {} was not refused with Error::ForkedChild",
+        names.get((code - 10).max(0) as usize).unwrap_or(&"?")
+    );
+    assert_eq!(e.latest().unwrap(), Some(v1), "the child wrote a version");
+    let v = e.checkpoint().unwrap();
+    assert_eq!(v.version, v1 + 1);
     assert_eq!(v.pages, 1, "the parent's write to page 2");
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn memory_unmapped_while_protected_is_named_in_the_error() {
+    // It read "changing page protection failed: Cannot allocate memory (os error 12)", with
+    // no region (issue 9).
+    let (e, dir) = engine("conf-unmapped");
+    let gone = Buf::new(4 * PS);
+    let mut kept = Buf::new(2 * PS);
+    let (start, end) = (gone.ptr as usize + 100, gone.ptr as usize + 100 + 3 * PS);
+    // SAFETY: `kept` outlives the engine; `gone` is unmapped while protected, on purpose.
+    unsafe {
+        e.protect(7, start as *mut u8, 3 * PS).unwrap();
+        e.protect(8, kept.ptr, kept.len).unwrap();
+    }
+    e.checkpoint().unwrap();
+    drop(gone);
+    let err = e.checkpoint().expect_err("the memory of region 7 is gone");
+    assert!(
+        matches!(err, Error::RegionUnmapped { id: 7, start: s, end: t } if s == start && t == end),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    for want in [
+        "region 7",
+        &format!("{start:#x}..{end:#x}"),
+        "unmapped while protected",
+        "unprotect",
+    ] {
+        assert!(msg.contains(want), "{want:?} missing from: {msg}");
+    }
+    assert_eq!(
+        ickpt::capi::code_of(&err),
+        ickpt::capi::ickpt_result::ICKPT_ERR_TRACKING
+    );
+    // Unprotecting it is the way on; the other region lost nothing.
+    e.unprotect(7).unwrap();
+    kept.slice_mut()[PS] = 3;
+    let v = e.checkpoint().unwrap();
+    assert_eq!(v.pages, 1);
+    kept.slice_mut()[PS] = 0;
+    e.restore(v.version).unwrap();
+    assert_eq!(kept.slice()[PS], 3);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn threads_writing_the_same_pages_store_exactly_those_pages() {
+    // With uffd, several threads faulting on one page queue an event each; the first event's
+    // wake-up frees them all, and an event still unread when the checkpoint re-protected the
+    // page opened it again in the new epoch: one page more than written was stored (the C
+    // threads test, about half of its runs; this pattern is that test's, and failed in a few
+    // rounds out of a hundred). Rounds separated by checkpoints: each thread writes pages of
+    // its own, then its own bytes of the shared pages the round writes.
+    const THREADS: usize = 4;
+    const OWN: usize = 8;
+    const SHARED: usize = 8;
+    const PAGES: usize = THREADS * OWN + SHARED;
+    const ROUNDS: usize = 100;
+    let (e, dir) = engine("conf-threads");
+    let mem = e.alloc(1, PAGES * PS).unwrap() as usize;
+    let start = std::sync::Barrier::new(THREADS + 1);
+    let done = std::sync::Barrier::new(THREADS + 1);
+    let own_written = |round: usize, page: usize| matches!((page + round) % 3, 1 | 2);
+    let shared_written = |round: usize, s: usize| (s + round) % 2 < 1;
+    let write = |at: usize, round: usize| {
+        // SAFETY: inside the region; each thread writes bytes no other thread writes.
+        unsafe { ((mem + at) as *mut u8).write_volatile(round as u8) };
+    };
+    // Checked once the threads are done: a failed assertion inside the scope would leave them
+    // waiting at the barrier for good.
+    let mut stored = Vec::new();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (start, done) = (&start, &done);
+            s.spawn(move || {
+                for round in 1..=ROUNDS {
+                    start.wait();
+                    for page in (t * OWN..(t + 1) * OWN).filter(|&p| own_written(round, p)) {
+                        for k in 0..64 {
+                            write(page * PS + (k * 97 + round * 5) % PS, round);
+                        }
+                    }
+                    for s in (0..SHARED).filter(|&s| shared_written(round, s)) {
+                        let page = THREADS * OWN + s;
+                        for i in (t..PS).step_by(THREADS * 5) {
+                            write(page * PS + i, round);
+                        }
+                    }
+                    done.wait();
+                }
+            });
+        }
+        e.checkpoint().unwrap();
+        for _ in 1..=ROUNDS {
+            start.wait();
+            done.wait();
+            stored.push(e.checkpoint().map(|v| v.pages));
+        }
+    });
+    for (round, got) in (1..=ROUNDS).zip(stored) {
+        let own = (0..THREADS * OWN)
+            .filter(|&p| own_written(round, p))
+            .count();
+        let shared = (0..SHARED).filter(|&s| shared_written(round, s)).count();
+        assert_eq!(got.unwrap(), (own + shared) as u64, "round {round}");
+    }
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
 }

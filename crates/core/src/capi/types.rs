@@ -273,9 +273,11 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Store(OpenError::Locked { .. }) => ICKPT_ERR_STORE_LOCKED,
         Error::Store(OpenError::Io { .. } | OpenError::NotWritable { .. }) => ICKPT_ERR_IO,
         Error::Store(OpenError::Setting { .. }) => ICKPT_ERR_INVALID_ARGUMENT,
-        Error::Track(_) | Error::HandlerReplaced | Error::CommitAborted { .. } => {
-            ICKPT_ERR_TRACKING
-        }
+        Error::Track(_)
+        | Error::HandlerReplaced
+        | Error::CommitAborted { .. }
+        | Error::RegionUnmapped { .. } => ICKPT_ERR_TRACKING,
+        Error::CommitPanicked { .. } => ICKPT_ERR_INTERNAL,
     }
 }
 

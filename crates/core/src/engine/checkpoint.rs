@@ -15,7 +15,7 @@ impl Engine {
     /// nothing committed is touched and the pages stay dirty for the next attempt.
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {
         let started = Instant::now();
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         if let Some(e) = st.unreported.take() {
             return Err(e);

@@ -9,7 +9,7 @@ use crate::store::version_name;
 impl Engine {
     /// Delete versions no restore of a kept chain can need. Returns what was deleted.
     pub fn collect_garbage(&self) -> Result<Vec<u64>> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         collect(&self.catalog(), self.cfg.keep_chains)
     }

@@ -167,12 +167,15 @@ pub struct Engine {
     state: Mutex<State>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
+    /// The process that opened it: a child forked from it inherits the engine but must not
+    /// write into its parent's store, nor wait for threads that did not come along.
+    pid: u32,
 }
 
 impl Engine {
     /// Open (or create) the store directory and start tracking with the configured backend.
     pub fn open(cfg: Config) -> Result<Engine> {
-        let mut store: Box<dyn Store> = Box::new(DirStore::open_write(&cfg.dir)?);
+        // The environment is checked before the directory is touched.
         let env_bandwidth = std::env::var("ICKPT_BANDWIDTH").ok();
         let bandwidth = match (cfg.bandwidth, env_bandwidth) {
             (Some(b), _) => Some(b),
@@ -183,13 +186,20 @@ impl Engine {
             })?),
             (None, None) => None,
         };
+        let env_fault = match std::env::var("ICKPT_FAULT") {
+            Ok(s) => Some(Fault::parse(&s).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "ICKPT_FAULT={s:?}: expected enospc@BYTES, eio@BYTES, crash@BYTES or \
+                     commit-eio (fault injection for tests; unset it otherwise)"
+                ))
+            })?),
+            Err(_) => None,
+        };
+        let mut store: Box<dyn Store> = Box::new(DirStore::open_write(&cfg.dir)?);
         // 0 means unlimited, as in ickpt_config.
         if let Some(rate) = bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        let env_fault = std::env::var("ICKPT_FAULT")
-            .ok()
-            .and_then(|s| Fault::parse(&s));
         if let Some(f) = cfg.fault.or(env_fault) {
             let plan = FaultPlan::new();
             plan.arm(f);
@@ -243,6 +253,7 @@ impl Engine {
         };
         Ok(Engine {
             huge_worker,
+            pid: std::process::id(),
             cfg,
             store,
             id,
@@ -277,6 +288,20 @@ impl Engine {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, for an operation that writes to the store or changes tracking: refused in a
+    /// forked child (the parent's store and its threads are not the child's).
+    fn lock_for_change(&self) -> Result<MutexGuard<'_, State>> {
+        if self.forked() {
+            return Err(Error::ForkedChild);
+        }
+        Ok(self.lock())
+    }
+
+    /// Whether this is a child forked from the process that opened the engine.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     /// Track `len` bytes at `ptr` under `id`. The covering pages are write-protected; bytes
     /// of those pages outside the range are never restored.
     ///
@@ -293,7 +318,7 @@ impl Engine {
     }
 
     fn insert(&self, id: u64, ptr: usize, len: usize, owned: Option<(usize, usize)>) -> Result<()> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         if st.regions.contains_key(&id) {
             return Err(Error::RegionExists(id));
         }
@@ -304,10 +329,17 @@ impl Engine {
             track::TrackError::OwnMemory => Error::InvalidArgument(format!(
                 "region {id}: memory at {ptr:#x}+{len} covers ickpt's own tracking memory"
             )),
+            track::TrackError::SignalStack => Error::InvalidArgument(format!(
+                "region {id}: memory at {ptr:#x}+{len} covers this thread's alternate signal \
+                 stack, where ickpt's fault handler runs"
+            )),
             other => other.into(),
         };
         let tr = Arc::new(TrackedRegion::new(id, ptr, len, self.epoch.clone()).map_err(refused)?);
         within_format_limits(&st, &tr)?;
+        if owned.is_none() {
+            track::before_protect((tr.base, tr.span_end())).map_err(refused)?;
+        }
         // A new region is stored whole by the next checkpoint: no need to trap its writes
         // until that checkpoint arms it.
         self.tracker.attach(&tr, false).map_err(refused)?;
@@ -325,12 +357,16 @@ impl Engine {
     /// Stop tracking region `id`. Its pages are absent from later versions, so a restore of
     /// a later version does not bring them back.
     pub fn unprotect(&self, id: u64) -> Result<()> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
         st.stats.keep_counts_of(&slot.tr);
-        self.tracker.detach(&slot.tr)?;
-        Ok(())
+        match self.tracker.detach(&slot.tr) {
+            // Unmapped while protected (a checkpoint said so): it has left tracking all the
+            // same, and nothing is left to make writable.
+            Err(_) if !mapped(&slot.tr) => Ok(()),
+            r => Ok(r?),
+        }
     }
 
     /// Allocate `size` bytes of zeroed, page-aligned memory tracked as region `id`
@@ -353,7 +389,7 @@ impl Engine {
 
     /// Release memory from [`Engine::alloc`] (paper 000's free_protected).
     pub fn free(&self, ptr: *mut u8) -> Result<()> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let id = st
             .regions
@@ -393,6 +429,9 @@ impl Engine {
     /// kernel refused). Collapsing runs on a thread of ickpt's; this is for callers (and
     /// tests) that want it done now.
     pub fn wait_huge_pages(&self) {
+        if self.forked() {
+            return; // the worker stayed with the parent
+        }
         if let Some(q) = self.epoch.huge_queue() {
             q.wait_idle();
         }
@@ -413,22 +452,51 @@ impl Engine {
     }
 }
 
+/// Whether all of `tr`'s covering pages are still mapped.
+fn mapped(tr: &TrackedRegion) -> bool {
+    mem::check_mapped(tr.base, tr.span_len()).is_ok()
+}
+
+/// A tracking failure on `tr`, named for what it is when its memory is gone: unmapped while
+/// protected (otherwise mprotect says only "Cannot allocate memory"). Allocates nothing (the
+/// gate may be closed).
+pub(crate) fn region_error(tr: &TrackedRegion, e: track::TrackError) -> Error {
+    if !mapped(tr) {
+        return Error::RegionUnmapped {
+            id: tr.id,
+            start: tr.user_ptr,
+            end: tr.user_ptr + tr.user_len,
+        };
+    }
+    e.into()
+}
+
 impl Engine {
     /// In a child forked from the process that made this engine: stop tracking the parent's
     /// regions here (their memory stays mapped and becomes writable) and let go of the engine
     /// without touching the parent's store or unmapping memory the child may still use.
+    /// (Dropping it in a child does the same.)
     pub fn abandon_after_fork(self) {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        for slot in st.regions.values() {
-            let _ = self.tracker.detach(&slot.tr);
-        }
-        drop(st);
-        std::mem::forget(self);
+        drop(self);
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        if self.forked() {
+            // The committer and the huge page worker stayed with the parent (joining them
+            // would wait for ever); `alloc`'s mappings are the child's to keep using; the
+            // store's descriptors were closed at fork (sys/fs.rs), and closing them again
+            // could close files the child opened since, so the store is never dropped here.
+            let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            std::mem::forget(st.pending.take());
+            std::mem::forget(self.huge_worker.take());
+            std::mem::forget(self.store.clone());
+            for slot in st.regions.values() {
+                let _ = self.tracker.detach(&slot.tr);
+            }
+            return;
+        }
         if let (Some(q), Some(h)) = (self.epoch.huge_queue(), self.huge_worker.take()) {
             q.stop();
             let _ = h.join();
@@ -443,6 +511,8 @@ impl Drop for Engine {
                 let _ = unsafe { mem::unmap(p as *mut u8, len) };
             }
         }
+        // The epoch is freed with the engine: not under a handler still leaving it.
+        self.epoch.wait_for_handlers();
     }
 }
 

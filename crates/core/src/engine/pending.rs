@@ -29,8 +29,14 @@ impl Engine {
             }
         }
         self.epoch.set_committer(thread::tid());
-        let outcome = commit::run(job);
-        self.apply(st, outcome);
+        let version = job.version;
+        // A panic (a bug, or a store that panics) fails this checkpoint as it would an async
+        // one, rather than unwinding through the caller: the commit's guard has released
+        // every page and put the dirty bits back by the time it is caught.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit::run(job))) {
+            Ok(outcome) => self.apply(st, outcome),
+            Err(panic) => self.fail(st, Error::commit_panicked(version, &*panic)),
+        }
         match st.unreported.take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -43,12 +49,9 @@ impl Engine {
         if let Some(handle) = st.pending.take() {
             match handle.join() {
                 Ok(outcome) => self.apply(st, outcome),
-                Err(_) => {
-                    st.previous = None;
-                    st.stats.failed_checkpoints += 1;
-                    st.unreported = Some(Error::CommitAborted {
-                        version: st.next_version - 1,
-                    });
+                Err(panic) => {
+                    let version = st.next_version - 1;
+                    self.fail(st, Error::commit_panicked(version, &*panic))
                 }
             }
         }
@@ -88,18 +91,21 @@ impl Engine {
                 s.wait_time += std::time::Duration::from_nanos(info.commit.wait_ns);
                 s.last_checkpoint = Some(info);
             }
-            Err(e) => {
-                st.previous = None;
-                st.stats.failed_checkpoints += 1;
-                st.unreported = Some(e);
-            }
+            Err(e) => self.fail(st, e),
         }
+    }
+
+    /// A commit failed: kept for the next `checkpoint` or `wait` to report.
+    fn fail(&self, st: &mut State, e: Error) {
+        st.previous = None;
+        st.stats.failed_checkpoints += 1;
+        st.unreported = Some(e);
     }
 
     /// Block until the checkpoint in flight (async mode) is committed; returns the newest
     /// committed checkpoint of this engine, or the error that made the last one fail.
     pub fn wait(&self) -> Result<Option<super::CheckpointInfo>> {
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         match st.unreported.take() {
             Some(e) => Err(e),

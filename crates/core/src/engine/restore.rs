@@ -14,7 +14,7 @@ impl Engine {
     /// any byte is written. Afterwards the next checkpoint is an increment of `version`.
     pub fn restore(&self, version: u64) -> Result<RestoreInfo> {
         let started = Instant::now();
-        let mut st = self.lock();
+        let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let store = &*self.store;
         let chain = self.catalog().chain(version)?;
@@ -67,7 +67,9 @@ impl Engine {
             s.born = None;
         }
         for s in st.regions.values() {
-            self.tracker.open_for_restore(&s.tr)?;
+            self.tracker
+                .open_for_restore(&s.tr)
+                .map_err(|e| super::region_error(&s.tr, e))?;
         }
         let describe = |v: u64| store.describe(&version_name(v));
         let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<()> {
@@ -92,7 +94,7 @@ impl Engine {
                 .tracker
                 .collect(&s.tr, &mut scratch, &mut |_| s.tr.acck.reset());
             self.tracker.release(&s.tr);
-            collected?;
+            collected.map_err(|e| super::region_error(&s.tr, e))?;
             // Same in-page offset: the stored pages line up with this process's pages, so the
             // chain continues. Otherwise the next checkpoint stores the region whole.
             s.born = (same_pages && r.page_offset as usize == s.tr.page_offset()).then_some(r.born);

@@ -54,6 +54,7 @@ impl Engine {
         let unseen_are_after = !self.tracker.sees_every_write();
         let gate = self.epoch.close_gate();
         let mut ended_after = self.epoch.begin_commit();
+        self.tracker.before_collect();
         let mut total = 0u64;
         let mut failed = None;
         for (ri, (slot, mut bits)) in st.regions.values().zip(bits_of.drain(..)).enumerate() {
@@ -89,7 +90,7 @@ impl Engine {
                 }
             };
             if let Err(e) = self.tracker.collect(tr, &mut bits, &mut mark) {
-                failed = Some(e);
+                failed = Some(super::region_error(tr, e));
                 break;
             }
             regions.push(JobRegion {
@@ -115,7 +116,7 @@ impl Engine {
             for r in &regions {
                 self.tracker.release(&r.tr);
             }
-            return Err(e.into());
+            return Err(e);
         }
         drop(gate);
 

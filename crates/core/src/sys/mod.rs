@@ -1,5 +1,6 @@
 //! Every raw system call ickpt makes lives below this module. Nothing here holds policy.
 
+pub mod altstack;
 pub mod fs;
 pub mod mem;
 pub mod pagemap;

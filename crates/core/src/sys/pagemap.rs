@@ -17,6 +17,9 @@ const PAGE_IS_WRITTEN: u64 = 1 << 1;
 #[cfg(test)]
 pub(crate) const PAGE_IS_PRESENT: u64 = 1 << 3;
 
+/// A /proc/self/pagemap entry's "write-protected by userfaultfd" bit (Linux 5.13+).
+const PM_UFFD_WP: u64 = 1 << 57;
+
 /// `struct pm_scan_arg`.
 #[repr(C)]
 #[derive(Default)]
@@ -50,6 +53,15 @@ pub struct Pagemap(File);
 impl Pagemap {
     pub fn open() -> io::Result<Pagemap> {
         File::open("/proc/self/pagemap").map(Pagemap)
+    }
+
+    /// Whether the page holding `addr` is write-protected by a userfaultfd (also when it was
+    /// never touched and only a marker stands for it).
+    pub fn uffd_write_protected(&self, addr: usize, page_size: usize) -> io::Result<bool> {
+        let mut entry = [0u8; 8];
+        let at = (addr / page_size * 8) as u64;
+        std::os::unix::fs::FileExt::read_exact_at(&self.0, &mut entry, at)?;
+        Ok(u64::from_ne_bytes(entry) & PM_UFFD_WP != 0)
     }
 
     /// Issue one PAGEMAP_SCAN. Returns the number of regions written to `out` and where the

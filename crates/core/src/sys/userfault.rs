@@ -284,6 +284,13 @@ impl Wakeup {
     pub fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
+
+    /// Consume the signals so far (the descriptor stops being readable).
+    pub fn clear(&self) {
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into a live u64; non-blocking, so EAGAIN when not signalled.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+    }
 }
 
 /// Sleep until one of `fds` is readable (or a signal arrives).

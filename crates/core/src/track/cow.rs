@@ -16,12 +16,23 @@ const HEAD: usize = 2;
 const IN_USE: usize = 3;
 const PEAK: usize = 4;
 
+/// Slots beyond `cow_bytes` that only the checkpoint's own threads may claim. The thread
+/// checkpointing and the committer can never wait for a page (only they could release it), so
+/// without a slot their write to a scheduled page aborts the commit. They write such pages
+/// only where protected memory shares a page with their own data: the frames of the calling
+/// thread when a region lies on its stack, small heap buffers next to ickpt's allocations.
+/// With `cow_bytes = 0` that aborted every commit of a program protecting stack memory.
+const RESERVED: usize = 16;
+
 pub struct CowPool {
+    /// Slots ordinary writers may claim (`cow_bytes / page_size`).
     slots: usize,
+    /// All slots, the reserved ones last.
+    total: usize,
     mem: OwnBytes,
     /// One bit per slot, set while the slot is claimed.
     used: OwnSlice<AtomicU64>,
-    /// Filled slots (slot + 1; 0 = empty) in fill order. At most `slots` are ever filled and
+    /// Filled slots (slot + 1; 0 = empty) in fill order. At most `total` are ever filled and
     /// not yet released, so the ring never overruns.
     ring: OwnSlice<AtomicU64>,
     /// Region id and page of each filled slot.
@@ -30,15 +41,18 @@ pub struct CowPool {
 }
 
 impl CowPool {
-    /// A pool of `bytes / page_size` slots (0 allowed: every conflict then waits).
+    /// A pool of `bytes / page_size` slots (0 allowed: every conflict then waits), and
+    /// [`RESERVED`] more for the checkpoint's own threads.
     pub fn new(bytes: usize) -> io::Result<Self> {
         let slots = bytes / page_size();
+        let total = slots + RESERVED;
         Ok(CowPool {
             slots,
-            mem: OwnBytes::new(slots * page_size())?,
-            used: OwnSlice::new(slots.div_ceil(64))?,
-            ring: OwnSlice::new(slots)?,
-            owner: OwnSlice::new(2 * slots)?,
+            total,
+            mem: OwnBytes::new(total * page_size())?,
+            used: OwnSlice::new(total.div_ceil(64))?,
+            ring: OwnSlice::new(total)?,
+            owner: OwnSlice::new(2 * total)?,
             ctl: OwnSlice::new(5)?,
         })
     }
@@ -50,14 +64,25 @@ impl CowPool {
     /// Take a free slot. Signal-safe; O(words of the bitmap) in the worst case, usually O(1)
     /// since the search starts where the last claim succeeded.
     pub fn claim(&self) -> Option<usize> {
-        let words = self.used.len();
-        if words == 0 {
+        self.claim_in(0, self.slots)
+    }
+
+    /// Take a free slot for the checkpointing thread or the committer: an ordinary one, or
+    /// one of the reserve.
+    pub fn claim_for_checkpoint(&self) -> Option<usize> {
+        self.claim()
+            .or_else(|| self.claim_in(self.slots, self.total))
+    }
+
+    fn claim_in(&self, lo: usize, hi: usize) -> Option<usize> {
+        if lo == hi {
             return None;
         }
-        let start = self.ctl[HINT].load(SeqCst) as usize;
+        let (first, words) = (lo / 64, hi.div_ceil(64) - lo / 64);
+        let hint = (self.ctl[HINT].load(SeqCst) as usize).clamp(first, first + words - 1);
         for k in 0..words {
-            let w = (start + k) % words;
-            let valid = super::bitmap::full_word(self.slots, w);
+            let w = first + (hint - first + k) % words;
+            let valid = super::bitmap::full_word(hi, w) & !super::bitmap::full_word(lo, w);
             let mut cur = self.used[w].load(SeqCst);
             loop {
                 let free = !cur & valid;
@@ -94,7 +119,7 @@ impl CowPool {
         };
         self.owner[2 * slot].store(region, SeqCst);
         self.owner[2 * slot + 1].store(page as u64, SeqCst);
-        let pos = self.ctl[TAIL].fetch_add(1, SeqCst) as usize % self.slots;
+        let pos = self.ctl[TAIL].fetch_add(1, SeqCst) as usize % self.total;
         self.ring[pos].store(slot as u64 + 1, SeqCst);
     }
 
@@ -107,11 +132,8 @@ impl CowPool {
     /// The oldest filled slot: (slot, region id, page). Committer only. None when no slot is
     /// ready (a writer may still be between queueing and publishing; it shows up soon).
     pub fn pop(&self) -> Option<(usize, u64, usize)> {
-        if self.slots == 0 {
-            return None;
-        }
         let head = self.ctl[HEAD].load(SeqCst) as usize;
-        let cell = &self.ring[head % self.slots];
+        let cell = &self.ring[head % self.total];
         let v = cell.load(SeqCst);
         if v == 0 {
             return None;
@@ -129,7 +151,7 @@ impl CowPool {
     /// The bytes of a popped slot, valid until it is freed.
     pub fn bytes(&self, slot: usize) -> &[u8] {
         let ps = page_size();
-        assert!(slot < self.slots);
+        assert!(slot < self.total);
         // SAFETY: in bounds (asserted); a popped slot is written by nobody until freed.
         unsafe { std::slice::from_raw_parts(self.mem.as_ptr().add(slot * ps), ps) }
     }
@@ -190,9 +212,30 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_pool_never_hands_out_a_slot() {
+    fn an_empty_pool_keeps_its_reserve_for_the_checkpoint() {
         let pool = CowPool::new(0).unwrap();
         assert!(pool.claim().is_none());
         assert!(pool.pop().is_none());
+        let reserved: Vec<usize> = (0..RESERVED)
+            .map(|_| pool.claim_for_checkpoint().unwrap())
+            .collect();
+        assert!(pool.claim_for_checkpoint().is_none());
+        assert!(
+            pool.claim().is_none(),
+            "ordinary writers never get the reserve"
+        );
+        pool.free(reserved[3]);
+        assert_eq!(pool.claim_for_checkpoint(), Some(reserved[3]));
+    }
+
+    #[test]
+    fn the_checkpoint_takes_ordinary_slots_before_the_reserve() {
+        let ps = page_size();
+        let pool = CowPool::new(70 * ps).unwrap();
+        let mut got: Vec<usize> = (0..70).map(|_| pool.claim().unwrap()).collect();
+        assert!(pool.claim().is_none());
+        got.extend((0..RESERVED).map(|_| pool.claim_for_checkpoint().unwrap()));
+        got.sort_unstable();
+        assert_eq!(got, (0..70 + RESERVED).collect::<Vec<_>>());
     }
 }

@@ -209,11 +209,13 @@ impl Epoch {
         };
         loop {
             match r.pages.state(page).load(SeqCst) {
-                state::SCHEDULED => match self.copy_aside(r, page) {
-                    Some(true) => return Decision::Go,
-                    Some(false) => continue,
-                    None => return wait(false),
-                },
+                state::SCHEDULED => {
+                    match self.copy_aside(r, page, self.is_checkpoint_thread(tid)) {
+                        Some(true) => return Decision::Go,
+                        Some(false) => continue,
+                        None => return wait(false),
+                    }
+                }
                 state::FLUSHING => return wait(true),
                 // Another writer is copying it: a memcpy away from done.
                 state::COPYING => thread::yield_now(),
@@ -225,11 +227,16 @@ impl Epoch {
         }
     }
 
-    /// Copy scheduled `page` into a free copy-on-write slot (COW). None: no slot is free;
-    /// Some(false): another thread changed the page's state first.
-    fn copy_aside(&self, r: &TrackedRegion, page: usize) -> Option<bool> {
+    /// Copy scheduled `page` into a free copy-on-write slot (COW), `reserve`: one kept for the
+    /// checkpoint's own threads if need be. None: no slot is free; Some(false): another
+    /// thread changed the page's state first.
+    fn copy_aside(&self, r: &TrackedRegion, page: usize, reserve: bool) -> Option<bool> {
         let st = r.pages.state(page);
-        let slot = self.cow.claim()?;
+        let slot = if reserve {
+            self.cow.claim_for_checkpoint()?
+        } else {
+            self.cow.claim()?
+        };
         if st
             .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
             .is_err()
@@ -290,7 +297,7 @@ impl Epoch {
                 self.record(r, page, self.late_access());
                 true
             }
-            state::SCHEDULED => self.copy_aside(r, page) == Some(true),
+            state::SCHEDULED => self.copy_aside(r, page, false) == Some(true),
             _ => false,
         }
     }
@@ -404,11 +411,16 @@ impl Epoch {
         if self.c[C_ORPHANED].load(SeqCst) != 0 {
             return false;
         }
-        if me == self.c[C_OWNER_TID].load(SeqCst) || me == self.c[C_COMMITTER_TID].load(SeqCst) {
+        if self.is_checkpoint_thread(me) {
             self.c[C_POISONED].store(1, SeqCst);
             return false;
         }
         true
+    }
+
+    /// The thread checkpointing, or the committer.
+    fn is_checkpoint_thread(&self, tid: u64) -> bool {
+        tid == self.c[C_OWNER_TID].load(SeqCst) || tid == self.c[C_COMMITTER_TID].load(SeqCst)
     }
 
     /// Sleep on the progress futex until `done`; the caller is counted in the waiters, so
@@ -442,6 +454,16 @@ impl Epoch {
             std::thread::yield_now();
         }
         GateGuard(self)
+    }
+
+    /// Wait for fault handlers still inside this epoch. Once every region of the epoch has
+    /// left the registry no handler can enter it, but one may still be leaving: `first_write`
+    /// leaves after its registry lookups, so the registry's own wait does not cover it.
+    pub fn wait_for_handlers(&self) {
+        super::fault::test_pause::waiting_for_handlers();
+        while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
     }
 
     /// Start a commit (gate closed): counts restart for its writers. Returns the first

@@ -125,6 +125,7 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
             }
         }
     });
+    test_pause::point();
     let outcome = match (found, stop) {
         (registry::Lookup::Retry, _) => Outcome::Retry,
         (registry::Lookup::NotOurs, _) => Outcome::NotOurs,
@@ -176,4 +177,63 @@ fn open(r: &TrackedRegion, page: usize, shared: bool, c: &mut impl Catch) -> boo
         }
     }
     opened
+}
+
+/// A pause in the first-write path, between its registry lookups, for tests: a handler held
+/// there is inside its epochs but outside the registry, the window in which dropping the engine
+/// once freed the epoch under it (issue 9). Off unless a test arms it: one atomic load per
+/// first write. Signal-safe (atomics and a futex).
+#[doc(hidden)]
+pub mod test_pause {
+    use crate::sys::thread;
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+
+    const OFF: u32 = 0;
+    const ARMED: u32 = 1;
+    const PAUSED: u32 = 2;
+    /// The engine being dropped waits for the paused handler.
+    const DRAINING: u32 = 3;
+
+    static STATE: AtomicU32 = AtomicU32::new(OFF);
+
+    /// The next first write pauses until [`release`].
+    pub fn arm() {
+        STATE.store(ARMED, SeqCst);
+    }
+
+    pub fn paused() -> bool {
+        STATE.load(SeqCst) >= PAUSED
+    }
+
+    /// Whether an engine's drop is waiting for the paused handler to leave its epoch.
+    pub fn draining() -> bool {
+        STATE.load(SeqCst) == DRAINING
+    }
+
+    pub fn release() {
+        STATE.store(OFF, SeqCst);
+        thread::futex_wake_all(&STATE);
+    }
+
+    pub(crate) fn point() {
+        if STATE.load(SeqCst) == OFF
+            || STATE
+                .compare_exchange(ARMED, PAUSED, SeqCst, SeqCst)
+                .is_err()
+        {
+            return;
+        }
+        loop {
+            let s = STATE.load(SeqCst);
+            if s == OFF {
+                return;
+            }
+            thread::futex_wait(&STATE, s);
+        }
+    }
+
+    /// An engine is about to wait for handlers inside its epoch.
+    pub(crate) fn waiting_for_handlers() {
+        let _ = STATE.compare_exchange(PAUSED, DRAINING, SeqCst, SeqCst);
+    }
 }

@@ -6,12 +6,15 @@ pub mod bitmap;
 mod cow;
 pub mod epoch;
 mod fault;
+#[doc(hidden)]
+pub use fault::test_pause;
 mod huge;
 mod mprotect;
 mod own_mem;
 pub mod pages;
 pub mod region;
 mod registry;
+mod stack;
 mod uffd_async;
 mod uffd_regions;
 mod uffd_sync;
@@ -21,6 +24,7 @@ pub use mprotect::MprotectTracker;
 pub use pages::Access;
 pub use region::TrackedRegion;
 pub(crate) use registry::reset_after_fork;
+pub(crate) use stack::before_protect;
 use std::sync::Arc;
 use thiserror::Error;
 pub use uffd_async::UffdAsyncTracker;
@@ -95,6 +99,8 @@ pub enum TrackError {
     NotMapped(#[source] std::io::Error),
     #[error("the range covers ickpt's own tracking memory; protect a smaller range")]
     OwnMemory,
+    #[error("the range covers this thread's alternate signal stack, where the fault handler runs")]
+    SignalStack,
     #[error("allocating tracking memory failed: {0}")]
     OwnAlloc(#[source] std::io::Error),
     #[error("changing page protection failed: {0}")]
@@ -130,6 +136,9 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError>;
+    /// Called once per checkpoint with the gate closed, before its regions are collected:
+    /// deal with first writes already caught but not yet handed to ickpt.
+    fn before_collect(&self) {}
     /// Whether every first write reaches ickpt (a trap it decides on). When not, pages
     /// found written with no first-write record were written after the last commit.
     fn sees_every_write(&self) -> bool {

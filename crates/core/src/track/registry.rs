@@ -119,6 +119,7 @@ pub fn insert(region: Arc<TrackedRegion>, extra: &[(usize, usize)]) -> Result<()
         .chain(std::iter::once(&region))
         .flat_map(|r| r.own_spans())
         .chain(std::iter::once(page.span()))
+        .chain(crate::sys::altstack::spans())
         .chain(extra.iter().copied());
     if own.any(|s| intersects(s, span)) {
         return Err(TrackError::OwnMemory);

@@ -18,10 +18,11 @@ use super::own_mem::OwnArray;
 use super::region::TrackedRegion;
 use super::uffd_regions::{Scanner, UffdRegions};
 use super::{Backend, TrackError, Tracker};
+use crate::sys::pagemap::Pagemap;
 use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 /// Faults the handler can hold at once: at most one per application thread is outstanding.
@@ -70,12 +71,19 @@ struct Parked {
 struct Shared {
     regions: UffdRegions,
     stop: Wakeup,
+    /// Drains asked for by checkpoints (see `before_collect`), and drains done.
+    drain: Wakeup,
+    drains_asked: AtomicU64,
+    drains_done: AtomicU64,
+    /// Whether a page is still write-protected (a queued event may be stale).
+    pagemap: Pagemap,
     stopping: AtomicBool,
-    /// Set by the handler thread as its last write to the heap before it handles faults.
-    started: AtomicBool,
     spin: Spin,
     /// The epoch of the engine this tracker serves (set by the first attach).
     epoch: OnceLock<Arc<Epoch>>,
+    /// Passed by the handler thread once it runs its own code: starting a thread writes the
+    /// heap (the runtime frees its start-up record), and a heap page may be tracked by then.
+    started: Barrier,
 }
 
 impl Shared {
@@ -99,10 +107,14 @@ impl UffdTracker {
         let shared = Arc::new(Shared {
             regions: UffdRegions::new(uffd, Backend::Uffd)?,
             stop: Wakeup::new().map_err(TrackError::Userfault)?,
+            drain: Wakeup::new().map_err(TrackError::Userfault)?,
+            drains_asked: AtomicU64::new(0),
+            drains_done: AtomicU64::new(0),
+            pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
-            started: AtomicBool::new(false),
             spin: Spin::from_env()?,
             epoch: OnceLock::new(),
+            started: Barrier::new(2),
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
@@ -116,18 +128,11 @@ impl UffdTracker {
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ickpt-uffd".into())
-            .spawn(move || {
-                sh.started.store(true, SeqCst);
-                handle_faults(&sh, msgs, parked)
-            })
+            .spawn(move || handle_faults(&sh, msgs, parked))
             .map_err(TrackError::Userfault)?;
-        // A starting thread writes its own bookkeeping on the heap, which may share a page
-        // with memory protected later: the thread that resolves faults must be past that
-        // before anything is protected, or it would fault itself with no one to resolve it.
-        // Its flag, not a channel: a sender may still be writing after the receiver wakes.
-        while !shared.started.load(SeqCst) {
-            std::thread::yield_now();
-        }
+        // A write of its own to a tracked page would wait for itself: let it get past the
+        // runtime's start-up writes before any region can be protected.
+        shared.started.wait();
         Ok(UffdTracker {
             shared,
             thread: Mutex::new(Some(handle)),
@@ -159,9 +164,12 @@ impl Drop for UffdTracker {
 
 /// The handler thread's loop.
 fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<Parked>) {
+    sh.started.wait();
     let uffd = sh.uffd().raw();
     let mut last_fault = 0u64;
     while !sh.stopping.load(SeqCst) {
+        let asked = sh.drains_asked.load(SeqCst);
+        let draining = asked != sh.drains_done.load(SeqCst);
         let committing = sh.epoch.get().is_some_and(|e| e.committing());
         let spin = match sh.spin {
             Spin::Never => false,
@@ -169,9 +177,9 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
             Spin::Burst => committing || thread::monotonic_ns() - last_fault < BURST_NS,
             Spin::Always => true,
         };
-        let busy = !parked.is_empty() || spin;
+        let busy = !parked.is_empty() || spin || draining;
         if !busy {
-            wait_readable(&[uffd, sh.stop.raw()]);
+            wait_readable(&[uffd, sh.stop.raw(), sh.drain.raw()]);
         }
         let room = (parked.capacity() - parked.len()).min(BATCH);
         // SAFETY: uffd_msg records are plain integers, valid at any bytes.
@@ -191,11 +199,20 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
                 fault,
                 ticket: None,
             };
-            if !try_finish(sh, &mut p) {
-                parked.push(p);
+            match try_finish(sh, &mut p) {
+                Some(Outcome::Gate) if stale(sh, &fault) => {}
+                Some(_) => {
+                    parked.push(p);
+                }
+                None => {}
             }
         }
-        parked.retain(|p| !try_finish(sh, p));
+        parked.retain(|p| try_finish(sh, p).is_some());
+        if draining && (n == 0 || room == 0) {
+            // Every event queued before the checkpoint asked has been read.
+            sh.drain.clear();
+            sh.drains_done.store(asked, SeqCst);
+        }
         if busy && n == 0 {
             // Nothing new: let the committer and the application have the CPU a moment.
             thread::yield_now();
@@ -210,34 +227,44 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
     });
 }
 
-/// Decide and open for a parked or new fault; true when it is finished (the writer woken).
-fn try_finish(sh: &Shared, p: &mut Parked) -> bool {
+/// Whether a fault event held at the gate is stale: its page is no longer write-protected,
+/// so another event for the page opened it and woke this writer with it. Read only now
+/// (events are read late under load), it would open the page again once the checkpoint
+/// re-protects it, and the next version would store a page nobody wrote since. A page whose
+/// state cannot be read counts as protected: the event is kept, as before.
+fn stale(sh: &Shared, f: &WriteFault) -> bool {
+    let ps = page_size();
+    if sh.pagemap.uffd_write_protected(f.addr, ps).unwrap_or(true) {
+        return false;
+    }
+    let _ = sh.uffd().wake(f.addr & !(ps - 1), ps);
+    true
+}
+
+/// Decide and open for a parked or new fault. None when it is finished (the writer woken);
+/// otherwise why it must wait.
+fn try_finish(sh: &Shared, p: &mut Parked) -> Option<Outcome> {
     let mut c = UffdCatch {
         sh,
         ticket: &mut p.ticket,
     };
-    let done = match fault::first_write(p.fault.addr, p.fault.tid, &mut c) {
-        Outcome::Done => true,
+    let ps = page_size();
+    match fault::first_write(p.fault.addr, p.fault.tid, &mut c) {
+        Outcome::Done => {}
         // Its region left, and unregistering released the page: just wake the writer.
         Outcome::Retry => {
-            let ps = page_size();
             let _ = sh.uffd().wake(p.fault.addr & !(ps - 1), ps);
-            true
         }
         // No region holds the page: let the write through.
         Outcome::NotOurs => {
-            let ps = page_size();
             let _ = sh.uffd().write_protect(p.fault.addr & !(ps - 1), ps, false);
-            true
         }
-        Outcome::Gate | Outcome::Wait | Outcome::Failed => false,
-    };
-    if done {
-        if let (Some(t), Some(e)) = (p.ticket.take(), sh.epoch.get()) {
-            e.end_wait(t);
-        }
+        o @ (Outcome::Gate | Outcome::Wait | Outcome::Failed) => return Some(o),
     }
-    done
+    if let (Some(t), Some(e)) = (p.ticket.take(), sh.epoch.get()) {
+        e.end_wait(t);
+    }
+    None
 }
 
 struct UffdCatch<'a> {
@@ -288,6 +315,27 @@ impl Catch for UffdCatch<'_> {
 impl Tracker for UffdTracker {
     fn backend(&self) -> Backend {
         Backend::Uffd
+    }
+
+    /// Have the handler thread read every fault event queued so far, while the pages are
+    /// still as the ending epoch left them: it drops the stale ones (see `stale`), which read
+    /// after `collect` re-protected their page would open and mark it in the new epoch (the C
+    /// threads test stored a page more than was written in about half of its runs).
+    fn before_collect(&self) {
+        let sh = &self.shared;
+        if sh.regions.forked() {
+            return;
+        }
+        let ticket = sh.drains_asked.fetch_add(1, SeqCst) + 1;
+        sh.drain.signal();
+        while sh.drains_done.load(SeqCst) < ticket {
+            let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+            if !matches!(&*thread, Some(h) if !h.is_finished()) {
+                return; // no handler thread to drain
+            }
+            drop(thread);
+            thread::yield_now();
+        }
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
