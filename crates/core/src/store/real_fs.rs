@@ -68,11 +68,20 @@ struct RealDir {
     dir: File,
 }
 
-struct DirLock(File);
+/// The lock's descriptor, and whether forked children close it (see `try_lock`).
+struct DirLock {
+    file: Option<File>,
+    registered: bool,
+}
 
 impl Drop for DirLock {
     fn drop(&mut self) {
-        sys::unregister_lock(self.0.as_raw_fd());
+        let file = self.file.take().expect("dropped once");
+        if self.registered && !sys::unregister_lock(file.as_raw_fd()) {
+            // A forked child, whose fork handler closed it already: closing the number
+            // again could close a file the child has opened since.
+            std::mem::forget(file);
+        }
     }
 }
 
@@ -99,8 +108,11 @@ impl FsDir for RealDir {
         }
         // Forked children close it, so that a child outliving this process does not keep
         // the store locked.
-        sys::register_lock(file.as_raw_fd());
-        Ok(Some(Box::new(DirLock(file))))
+        let registered = sys::register_lock(file.as_raw_fd());
+        Ok(Some(Box::new(DirLock {
+            file: Some(file),
+            registered,
+        })))
     }
 
     fn entries(&self) -> io::Result<Vec<Entry>> {

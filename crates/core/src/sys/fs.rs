@@ -207,20 +207,20 @@ pub fn ensure_fork_handler() {
 }
 
 /// Remember `fd` as a store lock to close in forked children.
-pub fn register_lock(fd: i32) {
+/// False when every slot is taken (the descriptor then stays open in children).
+pub fn register_lock(fd: i32) -> bool {
     ensure_fork_handler();
-    for slot in &LOCK_FDS {
-        if slot
-            .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
+    LOCK_FDS.iter().any(|slot| {
+        slot.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
-        {
-            return;
-        }
-    }
+    })
 }
 
-pub fn unregister_lock(fd: i32) {
-    for slot in &LOCK_FDS {
-        let _ = slot.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst);
-    }
+/// Forget `fd` as a store lock. False when it was not registered any more: in a forked
+/// child the fork handler has closed it, and its number may since name another file.
+pub fn unregister_lock(fd: i32) -> bool {
+    LOCK_FDS.iter().any(|slot| {
+        slot.compare_exchange(fd, -1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    })
 }
