@@ -90,13 +90,13 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "dir": s.dir, "newest_restorable": newest, "versions": items,
+                "dir": s.dir()?, "newest_restorable": newest, "versions": items,
             }))?
         );
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        println!("no versions in {}", s.dir.display());
+        println!("no versions in {}", s.dir()?.display());
         return Ok(ExitCode::SUCCESS);
     }
     human::table(

@@ -29,7 +29,7 @@ struct Cli {
 struct StoreArgs {
     /// The checkpoint store directory.
     #[arg(long, env = "ICKPT_DIR")]
-    dir: PathBuf,
+    dir: Option<PathBuf>,
     /// Machine-readable JSON on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -126,8 +126,20 @@ impl Cmd {
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+impl StoreArgs {
+    /// The store directory: `--dir`, else `ICKPT_DIR` (clap reads both).
+    fn dir(&self) -> Result<&std::path::Path, ickpt::Error> {
+        self.dir.as_deref().ok_or_else(|| {
+            ickpt::Error::InvalidArgument(
+                "no store directory: give --dir DIR, or set ICKPT_DIR as the application does"
+                    .into(),
+            )
+        })
+    }
+}
+
 fn open_store(s: &StoreArgs) -> Result<ickpt::store::DirStore, ickpt::Error> {
-    Ok(ickpt::store::DirStore::open_read(&s.dir)?)
+    Ok(ickpt::store::DirStore::open_read(s.dir()?)?)
 }
 
 /// The version named, or the newest one a restore accepts; versions passed over on the way

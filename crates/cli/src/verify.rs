@@ -20,7 +20,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "dir": s.dir, "ok": ok, "versions": report.versions,
+                "dir": s.dir()?, "ok": ok, "versions": report.versions,
                 "restorable": report.restorable,
                 "newest_restorable": report.restorable.last(),
                 "bytes_checked": report.bytes_checked, "problems": problems,

@@ -568,3 +568,48 @@ fn after_counts_are_shown_only_for_the_version_they_follow() {
     let insp = json(&ickpt(&["inspect", "--dir", d, "--json", "3"]));
     assert_eq!(insp["stats"]["after"], after[2].clone(), "{insp}");
 }
+
+#[test]
+fn errors_say_what_is_wrong_and_come_as_json_with_json() {
+    let dir = scratch("errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let missing = dir.join("missing");
+    let cases: [(&[&str], &str); 3] = [
+        (&["ls"], "no store directory: give --dir"),
+        (
+            &["ls", "--dir", missing.to_str().unwrap()],
+            "does not exist",
+        ),
+        (
+            &["verify", "--dir", file.to_str().unwrap()],
+            "is a file, not a directory",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_ickpt"))
+            .args(args)
+            .env_remove("ICKPT_DIR")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        assert!(text(&out).contains(want), "{args:?}: {}", text(&out));
+        // With --json, scripts get the error as JSON on stdout.
+        let mut with_json = args.to_vec();
+        with_json.push("--json");
+        let out = Command::new(env!("CARGO_BIN_EXE_ickpt"))
+            .args(&with_json)
+            .env_remove("ICKPT_DIR")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let j = json(&out);
+        assert!(j["error"].as_str().unwrap().contains(want), "{j}");
+    }
+    // A version that is not there: the message lists what the store holds.
+    let store = scratch("errors-store");
+    make_store(&store);
+    let out = ickpt(&["inspect", "--dir", store.to_str().unwrap(), "42"]);
+    assert!(text(&out).contains("it holds: 1-4"), "{}", text(&out));
+}
