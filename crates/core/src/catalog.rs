@@ -238,6 +238,15 @@ impl<'a> Catalog<'a> {
                     missing: child.meta.header.parent,
                     dir: self.store.describe(""),
                 },
+                // Not damage: every version of a chain this long would fail alike.
+                (Error::Io { source, .. }, _)
+                    if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+                {
+                    Error::OutOfFiles {
+                        version,
+                        open: out.len(),
+                    }
+                }
                 (e, _) => e,
             })?;
             if let Some(child) = out.last() {

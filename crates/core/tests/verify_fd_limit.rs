@@ -41,4 +41,12 @@ fn a_chain_longer_than_the_open_file_limit_verifies() {
         &report.problems[..3.min(report.problems.len())]
     );
     assert_eq!(report.restorable.len() as u64, versions);
+
+    // A restore holds its chain's files open: past the limit it says so, and the restart
+    // path stops there instead of calling every version damaged.
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    e.alloc(1, 4096).unwrap();
+    let err = e.restore_latest().unwrap_err();
+    assert!(matches!(err, ickpt::Error::OutOfFiles { .. }), "{err}");
+    assert!(err.to_string().contains("ulimit -n"), "{err}");
 }

@@ -259,7 +259,7 @@ pub fn code_of(e: &Error) -> ickpt_result {
         | Error::ChainBroken { .. }
         | Error::Foreign { .. }
         | Error::NoRestorable { .. } => ICKPT_ERR_CORRUPT,
-        Error::Io { .. } => ICKPT_ERR_IO,
+        Error::Io { .. } | Error::OutOfFiles { .. } => ICKPT_ERR_IO,
         Error::NoSpace { .. } => ICKPT_ERR_NO_SPACE,
         Error::Store(
             OpenError::NotAStore { .. }
