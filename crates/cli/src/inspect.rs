@@ -33,7 +33,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
             "version": v, "file": ickpt::store::Store::describe(&store, &ickpt::store::version_name(v)),
             "format_version": h.format_version, "kind": h.kind.as_str(), "parent": h.parent,
             "chain_depth": h.chain_depth, "page_size": h.page_size,
-            "created_unix_ns": h.created_unix_ns, "bytes": ov.file.len(),
+            "created_unix_ns": h.created_unix_ns, "bytes": ov.bytes(),
             "pages": m.footer.page_count, "runs": m.footer.run_count,
             "meta_crc": format!("{:08x}", m.footer.meta_crc),
             "store_id": h.store_id.map(|id| ickpt::store::StoreId(id).to_hex()),
@@ -75,7 +75,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     println!("page size    {}", h.page_size);
     println!(
         "size         {} ({} pages in {} runs)",
-        human::bytes(ov.file.len()),
+        human::bytes(ov.bytes()),
         m.footer.page_count,
         m.footer.run_count
     );

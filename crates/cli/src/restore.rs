@@ -1,7 +1,7 @@
 use crate::{human, open_store, progress, CmdResult, StoreArgs};
 use ickpt::catalog::{Catalog, OpenVersion};
 use ickpt::restore::{reverse_scan, ScanReport};
-use ickpt::store::{version_name, Store};
+use ickpt::store::Store;
 use serde_json::json;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -30,7 +30,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
         let attempt = catalog
             .chain(v)
             .map_err(Box::<dyn std::error::Error>::from)
-            .and_then(|chain| restore_region(&store, &chain, region, out));
+            .and_then(|chain| restore_region(&catalog, &chain, region, out));
         match attempt {
             Ok((length, report)) => {
                 return report_done(s, v, region, out, length, &report, started);
@@ -57,7 +57,7 @@ fn is_damage(e: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Write `region` of the chain's newest version to `out`; returns its length.
 fn restore_region(
-    store: &dyn Store,
+    catalog: &Catalog<'_>,
     chain: &[OpenVersion],
     region: u64,
     out: &Path,
@@ -85,15 +85,14 @@ fn restore_region(
     file.set_len(length)
         .map_err(|e| format!("{}: {e}", out.display()))?;
     let pb = progress::bytes_bar("restoring");
-    let describe = |v: u64| store.describe(&version_name(v));
     let mut sink = |_: usize, off: u64, bytes: &[u8]| -> ickpt::Result<()> {
         file.write_all_at(bytes, off)
             .map_err(|e| ickpt::Error::io(out.display().to_string(), "write", e))
     };
     let ps = chain[0].meta.page_size() as u64;
     let report = reverse_scan(
+        catalog,
         chain,
-        &describe,
         &|r| r.id == region,
         &mut sink,
         &mut |d, t| {

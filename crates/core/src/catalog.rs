@@ -13,17 +13,30 @@ use ickpt_format::{
     read_meta, CommitStats, Footer, FormatError, Header, Kind, RegionEntry, VersionMeta,
 };
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// A version opened for reading, with its metadata checked.
 pub struct OpenVersion {
     pub version: u64,
-    pub file: Box<dyn StoreFile>,
+    /// Open from [`Catalog::open`]; closed in a [`Catalog::chain`], so that a chain of any
+    /// length holds no descriptors: a restore opens each file as it scans it.
+    file: Option<Box<dyn StoreFile>>,
     pub meta: VersionMeta,
 }
 
 impl OpenVersion {
     pub fn kind(&self) -> Kind {
         self.meta.header.kind
+    }
+
+    /// The file, while it is held open.
+    pub fn file(&self) -> Option<&dyn StoreFile> {
+        self.file.as_deref()
+    }
+
+    /// Its size, as its footer says and as checked against the file.
+    pub fn bytes(&self) -> u64 {
+        self.meta.footer.file_length
     }
 
     /// What the chain checks need of it.
@@ -97,6 +110,8 @@ pub fn infer_identity(store: &dyn Store) -> Result<Option<StoreId>> {
 pub struct Catalog<'a> {
     store: &'a dyn Store,
     id: Option<StoreId>,
+    /// The number of the store's first format-3 version of its own, once looked for.
+    bound_from: OnceLock<Option<u64>>,
 }
 
 /// What is wrong with one version: its own file, or a link of its chain.
@@ -153,12 +168,59 @@ impl<'a> Catalog<'a> {
             Some(id) => Some(id),
             None => infer_identity(store)?,
         };
-        Ok(Catalog { store, id })
+        Ok(Self::with_identity(store, id))
     }
 
     /// The store, taking `id` as its identity (a writer that has just settled it).
     pub fn with_identity(store: &'a dyn Store, id: Option<StoreId>) -> Self {
-        Catalog { store, id }
+        Catalog {
+            store,
+            id,
+            bound_from: OnceLock::new(),
+        }
+    }
+
+    /// The lowest-numbered version that carries this store's identity: from there on the
+    /// store binds its files, so no file without binding (formats 1 and 2, which an older
+    /// ickpt wrote before the store was upgraded) can come after it. Only headers are read,
+    /// and only until the first such file.
+    fn binding_began(&self) -> Option<u64> {
+        let own = self.id?;
+        *self.bound_from.get_or_init(|| {
+            versions(self.store).ok()?.into_iter().find(|&v| {
+                let Ok(file) = self.store.open(&version_name(v)) else {
+                    return false;
+                };
+                let mut b = [0u8; ickpt_format::HEADER_LEN];
+                file.len() >= b.len() as u64
+                    && file.read_exact_at(&mut b, 0).is_ok()
+                    && Header::decode(&b).is_ok_and(|h| h.store_id == Some(own.0))
+            })
+        })
+    }
+
+    /// Open the file of a version checked before (in a chain), to read its pages: it must
+    /// still be the size the checked metadata says (its pages are checked as they are read).
+    pub fn reopen(&self, ov: &OpenVersion) -> Result<Box<dyn StoreFile>> {
+        let name = version_name(ov.version);
+        let file = self
+            .store
+            .open(&name)
+            .map_err(|e| Error::io(self.store.describe(&name), "open", e))?;
+        if file.len() != ov.bytes() {
+            return Err(Error::format(
+                self.store.describe(&name),
+                FormatError::Corrupt {
+                    offset: 0,
+                    what: format!(
+                        "changed while it was being restored ({} bytes, checked at {})",
+                        file.len(),
+                        ov.bytes()
+                    ),
+                },
+            ));
+        }
+        Ok(file)
     }
 
     pub fn store(&self) -> &'a dyn Store {
@@ -202,18 +264,33 @@ impl<'a> Catalog<'a> {
                 what: format!("file holds version {}, not {version}", meta.header.version),
             }));
         }
-        if let (Some(found), Some(own)) = (meta.header.store_id, self.id) {
-            if found != own.0 {
+        match (meta.header.store_id, self.id) {
+            (Some(found), Some(own)) if found != own.0 => {
                 return Err(Error::Foreign {
                     file: self.store.describe(&name),
                     found: StoreId(found),
                     own,
                 });
             }
+            (None, _) => match self.binding_began() {
+                Some(first) if version > first => {
+                    return Err(corrupt(FormatError::Corrupt {
+                        offset: 8,
+                        what: format!(
+                            "a format-{} file numbered after version {first}, where this store \
+                             began binding its files to it (format 3): no ickpt wrote it here \
+                             after that, so it is not taken as part of this store",
+                            meta.header.format_version
+                        ),
+                    }))
+                }
+                _ => {}
+            },
+            _ => {}
         }
         Ok(OpenVersion {
             version,
-            file,
+            file: Some(file),
             meta,
         })
     }
@@ -253,7 +330,8 @@ impl<'a> Catalog<'a> {
                 check_link(&child.summary(), &v.summary(), &|v| self.describe(v))?;
             }
             let parent = v.meta.header.parent;
-            out.push(v);
+            // Closed until a restore reads it: a chain holds no descriptors.
+            out.push(OpenVersion { file: None, ..v });
             if parent == 0 {
                 return Ok(out);
             }
@@ -262,11 +340,14 @@ impl<'a> Catalog<'a> {
     }
 
     /// The newest version whose file and chain pass their checks (page data is checked as a
-    /// restore reads it). None when no version does.
+    /// restore reads it). None when no version does. An error that is not about what a file
+    /// holds (the store cannot be read at all) is returned, not taken for a damaged version.
     pub fn newest_restorable(&self) -> Result<Option<u64>> {
         for v in self.versions()?.into_iter().rev() {
-            if self.chain(v).is_ok() {
-                return Ok(Some(v));
+            match self.chain(v) {
+                Ok(_) => return Ok(Some(v)),
+                Err(e) if e.is_damage() => {}
+                Err(e) => return Err(e),
             }
         }
         Ok(None)
@@ -280,7 +361,7 @@ impl<'a> Catalog<'a> {
         let mut out = Vec::new();
         for v in self.versions()? {
             let (bytes, r) = match self.open(v) {
-                Ok(ov) => (ov.file.len(), Ok(ov.summary())),
+                Ok(ov) => (ov.bytes(), Ok(ov.summary())),
                 Err(e) => (0, Err(Problem::of(&e, self.describe(v)))),
             };
             out.push(Surveyed {
@@ -310,10 +391,9 @@ impl<'a> Catalog<'a> {
             let Some(summary) = &s.summary else { continue };
             let n = data_bytes(summary);
             let checked = self.open(s.version).and_then(|ov| {
-                ickpt_format::verify_data(&ov.meta, &*ov.file, &mut |d, _| {
-                    progress(before + d, total)
-                })
-                .map_err(|e| Error::format(self.describe(s.version), e))
+                let file = ov.file().expect("open holds the file");
+                ickpt_format::verify_data(&ov.meta, file, &mut |d, _| progress(before + d, total))
+                    .map_err(|e| Error::format(self.describe(s.version), e))
             });
             before += n;
             progress(before, total);
@@ -435,6 +515,7 @@ pub fn check_link(
             ),
         ));
     }
+    let in_parent: HashMap<u64, &RegionEntry> = parent.regions.iter().map(|r| (r.id, r)).collect();
     for r in &child.regions {
         if r.born > p.version {
             if r.born != c.version {
@@ -448,7 +529,7 @@ pub fn check_link(
             }
             continue;
         }
-        match parent.regions.iter().find(|o| o.id == r.id) {
+        match in_parent.get(&r.id).copied() {
             Some(o) if o == r => {}
             Some(o) => {
                 return Err(bad(

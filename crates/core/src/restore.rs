@@ -1,9 +1,11 @@
 //! Restart by reverse scan (paper 002, Fig. 5): from the newest version back to its full
 //! version, each page is taken from the newest version that stored it and read exactly once.
 
-use crate::catalog::OpenVersion;
+use crate::catalog::{Catalog, OpenVersion};
 use crate::error::{Error, Result};
+use crate::store::version_name;
 use ickpt_format::{FormatError, RegionEntry};
+use std::collections::HashMap;
 
 /// Bytes to read per call while scanning.
 const READ_CHUNK: usize = 8 << 20;
@@ -19,11 +21,13 @@ pub struct ScanReport {
     pub pages: u64,
 }
 
-/// Reverse-scan `chain` (newest first, as `catalog::chain` returns it) and deliver the
-/// regions of its newest version selected by `want` to `sink`.
+/// Reverse-scan `chain` (newest first, as [`Catalog::chain`] returns it, checked) and
+/// deliver the regions of its newest version selected by `want` to `sink`. Each version's
+/// file is opened while it is scanned, then closed: a chain of any length needs one
+/// descriptor.
 pub fn reverse_scan(
+    catalog: &Catalog<'_>,
     chain: &[OpenVersion],
-    describe: &dyn Fn(u64) -> String,
     want: &dyn Fn(&RegionEntry) -> bool,
     sink: Sink<'_>,
     progress: &mut dyn FnMut(u64, u64),
@@ -34,6 +38,13 @@ pub fn reverse_scan(
         .regions
         .iter()
         .map(|r| want(r).then_some(r))
+        .collect();
+    // Region id to its index among the live ones: looked up per region per version, so a
+    // table of a million regions costs no more than its size.
+    let live_at: HashMap<u64, usize> = live
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| Some((r.as_ref()?.id, i)))
         .collect();
     let mut restored: Vec<Vec<u64>> = live
         .iter()
@@ -56,7 +67,15 @@ pub fn reverse_scan(
             break;
         }
         let meta = &ov.meta;
-        let file = describe(ov.version);
+        let file = catalog.store().describe(&version_name(ov.version));
+        let reopened;
+        let reader = match ov.file() {
+            Some(f) => f,
+            None => {
+                reopened = catalog.reopen(ov)?;
+                &*reopened
+            }
+        };
         if meta.page_size() as usize != ps {
             return Err(Error::format(
                 &file,
@@ -69,9 +88,10 @@ pub fn reverse_scan(
         // Which live region each of this version's regions is, if it is the same incarnation.
         let mut map = Vec::with_capacity(meta.regions.len());
         for r in &meta.regions {
-            let m = live
-                .iter()
-                .position(|l| l.is_some_and(|l| l.id == r.id && l.born <= ov.version));
+            let m = live_at
+                .get(&r.id)
+                .copied()
+                .filter(|&li| live[li].is_some_and(|l| l.born <= ov.version));
             if let Some(li) = m {
                 let l = live[li].expect("matched");
                 if l.length != r.length || l.page_offset != r.page_offset {
@@ -111,7 +131,7 @@ pub fn reverse_scan(
                 }
                 let offset = run.data_offset + (i * ps) as u64;
                 let data = &mut buf[..n * ps];
-                ov.file
+                reader
                     .read_exact_at(data, offset)
                     .map_err(|e| Error::io(&file, "read", e))?;
                 for (k, page_bytes) in data.chunks_exact(ps).enumerate() {
@@ -151,7 +171,9 @@ pub fn reverse_scan(
             })
             .expect("some region is incomplete");
         return Err(Error::format(
-            describe(chain[chain.len() - 1].version),
+            catalog
+                .store()
+                .describe(&version_name(chain[chain.len() - 1].version)),
             FormatError::Corrupt {
                 offset: 0,
                 what: format!(

@@ -359,3 +359,129 @@ fn an_empty_store_has_nothing_to_restore() {
     assert_eq!(e.latest().unwrap(), None);
     assert!(e.restore_latest().unwrap().is_none());
 }
+
+/// Version `v` (a full one) of the store at `from`, rewritten as an older ickpt (format 2)
+/// would have written it as version `number`: the 64-byte header without identity or parent
+/// checksum, no `previous_version`.
+fn as_format_2(from: &Path, v: u64, number: u64) -> Vec<u8> {
+    let f = std::fs::read(file(from, v)).unwrap();
+    let regions = u32::from_le_bytes(f[36..40].try_into().unwrap()) as usize;
+    let data_offset = u64::from_le_bytes(f[48..56].try_into().unwrap()) as usize;
+    assert!(
+        64 + 32 * regions <= data_offset,
+        "the table still fits its page"
+    );
+    let mut g = f[..64].to_vec();
+    g[8..10].copy_from_slice(&2u16.to_le_bytes());
+    g[16..24].copy_from_slice(&number.to_le_bytes());
+    g.extend_from_slice(&f[96..96 + 32 * regions]);
+    g.resize(data_offset, 0);
+    g.extend_from_slice(&f[data_offset..]);
+    let stats_at = g.len() - 64 - 80;
+    g[stats_at + 72..stats_at + 80].fill(0);
+    assert!(ickpt::fuzzing::reseal(&mut g, false).meta);
+    g
+}
+
+#[test]
+fn an_old_format_file_cannot_follow_a_store_s_bound_versions() {
+    // Review: a format-2 full version from another run, put after a format-3 store's own
+    // versions, carried no identity to refuse it by; verify passed it and restore_latest
+    // restored the other run's bytes.
+    let a = scratch_dir("legacy-a");
+    let b = scratch_dir("legacy-b");
+    run(&a, 0x11, 1, 2);
+    run(&b, 0x22, 1, 1);
+    let spliced = as_format_2(&b, 1, 3);
+    std::fs::write(file(&a, 3), &spliced).unwrap();
+    let report = assert_verify_agrees_with_restore(&a);
+    assert_eq!(report.restorable, vec![1, 2]);
+    assert!(
+        report.problems[0].what.contains("began binding"),
+        "{:?}",
+        report.problems
+    );
+    let e = Engine::open(Config::new(&a)).unwrap();
+    assert_eq!(e.latest().unwrap(), Some(2));
+    drop(e);
+
+    // Older-format versions numbered before the store's first format-3 version are the
+    // store's own history (an upgraded store) and still restore.
+    let c = scratch_dir("legacy-c");
+    std::fs::create_dir_all(&c).unwrap();
+    let own = as_format_2(&b, 1, 1);
+    std::fs::write(file(&c, 1), own).unwrap();
+    assert_eq!(restore(&c, 1).unwrap(), contents(0x22, 1));
+}
+
+#[test]
+fn a_stray_name_near_the_last_version_number_is_an_error_not_lost_checkpoints() {
+    // Review: numbering follows the highest name, so a stray `v4611686018427387904.ickpt`
+    // (2^62, the last number the format allows) made every later checkpoint a file no reader
+    // accepts, while ickpt_checkpoint said OK.
+    let dir = scratch_dir("stray-max");
+    run(&dir, 0x11, 1, 1);
+    let last = ickpt::format::limits::MAX_VERSION;
+    std::fs::write(file(&dir, last), b"").unwrap();
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    assert_eq!(e.restore_latest().unwrap().unwrap().version, 1);
+    // SAFETY: alloc returned PAGES*PS bytes.
+    unsafe { *p = 0xAB };
+    let err = e.checkpoint().unwrap_err();
+    assert!(
+        err.to_string().contains(&version_name(last)) && err.to_string().contains("move it"),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_collection_keeps_the_chain_the_engine_builds_on() {
+    // Review: after restore_latest fell back past a newer chain (a damaged page of its full
+    // version), collect_garbage deleted the older chain the engine was extending.
+    // Chain A: 1 (full), 2. Chain B: 3 (full, written after a restore of 2), 4.
+    let dir = scratch_dir("gc-head2");
+    run(&dir, 0x11, 1, 2);
+    {
+        let mut cfg = Config::new(&dir);
+        cfg.full_every = 1;
+        let e = Engine::open(cfg).unwrap();
+        let p = e.alloc(1, PAGES * PS).unwrap();
+        e.restore(2).unwrap();
+        // SAFETY: alloc returned PAGES*PS bytes.
+        unsafe { *p.add(5 * PS) = 0x55 };
+        assert_eq!(e.checkpoint().unwrap().kind, Kind::Full);
+    }
+    {
+        let e = Engine::open(Config::new(&dir)).unwrap();
+        let p = e.alloc(1, PAGES * PS).unwrap();
+        e.restore(3).unwrap();
+        // SAFETY: as above.
+        unsafe { *p.add(6 * PS) = 0x66 };
+        assert_eq!(e.checkpoint().unwrap().parent, 3);
+    }
+    // Damage a page of version 3 that version 4 did not rewrite (page 0).
+    let f = file(&dir, 3);
+    let mut b = std::fs::read(&f).unwrap();
+    b[PS + 1] ^= 1;
+    std::fs::write(&f, b).unwrap();
+
+    let mut cfg = Config::new(&dir);
+    cfg.keep_chains = 1;
+    let e = Engine::open(cfg).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    assert_eq!(e.restore_latest().unwrap().unwrap().version, 2);
+    let deleted = e.collect_garbage().unwrap();
+    assert!(
+        !deleted.contains(&1) && !deleted.contains(&2),
+        "{deleted:?}"
+    );
+    // SAFETY: as above.
+    unsafe { *p.add(7 * PS) = 0x77 };
+    let v5 = e.checkpoint().unwrap();
+    assert_eq!(v5.parent, 2);
+    drop(e);
+    let mut want = contents(0x11, 2);
+    want[7 * PS] = 0x77;
+    assert_eq!(restore(&dir, v5.version).unwrap(), want);
+}

@@ -110,28 +110,13 @@ fn read_into(src: &dyn ReadAt, buf: &mut [u8], offset: u64) -> Result<(), Format
     })
 }
 
-/// CRC-32C of `len` bytes at `offset` continuing `crc`, read through a bounded buffer, so a
-/// damaged count cannot make the check itself allocate.
-fn crc_of_range(src: &dyn ReadAt, crc: u32, offset: u64, len: u64) -> Result<u32, FormatError> {
-    const CHUNK: u64 = 1 << 20;
-    let mut buf = vec![0u8; CHUNK.min(len) as usize];
-    let mut crc = crc;
-    let mut at = offset;
-    while at < offset + len {
-        let n = CHUNK.min(offset + len - at) as usize;
-        read_into(src, &mut buf[..n], at)?;
-        crc = crate::crc_append(crc, &buf[..n]);
-        at += n as u64;
-    }
-    Ok(crc)
-}
-
 /// Read and check header, region table, index, page-CRC table, commit stats and footer.
 ///
-/// Nothing is allocated in proportion to a count before the count is checked against the
-/// file's size and [`limits`](crate::limits), and before the metadata checksum over the
-/// bytes holding it matches (computed through a fixed buffer); allocations that are still
-/// refused become errors.
+/// Every count is checked against the file's size and [`limits`](crate::limits) before it
+/// is used; the region table (at most 32 MiB) is read whole, the index and page-CRC table
+/// stream through a 1 MiB buffer and grow entry by entry as each entry passes its checks, so
+/// memory follows valid bytes that are really in the file, not the counts it claims.
+/// Allocations the system refuses become errors, never aborts.
 pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatError> {
     let short = |need: usize| {
         FormatError::corrupt(
@@ -201,26 +186,10 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     }
 
     let meta_end = file_len - 4;
-    let computed = crc_of_range(src, 0, 0, header.data_offset)?;
-    let computed = crc_of_range(
-        src,
-        computed,
-        footer.index_offset,
-        meta_end - footer.index_offset,
-    )?;
-    if computed != footer.meta_crc {
-        return Err(FormatError::corrupt(
-            footer_at + 60,
-            format!(
-                "metadata checksum mismatch (stored {:08x}, computed {computed:08x})",
-                footer.meta_crc
-            ),
-        ));
-    }
-
     // The table is bounded by MAX_REGIONS; the padding after it (under a page) is read in
     // the same call.
     let prefix = read(src, 0, header.data_offset)?;
+    let mut computed = crate::crc(&prefix);
     let table_end = header_len + header.region_count as usize * REGION_ENTRY_LEN;
     let mut regions: Vec<RegionEntry> = vec_for(header.region_count as u64, 36)?;
     for at in (header_len..table_end).step_by(REGION_ENTRY_LEN) {
@@ -236,14 +205,19 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     }
     drop(prefix);
 
-    let trailer = read(src, footer.index_offset, meta_end - footer.index_offset)?;
-    let mut runs: Vec<Run> = vec_for(footer.run_count, footer_at + 16)?;
+    // The trailer streams through a bounded buffer: each run is checked as it arrives and
+    // the tables grow only with entries that passed, so what a file makes the reader hold
+    // follows bytes that are really there and valid (a sparse file's holes fail at the
+    // first run), never the counts it claims.
+    let mut runs: Vec<Run> = Vec::new();
+    let mut page_crcs: Vec<u32> = Vec::new();
+    let mut stats_bytes: Vec<u8> = Vec::with_capacity(stats_len as usize);
     let mut next_data = header.data_offset;
-    for (i, entry) in trailer[..footer.run_count as usize * RUN_ENTRY_LEN]
-        .chunks_exact(RUN_ENTRY_LEN)
-        .enumerate()
-    {
-        let at = footer.index_offset + (i * RUN_ENTRY_LEN) as u64;
+    let runs_end = footer.run_count * RUN_ENTRY_LEN as u64;
+    let crcs_end = runs_end + footer.page_count * 4;
+    let (mut run_carry, mut crc_carry) = (Vec::new(), Vec::new());
+    let mut on_run = |entry: &[u8], runs: &mut Vec<Run>| -> Result<(), FormatError> {
+        let at = footer.index_offset + (runs.len() * RUN_ENTRY_LEN) as u64;
         let run = Run::decode(entry);
         let region = regions.get(run.region_index as usize).ok_or_else(|| {
             FormatError::corrupt(at, format!("run names region index {}", run.region_index))
@@ -270,7 +244,51 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
                 "run data runs into the index",
             ));
         }
+        grow(runs, footer_at + 16)?;
         runs.push(run);
+        Ok(())
+    };
+    const CHUNK: u64 = 1 << 20;
+    let total = meta_end - footer.index_offset;
+    let mut buf = vec![0u8; CHUNK.min(total) as usize];
+    let mut pos = 0u64;
+    while pos < total {
+        let n = CHUNK.min(total - pos) as usize;
+        let chunk = &mut buf[..n];
+        read_into(src, chunk, footer.index_offset + pos)?;
+        computed = crate::crc_append(computed, chunk);
+        let section = |from: u64, to: u64| {
+            let lo = from.clamp(pos, pos + n as u64) - pos;
+            let hi = to.clamp(pos, pos + n as u64) - pos;
+            lo as usize..hi as usize
+        };
+        records(
+            &mut run_carry,
+            RUN_ENTRY_LEN,
+            &chunk[section(0, runs_end)],
+            |e| on_run(e, &mut runs),
+        )?;
+        records(
+            &mut crc_carry,
+            4,
+            &chunk[section(runs_end, crcs_end)],
+            |c| {
+                grow(&mut page_crcs, footer_at + 24)?;
+                page_crcs.push(u32::from_le_bytes(c.try_into().expect("4 bytes")));
+                Ok(())
+            },
+        )?;
+        stats_bytes.extend_from_slice(&chunk[section(crcs_end, total)]);
+        pos += n as u64;
+    }
+    if computed != footer.meta_crc {
+        return Err(FormatError::corrupt(
+            footer_at + 60,
+            format!(
+                "metadata checksum mismatch (stored {:08x}, computed {computed:08x})",
+                footer.meta_crc
+            ),
+        ));
     }
     if next_data != footer.index_offset {
         return Err(FormatError::corrupt(
@@ -279,20 +297,12 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         ));
     }
     check_coverage(&header, &regions, &runs, footer.index_offset)?;
-    let crc_at = footer.run_count as usize * RUN_ENTRY_LEN;
-    let stats_at = crc_at + footer.page_count as usize * 4;
-    let mut page_crcs: Vec<u32> = vec_for(footer.page_count, footer_at + 24)?;
-    page_crcs.extend(
-        trailer[crc_at..stats_at]
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
-    );
     let stats = if stats_len == 0 {
         None
     } else {
         Some(CommitStats::decode(
-            &trailer[stats_at..stats_at + stats_len as usize],
-            footer.index_offset + stats_at as u64,
+            &stats_bytes,
+            footer.index_offset + crcs_end,
             header.format_version,
         )?)
     };
@@ -304,6 +314,38 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         stats,
         footer,
     })
+}
+
+/// Cut `bytes` (the next bytes of a table of `size`-byte records) into records for `each`,
+/// keeping a record split across reads in `carry` until its rest arrives.
+fn records(
+    carry: &mut Vec<u8>,
+    size: usize,
+    mut bytes: &[u8],
+    mut each: impl FnMut(&[u8]) -> Result<(), FormatError>,
+) -> Result<(), FormatError> {
+    if !carry.is_empty() {
+        let k = (size - carry.len()).min(bytes.len());
+        carry.extend_from_slice(&bytes[..k]);
+        bytes = &bytes[k..];
+        if carry.len() < size {
+            return Ok(());
+        }
+        each(carry)?;
+        carry.clear();
+    }
+    let whole = bytes.len() / size * size;
+    for r in bytes[..whole].chunks_exact(size) {
+        each(r)?;
+    }
+    carry.extend_from_slice(&bytes[whole..]);
+    Ok(())
+}
+
+/// Room for one more entry, or an error instead of an abort when the allocator refuses.
+fn grow<T>(v: &mut Vec<T>, at: u64) -> Result<(), FormatError> {
+    v.try_reserve(1)
+        .map_err(|_| FormatError::corrupt(at, "too many entries to hold in memory"))
 }
 
 /// Region ids are unique within a table. Sorting a copy of the ids keeps this O(n log n) for

@@ -184,6 +184,7 @@ pub(super) fn run(job: Job) -> Outcome {
             let _ = gc::collect(
                 &Catalog::with_identity(&*store, Some(store_id)),
                 keep_chains,
+                Some(version),
             );
             phases.gc = t.elapsed();
         }

@@ -11,15 +11,22 @@ impl Engine {
     pub fn collect_garbage(&self) -> Result<Vec<u64>> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
-        collect(&self.catalog(), self.cfg.keep_chains)
+        let head = st.head.map(|h| h.version);
+        collect(&self.catalog(), self.cfg.keep_chains, head)
     }
 }
 
 /// Delete the versions that no restore of the `keep_chains` newest restorable chains needs.
 /// Only versions that pass the catalog's checks count or are deleted: a damaged or foreign
 /// file (a stray full version with a high number, say) neither pushes the store's own chains
-/// out nor is removed; `verify` reports it.
-pub(super) fn collect(catalog: &Catalog<'_>, keep_chains: u32) -> Result<Vec<u64>> {
+/// out nor is removed; `verify` reports it. The chain of `head` (what the engine's next
+/// checkpoint increments) is always kept: after a restore fell back past a newer chain whose
+/// pages turned out damaged, that older chain is the engine's own.
+pub(super) fn collect(
+    catalog: &Catalog<'_>,
+    keep_chains: u32,
+    head: Option<u64>,
+) -> Result<Vec<u64>> {
     let known: Vec<_> = catalog
         .survey(None)?
         .into_iter()
@@ -29,7 +36,7 @@ pub(super) fn collect(catalog: &Catalog<'_>, keep_chains: u32) -> Result<Vec<u64
         })
         .collect();
     let store = catalog.store();
-    let doomed = policy::collectable(&known, keep_chains);
+    let doomed = policy::collectable(&known, keep_chains, head);
     for &v in &doomed {
         let name = version_name(v);
         store

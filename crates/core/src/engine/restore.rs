@@ -4,7 +4,6 @@ use super::{Engine, RestoreInfo};
 use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::restore::reverse_scan;
-use crate::store::version_name;
 use crate::sys::mem;
 use std::time::Instant;
 
@@ -16,8 +15,8 @@ impl Engine {
         let started = Instant::now();
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
-        let store = &*self.store;
-        let chain = self.catalog().chain(version)?;
+        let catalog = self.catalog();
+        let chain = catalog.chain(version)?;
         let newest = &chain[0].meta;
         for r in &newest.regions {
             match st.regions.get(&r.id) {
@@ -39,11 +38,8 @@ impl Engine {
                 Some(_) => {}
             }
         }
-        if let Some(id) = st
-            .regions
-            .keys()
-            .find(|id| newest.region_by_id(**id).is_none())
-        {
+        let held: std::collections::HashSet<u64> = newest.regions.iter().map(|r| r.id).collect();
+        if let Some(id) = st.regions.keys().find(|id| !held.contains(id)) {
             return Err(Error::RegionMismatch {
                 id: *id,
                 what: format!("protected now but absent from version {version}; restoring would leave it undefined (unprotect it first)"),
@@ -71,7 +67,6 @@ impl Engine {
                 .open_for_restore(&s.tr)
                 .map_err(|e| super::region_error(&s.tr, e))?;
         }
-        let describe = |v: u64| store.describe(&version_name(v));
         let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<()> {
             let (ptr, len) = targets[li];
             assert!(
@@ -83,7 +78,7 @@ impl Engine {
             unsafe { mem::copy_in(ptr + off as usize, bytes) };
             Ok(())
         };
-        let report = reverse_scan(&chain, &describe, &|_| true, &mut sink, &mut |_, _| {})?;
+        let report = reverse_scan(&catalog, &chain, &|_| true, &mut sink, &mut |_, _| {})?;
 
         let mut scratch = Vec::new();
         // A version written with another page size cannot be continued page for page.

@@ -4,7 +4,7 @@
 
 use super::commit::{Job, JobRegion};
 use super::{Engine, Phases, State};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::policy::{self, Head};
 use crate::sys::page_size;
 use crate::track::pages::state::{IDLE, SCHEDULED};
@@ -19,6 +19,17 @@ impl Engine {
     /// it stood when the gate closed, whatever is written afterwards.
     pub(super) fn schedule(&self, st: &mut State, requested: Instant) -> Result<Job> {
         let version = st.next_version;
+        if version > ickpt_format::limits::MAX_VERSION {
+            // Numbering follows the highest name in the store, so one stray name near the
+            // limit would make every later version a file no reader accepts: say so.
+            return Err(Error::InvalidArgument(format!(
+                "version {version} is past the last number the format allows ({}): {} holds \
+                 {}, which is not a version this process wrote; move it out of the store",
+                ickpt_format::limits::MAX_VERSION,
+                self.store.describe(""),
+                crate::store::version_name(version - 1)
+            )));
+        }
         let kind = policy::next_kind(st.head, self.cfg.full_every);
         let (parent, depth, parent_meta_crc) = match (kind, st.head) {
             (Kind::Incremental, Some(h)) => (h.version, h.chain_depth + 1, h.meta_crc),

@@ -318,7 +318,7 @@ fn check_store(store: &MemStore, some_regions: bool) {
                     "version {v}: chain passes but survey says {:?}",
                     m.problem
                 );
-                restore(&chain, s.restorable(), some_regions);
+                restore(&catalog, &chain, s.restorable(), some_regions);
             }
         }
     }
@@ -331,7 +331,7 @@ fn check_store(store: &MemStore, some_regions: bool) {
 }
 
 /// Reverse-scan an accepted chain into a sink that checks where each byte lands.
-fn restore(chain: &[OpenVersion], verified: bool, some_regions: bool) {
+fn restore(catalog: &Catalog<'_>, chain: &[OpenVersion], verified: bool, some_regions: bool) {
     let newest = &chain[0].meta;
     let v = chain[0].version;
     let ps = newest.page_size() as u64;
@@ -375,7 +375,7 @@ fn restore(chain: &[OpenVersion], verified: bool, some_regions: bool) {
         }
         Ok(())
     };
-    let result = reverse_scan(chain, &version_name, &want, &mut sink, &mut |_, _| {});
+    let result = reverse_scan(catalog, chain, &want, &mut sink, &mut |_, _| {});
     let report = match result {
         Ok(report) => report,
         Err(e) => {
@@ -395,7 +395,7 @@ fn restore(chain: &[OpenVersion], verified: bool, some_regions: bool) {
             continue;
         }
         expect_pages += r.page_count(ps as u32);
-        let want = expected(chain, r);
+        let want = expected(catalog, chain, r);
         for (k, (g, w)) in got[i].iter().zip(&want).enumerate() {
             assert_eq!(
                 *g,
@@ -410,7 +410,11 @@ fn restore(chain: &[OpenVersion], verified: bool, some_regions: bool) {
 
 /// What restoring `r` must give, worked out page by page without the scan: each page from
 /// the newest version of the chain at or after the region's birth that stores it.
-fn expected(chain: &[OpenVersion], r: &ickpt_format::RegionEntry) -> Vec<u8> {
+fn expected(
+    catalog: &Catalog<'_>,
+    chain: &[OpenVersion],
+    r: &ickpt_format::RegionEntry,
+) -> Vec<u8> {
     let ps = chain[0].meta.page_size() as u64;
     let mut out = vec![0u8; r.length as usize];
     let mut page = vec![0u8; ps as usize];
@@ -432,7 +436,11 @@ fn expected(chain: &[OpenVersion], r: &ickpt_format::RegionEntry) -> Vec<u8> {
                 r.id
             )
         });
-        ov.file.read_exact_at(&mut page, at).expect("in memory");
+        catalog
+            .reopen(ov)
+            .expect("in memory")
+            .read_exact_at(&mut page, at)
+            .expect("in memory");
         // Stored page p holds region bytes [p·ps − page_offset, (p+1)·ps − page_offset).
         let start = (p * ps) as i128 - r.page_offset as i128;
         for (k, &b) in page.iter().enumerate() {

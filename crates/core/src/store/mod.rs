@@ -154,7 +154,9 @@ pub fn version_name(version: u64) -> String {
     format!("v{version:08}.ickpt")
 }
 
-/// The version a file name stands for, if it is a version file.
+/// The version a file name stands for, if it is a version file: only the one name
+/// [`version_name`] gives each number (`v1.ickpt` beside `v00000001.ickpt` would list one
+/// version twice).
 pub fn parse_version_name(name: &str) -> Option<u64> {
     let digits = name.strip_prefix('v')?.strip_suffix(".ickpt")?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -164,6 +166,7 @@ pub fn parse_version_name(name: &str) -> Option<u64> {
         .parse()
         .ok()
         .filter(|&v| v > 0 && v <= ickpt_format::limits::MAX_VERSION)
+        .filter(|&v| version_name(v) == name)
 }
 
 #[cfg(test)]
@@ -192,6 +195,8 @@ mod tests {
             "v1.ickpt.tmp",
             "x1.ickpt",
             "v1",
+            "v1.ickpt",
+            "v000000001.ickpt",
         ] {
             assert_eq!(parse_version_name(bad), None, "{bad}");
         }
