@@ -3,8 +3,7 @@ use ickpt::catalog::{Catalog, OpenVersion};
 use ickpt::restore::{reverse_scan, ScanReport};
 use ickpt::store::Store;
 use serde_json::json;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -81,7 +80,15 @@ fn restore_region(
         .into());
     };
     let length = entry.length;
-    let file = File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    // The application's memory: as private as the store it came from (0600), whatever the
+    // umask, when the file is new.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(out)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
     file.set_len(length)
         .map_err(|e| format!("{}: {e}", out.display()))?;
     let pb = progress::bytes_bar("restoring");

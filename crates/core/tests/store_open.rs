@@ -205,3 +205,22 @@ fn reading_a_missing_or_empty_directory_says_which() {
         )
     );
 }
+
+#[test]
+fn files_written_before_stores_were_owner_only_are_made_so() {
+    // Review: version files a store held from before (0644 under umask 022) stayed readable
+    // by anyone after an upgrade.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("old-modes");
+    drop(DirStore::open_write(&dir).unwrap());
+    let version = dir.join("v00000001.ickpt");
+    std::fs::write(&version, b"\x89ICKPT\r\n an old version").unwrap();
+    for f in [&version, &dir.join("ickpt-store")] {
+        std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    drop(DirStore::open_write(&dir).unwrap());
+    for f in [&version, &dir.join("ickpt-store")] {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", f.display());
+    }
+}

@@ -417,12 +417,13 @@ pub extern "C" fn ickpt_list_versions(
             ));
         }
         let all = with_engine(&ENGINE, |e| e.catalog().versions())?;
-        if capacity > 0 {
-            // SAFETY: non-NULL, and the caller promises room for `capacity` u64s.
-            let out = unsafe { std::slice::from_raw_parts_mut(versions, capacity) };
-            for (o, v) in out.iter_mut().zip(&all) {
-                *o = *v;
-            }
+        // Element by element: no slice of `capacity` elements is made, since a caller's
+        // capacity larger than its array would make such a slice undefined behaviour even
+        // where nothing is written.
+        for (i, v) in all.iter().take(capacity).enumerate() {
+            // SAFETY: non-NULL (checked above when capacity > 0), and the caller promises
+            // room for `capacity` u64s; i < capacity.
+            unsafe { versions.add(i).write(*v) };
         }
         *count = all.len();
         Ok(())

@@ -414,6 +414,11 @@ struct CrashFile {
 }
 
 impl FsFile for CrashFile {
+    /// Simulated files have no modes.
+    fn restrict_to_owner(&self) -> io::Result<()> {
+        Ok(())
+    }
+
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         let mut st = self.fs.lock();
         st.op()?;

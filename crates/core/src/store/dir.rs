@@ -101,7 +101,29 @@ impl DirStore {
             s.write_marker(None).map_err(|e| s.io_error(MARKER, e))?;
         }
         s.remove_temporaries()?;
+        s.restrict_old_files();
         Ok(s)
+    }
+
+    /// Versions and the marker written before stores were owner-only may be readable by
+    /// anyone (0644 under umask 022): make them the owner's alone. Best effort: a file that
+    /// cannot be changed (owned by someone else) is left as it is.
+    fn restrict_old_files(&self) {
+        let Ok(entries) = self.shared.dir.entries() else {
+            return;
+        };
+        for e in entries {
+            let Some(name) = e.name.to_str() else {
+                continue;
+            };
+            if e.kind == FileKind::File
+                && (name == MARKER || crate::store::parse_version_name(name).is_some())
+            {
+                if let Ok(f) = self.shared.dir.open_file(name) {
+                    let _ = f.restrict_to_owner();
+                }
+            }
+        }
     }
 
     fn new(dir: Box<dyn FsDir>, path: &Path, rename: RenameMode) -> Self {

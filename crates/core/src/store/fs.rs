@@ -73,4 +73,7 @@ pub trait FsFile: Send + Sync {
     fn size(&self) -> io::Result<u64>;
     /// Make the file's data durable (fsync).
     fn sync(&self) -> io::Result<()>;
+    /// Take group and other permissions away (a file written before stores were
+    /// owner-only).
+    fn restrict_to_owner(&self) -> io::Result<()>;
 }

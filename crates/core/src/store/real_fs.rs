@@ -191,6 +191,15 @@ struct RealFile {
 }
 
 impl FsFile for RealFile {
+    fn restrict_to_owner(&self) -> io::Result<()> {
+        let mode = self.file.metadata()?.mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            self.file
+                .set_permissions(Permissions::from_mode(mode & 0o700))?;
+        }
+        Ok(())
+    }
+
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         self.file.write_all(buf)
     }
