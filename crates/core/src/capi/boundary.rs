@@ -1,12 +1,12 @@
 //! The edge between C and Rust: panics stop here, errors become result codes and messages.
 
+use super::engine_lock::EngineLock;
 use super::types::{code_of, ickpt_result};
 use crate::engine::Engine;
 use crate::error::Error;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::RwLock;
 
 thread_local! {
     static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
@@ -46,10 +46,10 @@ pub fn guard(f: impl FnOnce() -> Result<(), Error>) -> ickpt_result {
 
 /// Run `f` on the process's engine, or fail with ICKPT_ERR_NOT_INITIALIZED.
 pub fn with_engine<T>(
-    engine: &RwLock<Option<(u32, Engine)>>,
+    engine: &'static EngineLock<Option<(u32, Engine)>>,
     f: impl FnOnce(&Engine) -> Result<T, Error>,
 ) -> Result<T, Error> {
-    let g = engine.read().unwrap_or_else(|e| e.into_inner());
+    let g = engine.read();
     match &*g {
         Some((pid, e)) if *pid == std::process::id() => f(e),
         Some(_) => Err(Error::ForkedChild),

@@ -7,6 +7,7 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 mod boundary;
+mod engine_lock;
 mod io;
 mod types;
 
@@ -17,13 +18,13 @@ use crate::engine::{Config, Engine};
 use crate::error::Error;
 use crate::track::{Backend, Granularity};
 use boundary::{guard, with_engine};
+use engine_lock::EngineLock;
 use ickpt_format::{CommitMode, FlushOrder};
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::RwLock;
 
 /// The process's engine, with the pid of the process that created it: a child forked after
 /// `ickpt_init` inherits this memory but must not write into its parent's store.
-static ENGINE: RwLock<Option<(u32, Engine)>> = RwLock::new(None);
+static ENGINE: EngineLock<Option<(u32, Engine)>> = EngineLock::new(None);
 
 /// Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
 /// `struct_size` to `size`: backend auto, full_every 10, keep_chains 2, dir NULL (then
@@ -176,7 +177,7 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
 #[no_mangle]
 pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
     guard(|| {
-        let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
+        let mut slot = ENGINE.write();
         match &*slot {
             Some((pid, _)) if *pid == std::process::id() => return Err(Error::AlreadyInitialized),
             Some(_) => {
@@ -254,7 +255,7 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_finalize() -> ickpt_result {
     guard(|| {
-        let mut slot = ENGINE.write().unwrap_or_else(|e| e.into_inner());
+        let mut slot = ENGINE.write();
         match slot.take() {
             Some((pid, e)) if pid == std::process::id() => {
                 // A commit still running is finished first; if it (or an earlier one no

@@ -53,3 +53,11 @@ pub fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// Run `handler` in the child after every fork (pthread_atfork's child handler); it must be
+/// async-signal-safe.
+pub fn at_fork_child(handler: extern "C" fn()) {
+    // SAFETY: registering a plain extern "C" function; the caller vouches it is safe to run
+    // in a forked child.
+    unsafe { libc::pthread_atfork(None, None, Some(handler)) };
+}
