@@ -47,12 +47,18 @@ lint: deps
 
 # Everything under `auto`, then the core's integration tests (the conformance suite every
 # backend must pass) and the C tests with each backend this kernel offers forced in turn.
+# Each run of the tests (built first, outside the bound) is bounded: a hang fails the run
+# instead of holding CI. The tests bound their own waits too (ICKPT_TEST_WAIT_SECS).
+TEST_TIMEOUT ?= 900
+BOUNDED  := timeout -k 10 $(TEST_TIMEOUT)
+
 test-rust: deps
-	$(CARGO) test --release --workspace
-	scripts/each-backend.sh $(RELEASE)/ickpt $(CARGO) test --release -p ickpt --tests
+	$(CARGO) test --release --workspace --no-run
+	$(BOUNDED) $(CARGO) test --release --workspace
+	scripts/each-backend.sh $(RELEASE)/ickpt $(BOUNDED) $(CARGO) test --release -p ickpt --tests
 	@echo "== auto, with the kernel features hidden (each fallback of auto)"
-	ICKPT_NO_UFFD=1 $(CARGO) test --release -p ickpt --test conformance --test syscalls
-	ICKPT_NO_PAGEMAP_SCAN=1 $(CARGO) test --release -p ickpt --test conformance --test syscalls
+	ICKPT_NO_UFFD=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
+	ICKPT_NO_PAGEMAP_SCAN=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
 
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"

@@ -307,9 +307,7 @@ fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
     std::thread::scope(|s| {
         // SAFETY: inside `buf`; no slot is left, so this write waits for the committer.
         s.spawn(|| unsafe { ((base + 6 * PS) as *mut u8).write_volatile(3) });
-        while !e.writers_waiting() {
-            std::thread::yield_now();
-        }
+        common::spin_until("a writer waiting for the committer", || e.writers_waiting());
         set_gate(&closed, false);
     });
     let done = e.wait().unwrap().unwrap();
@@ -388,9 +386,7 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
     std::thread::scope(|s| {
         // One slot: B's copy of page 1 takes it, A's must wait for the committer.
         s.spawn(|| w(PS + 50, 7));
-        while !e.writers_waiting() {
-            std::thread::yield_now();
-        }
+        common::spin_until("a writer waiting for the committer", || e.writers_waiting());
         // Issued while the first writer waits; must not land in version v.
         s.spawn(|| w(PS + 60, 0xEE));
         set_gate(&closed, false);

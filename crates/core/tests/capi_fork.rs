@@ -7,7 +7,7 @@ mod common;
 use common::scratch_dir;
 use ickpt::capi::*;
 use std::ffi::CString;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn init(dir: &std::path::Path, bandwidth: u64) {
     let mut cfg = std::mem::MaybeUninit::<ickpt_config>::uninit();
@@ -55,14 +55,7 @@ fn a_child_forked_during_an_ickpt_call_can_start_its_own() {
         ickpt_wait(std::ptr::null_mut())
     });
     let tid = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !asleep(tid) {
-        assert!(
-            Instant::now() < deadline,
-            "the waiter never blocked in ickpt_wait"
-        );
-        std::thread::yield_now();
-    }
+    common::spin_until("the waiter blocking in ickpt_wait", || asleep(tid));
     let child_dir = CString::new(scratch_dir("capi-fork-child").to_str().unwrap()).unwrap();
     // SAFETY: the child calls only ickpt_init/finalize and async-signal-safe functions
     // before _exit; alarm turns a hang into a death by SIGALRM.

@@ -17,14 +17,7 @@ const PS: usize = 4096;
 #[test]
 fn the_engine_waits_for_a_handler_leaving_its_epoch() {
     // A hang is a failure, not a stuck test run.
-    std::thread::spawn(|| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            std::thread::park_timeout(left);
-        }
-        eprintln!("finalize: no progress in 120 s");
-        std::process::abort();
-    });
+    common::watchdog("finalize", 120);
     let buf = Arc::new(Buf::new(4 * PS));
     // Page 0 is held by another engine: with a userfaultfd backend, the engine under test
     // cannot register it (EBUSY) and tracks its region by page protection, whose faults reach
@@ -50,9 +43,10 @@ fn the_engine_waits_for_a_handler_leaving_its_epoch() {
             unsafe { buf.ptr.add(2 * PS).write_volatile(7) };
         })
     };
-    while !test_pause::paused() {
-        std::thread::yield_now();
-    }
+    common::spin_until(
+        "the writer's fault reaching the paused handler",
+        test_pause::paused,
+    );
     let dropped = Arc::new(AtomicBool::new(false));
     let dropper = {
         let dropped = dropped.clone();
@@ -62,9 +56,9 @@ fn the_engine_waits_for_a_handler_leaving_its_epoch() {
         })
     };
     // The drop either waits for the paused handler, or (the bug) returns under it.
-    while !test_pause::draining() && !dropped.load(SeqCst) {
-        std::thread::yield_now();
-    }
+    common::spin_until("the drop waiting for the handler, or returning", || {
+        test_pause::draining() || dropped.load(SeqCst)
+    });
     assert!(
         !dropped.load(SeqCst),
         "the engine was dropped (its epoch freed) while a fault handler was inside the epoch"

@@ -6,7 +6,7 @@
 mod common;
 use common::scratch_dir;
 use ickpt::{Config, Engine};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const PS: usize = 4096;
 const PAGES: usize = 64;
@@ -20,11 +20,14 @@ fn writes_racing_checkpoints_are_never_lost() {
     c.keep_chains = 1;
     let e = Engine::open(c).unwrap();
     let base = e.alloc(1, PAGES * PS).unwrap() as usize;
+    let mut raced_total = 0u64;
     for round in 0..rounds {
         let stop = AtomicBool::new(false);
+        // Writes done by all threads: a checkpoint during which it moved raced the writers.
+        let writes = AtomicU64::new(0);
         std::thread::scope(|s| {
             for t in 0..THREADS {
-                let stop = &stop;
+                let (stop, writes) = (&stop, &writes);
                 s.spawn(move || {
                     let mut pass = 0u32;
                     while !stop.load(Ordering::Relaxed) {
@@ -35,13 +38,27 @@ fn writes_racing_checkpoints_are_never_lost() {
                             unsafe {
                                 std::ptr::write_volatile(at as *mut u32, pass ^ round as u32)
                             };
+                            writes.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 });
             }
-            for _ in 0..3 {
+            common::spin_until("the writers starting", || {
+                writes.load(Ordering::Relaxed) >= (THREADS * PAGES) as u64
+            });
+            // At least three checkpoints, and go on until one of them provably ran while the
+            // threads wrote (the round proves nothing otherwise).
+            let (mut taken, mut raced) = (0, 0);
+            while taken < 3 || raced == 0 {
+                let before = writes.load(Ordering::Relaxed);
                 e.checkpoint().unwrap();
+                raced += u64::from(writes.load(Ordering::Relaxed) != before);
+                taken += 1;
+                if taken > 10_000 {
+                    panic!("round {round}: no checkpoint in 10,000 overlapped a write");
+                }
             }
+            raced_total += raced;
             stop.store(true, Ordering::Relaxed);
         });
         // SAFETY: the region is PAGES*PS bytes; the writers have stopped.
@@ -57,6 +74,7 @@ fn writes_racing_checkpoints_are_never_lost() {
             "round {round}: {bad} pages lost writes that raced with a checkpoint"
         );
     }
+    eprintln!("{raced_total} checkpoints overlapped writes in {rounds} rounds");
 }
 
 /// A first write that traps just before its region is unprotected finds the region gone
@@ -67,16 +85,29 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
     let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
     let dir = scratch_dir("race-unprotect");
     let e = Engine::open(Config::new(&dir)).unwrap();
-    for round in 0..rounds {
+    // Rounds in which a thread was inside its first pass (taking first-write faults, on the
+    // backends that trap them) when unprotect began: the race the test is about.
+    let mut raced = 0;
+    let mut round = 0;
+    // Extra rounds until one raced: a round is cheap, and with uffd-async (no traps to slow
+    // the first pass) only a few percent of them catch a thread inside it.
+    while round < rounds || raced == 0 {
+        assert!(
+            round < rounds + 10_000,
+            "no round in {round} unprotected while a thread was in its first pass: the race never happened"
+        );
         let mut buf = common::Buf::new(PAGES * PS);
         let base = buf.ptr as usize;
         // SAFETY: `buf` outlives the region (unprotected below, before it drops).
         unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
         let stop = AtomicBool::new(false);
+        let (started, first_pass_done) = (AtomicU64::new(0), AtomicU64::new(0));
         std::thread::scope(|s| {
             for t in 0..THREADS {
-                let stop = &stop;
+                let (stop, started, first_pass_done) = (&stop, &started, &first_pass_done);
                 s.spawn(move || {
+                    started.fetch_add(1, Ordering::SeqCst);
+                    let mut first = true;
                     while !stop.load(Ordering::Relaxed) {
                         for p in 0..PAGES {
                             // SAFETY: inside `buf`; each thread owns its bytes.
@@ -87,14 +118,24 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
                                 )
                             };
                         }
+                        if std::mem::take(&mut first) {
+                            first_pass_done.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
                 });
+            }
+            common::spin_until("a writer starting", || started.load(Ordering::SeqCst) > 0);
+            let done = first_pass_done.load(Ordering::SeqCst);
+            if started.load(Ordering::SeqCst) > done {
+                raced += 1;
             }
             e.unprotect(1).unwrap();
             stop.store(true, Ordering::Relaxed);
         });
         buf.slice_mut()[0] = 1;
+        round += 1;
     }
+    eprintln!("{raced} of {round} rounds unprotected during first writes");
     // Tracking still works: a new region's writes are trapped and checkpointed.
     let mut buf = common::Buf::new(4 * PS);
     // SAFETY: as above.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// A fresh, empty directory under the target dir, unique per call.
 pub fn scratch_dir(name: &str) -> PathBuf {
@@ -60,4 +61,42 @@ pub fn env_knob<T: std::str::FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+/// How long a test waits for something another thread must do before it calls that a hang
+/// (`ICKPT_TEST_WAIT_SECS`, default 60).
+fn wait_limit() -> Duration {
+    Duration::from_secs(env_knob("ICKPT_TEST_WAIT_SECS", 60))
+}
+
+/// A hang is a failure: prints what never happened and aborts the test binary. Aborts rather
+/// than panics because a panic inside `thread::scope` waits for the scope's threads, and the
+/// thread that never got on is usually one of them.
+fn hung(what: &str) -> ! {
+    eprintln!("test hung: {what} did not happen within {:?}", wait_limit());
+    std::process::abort();
+}
+
+/// Yields until `cond` holds; past the wait limit, aborts naming `what`.
+pub fn spin_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + wait_limit();
+    while !cond() {
+        if Instant::now() >= deadline {
+            hung(what);
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Aborts the test binary if it is still running after `secs` seconds: for tests whose
+/// failure mode is a call that never returns.
+pub fn watchdog(what: &'static str, secs: u64) {
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            std::thread::park_timeout(left);
+        }
+        eprintln!("test hung: {what} did not finish within {secs} s");
+        std::process::abort();
+    });
 }
