@@ -49,7 +49,11 @@ pub fn run(s: &StoreArgs) -> CmdResult {
                 .problem
                 .as_ref()
                 .map_or(String::new(), |p| p.what.clone());
-            rows.push(vec![v.to_string(), "DAMAGED".into(), what]);
+            // Every column but the last blank, so the reason does not widen the table.
+            let mut row = vec![v.to_string(), "DAMAGED".into()];
+            row.resize(10, String::new());
+            row.push(format!("DAMAGED: {what}"));
+            rows.push(row);
             continue;
         };
         let h = &m.header;

@@ -23,6 +23,10 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Machine-readable JSON on stdout instead of tables, errors included (before or after
+    /// the command: `ickpt --json ls` and `ickpt ls --json` are the same).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(clap::Args, Clone)]
@@ -30,8 +34,8 @@ struct StoreArgs {
     /// The checkpoint store directory.
     #[arg(long, env = "ICKPT_DIR")]
     dir: Option<PathBuf>,
-    /// Machine-readable JSON on stdout instead of a table.
-    #[arg(long)]
+    /// Set from the global `--json`.
+    #[arg(skip)]
     json: bool,
 }
 
@@ -69,10 +73,8 @@ enum Cmd {
     /// What this kernel offers for write tracking (userfaultfd write-protect, its async
     /// mode, PAGEMAP_SCAN), as ickpt probes it.
     Probe {
-        #[arg(long)]
-        json: bool,
         /// Print only the names of the available backends, one per line (for scripts).
-        #[arg(long, conflicts_with = "json")]
+        #[arg(long)]
         list: bool,
     },
 }
@@ -83,8 +85,9 @@ fn main() -> ExitCode {
     // Rust runtime replaced with "ignore".
     // SAFETY: setting a signal's disposition to SIG_DFL has no memory-safety preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
-    let json = cli.cmd.wants_json();
+    let mut cli = Cli::parse();
+    let json = cli.json;
+    cli.cmd.set_json(json);
     let r = match cli.cmd {
         Cmd::Ls(s) => ls::run(&s),
         Cmd::Inspect { store, version } => inspect::run(&store, version),
@@ -96,7 +99,7 @@ fn main() -> ExitCode {
             out,
         } => restore::run(&store, version, region, &out),
         Cmd::Bench(b) => bench::run(b),
-        Cmd::Probe { json, list } => probe::run(json, list),
+        Cmd::Probe { list } => probe::run(json, list),
     };
     match r {
         Ok(code) => code,
@@ -113,13 +116,13 @@ fn main() -> ExitCode {
 }
 
 impl Cmd {
-    /// Whether the command was asked for JSON output (errors then come as JSON too).
-    fn wants_json(&self) -> bool {
+    /// Hand the global `--json` to the command's own arguments.
+    fn set_json(&mut self, json: bool) {
         match self {
-            Cmd::Ls(s) | Cmd::Verify(s) => s.json,
-            Cmd::Inspect { store, .. } | Cmd::Restore { store, .. } => store.json,
-            Cmd::Probe { json, .. } => *json,
-            Cmd::Bench(b) => b.wants_json(),
+            Cmd::Ls(s) | Cmd::Verify(s) => s.json = json,
+            Cmd::Inspect { store, .. } | Cmd::Restore { store, .. } => store.json = json,
+            Cmd::Probe { .. } => {}
+            Cmd::Bench(b) => b.set_json(json),
         }
     }
 }

@@ -28,12 +28,17 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         );
     } else {
         for p in &report.problems {
+            // Each problem's message suggests 'ickpt verify', which is what is running.
+            let what = p
+                .what
+                .strip_suffix("; run 'ickpt verify' to check the whole store")
+                .unwrap_or(&p.what);
             match p.offset {
                 Some(o) => println!(
-                    "PROBLEM version {}: {} (offset {o}): {}",
-                    p.version, p.file, p.what
+                    "PROBLEM version {}: {} (offset {o}): {what}",
+                    p.version, p.file
                 ),
-                None => println!("PROBLEM version {}: {}: {}", p.version, p.file, p.what),
+                None => println!("PROBLEM version {}: {}: {what}", p.version, p.file),
             }
         }
         println!(

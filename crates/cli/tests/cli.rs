@@ -144,11 +144,29 @@ fn a_flipped_byte_is_reported_with_file_and_offset_and_restore_refuses() {
     assert_eq!(p["version"], 3);
     assert_eq!(p["offset"], page_at);
     assert!(p["file"].as_str().unwrap().ends_with("v00000003.ickpt"));
+    // Only pages really checked count: versions 1, 2 and 4 (16 + 2 + 2 pages), not
+    // version 3, which stopped at its bad page (outside testing saw 1 TiB "checked" of a
+    // file that failed at page 0).
+    assert_eq!(j["bytes_checked"], 20 * PS as u64, "{j}");
     let human = text(&ickpt(&["verify", "--dir", d]));
     assert!(
         human.contains("v00000003.ickpt") && human.contains("FAILED"),
         "{human}"
     );
+    // verify does not tell its reader to run verify.
+    assert!(!human.contains("run 'ickpt verify'"), "{human}");
+    // ls keeps a damaged version's reason in the STATUS column.
+    let flat = dir.join(version_name(9));
+    std::fs::write(&flat, b"not a version").unwrap();
+    let ls = text(&ickpt(&["ls", "--dir", d]));
+    let row = ls.lines().find(|l| l.starts_with('9')).unwrap();
+    let header = ls.lines().next().unwrap();
+    assert_eq!(
+        row.find("DAMAGED:"),
+        header.find("STATUS"),
+        "the reason is not under STATUS:\n{ls}"
+    );
+    std::fs::remove_file(&flat).unwrap();
 
     let out = dir.join("out.bin");
     let restore = |extra: &[&str]| {
@@ -606,10 +624,56 @@ fn errors_say_what_is_wrong_and_come_as_json_with_json() {
         assert!(!out.status.success());
         let j = json(&out);
         assert!(j["error"].as_str().unwrap().contains(want), "{j}");
+        // ... and with --json before the command (clap's usage text before).
+        let before: Vec<&str> = std::iter::once("--json")
+            .chain(args.iter().copied())
+            .collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_ickpt"))
+            .args(&before)
+            .env_remove("ICKPT_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{before:?}: {}", text(&out));
+        let j = json(&out);
+        assert!(j["error"].as_str().unwrap().contains(want), "{j}");
     }
     // A version that is not there: the message lists what the store holds.
     let store = scratch("errors-store");
     make_store(&store);
     let out = ickpt(&["inspect", "--dir", store.to_str().unwrap(), "42"]);
     assert!(text(&out).contains("it holds: 1-4"), "{}", text(&out));
+}
+
+#[test]
+fn benchmarks_work_under_any_umask_and_name_a_bad_dir() {
+    // Outside testing: under umask 000 the benchmark made its stores 0777 and the writer then
+    // refused them as writable by others; `--dir FILE` said "File exists (os error 17)".
+    let dir = scratch("bench-umask");
+    let d = dir.to_str().unwrap();
+    let out = Command::new("sh")
+        .args(["-c", "umask 000; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_ickpt"))
+        .args([
+            "bench",
+            "incremental",
+            "--size-mib",
+            "2",
+            "--reps",
+            "1",
+            "--dir",
+            d,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "under umask 000: {}", text(&out));
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let f = file.to_str().unwrap();
+    let out = ickpt(&["bench", "incremental", "--size-mib", "2", "--dir", f]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains(&format!("{f} is not a directory")),
+        "{}",
+        text(&out)
+    );
 }

@@ -12,7 +12,7 @@ use crate::store::{parse_version_name, version_name, Store, StoreFile, StoreId};
 use ickpt_format::{
     read_meta, CommitStats, Footer, FormatError, Header, Kind, RegionEntry, VersionMeta,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 /// A version opened for reading, with its metadata checked.
@@ -356,7 +356,8 @@ impl<'a> Catalog<'a> {
     /// Every version with what is wrong with it, oldest first, reading one file at a time
     /// (a store of thousands of versions never holds more than one open). `check_data`:
     /// also read every page of every version whose metadata passed, reporting progress as
-    /// (bytes checked, bytes to check) — `verify`.
+    /// (bytes checked, bytes to check) — `verify`. Versions a running writer removed (its
+    /// garbage collection) while the survey ran are left out, not reported as missing.
     pub fn survey(&self, check_data: Option<&mut dyn FnMut(u64, u64)>) -> Result<Vec<Surveyed>> {
         let mut out = Vec::new();
         for v in self.versions()? {
@@ -375,6 +376,17 @@ impl<'a> Catalog<'a> {
             self.check_pages(&mut out, progress);
         }
         self.check_chains(&mut out);
+        if out.iter().any(|s| !s.restorable()) {
+            // A writer's garbage collection may have removed versions since the listing
+            // (newest of a chain first, so no kept version loses its parent): a version
+            // gone now is no longer part of the store, not damage.
+            let now: HashSet<u64> = self.versions()?.into_iter().collect();
+            let listed = out.len();
+            out.retain(|s| now.contains(&s.version));
+            if out.len() != listed {
+                self.check_chains(&mut out);
+            }
+        }
         Ok(out)
     }
 

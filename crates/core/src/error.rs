@@ -44,7 +44,7 @@ pub enum Error {
         found: crate::store::StoreId,
         own: crate::store::StoreId,
     },
-    #[error("restoring version {version} holds every file of its chain open at once, and the process ran out of file descriptors after {open}: raise the limit ('ulimit -n') or checkpoint with a smaller full_every")]
+    #[error("restoring version {version}: the process is out of file descriptors (after checking {open} file(s) of its chain, one open at a time): raise the limit ('ulimit -n') or close files the application keeps open")]
     OutOfFiles { version: u64, open: usize },
     #[error("no version in {dir} can be restored ({tried} tried; the newest failed with: {newest}); 'ickpt verify' names every problem")]
     NoRestorable {

@@ -33,16 +33,14 @@ pub fn verify_store(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Report, Error> {
     let catalog = Catalog::new(store)?;
-    let mut total = 0u64;
-    let surveyed = catalog.survey(Some(&mut |done, all| {
-        total = all;
-        progress(done, all)
-    }))?;
-    let mut report = Report {
-        bytes_checked: total,
-        ..Report::default()
-    };
+    let surveyed = catalog.survey(Some(progress))?;
+    let mut report = Report::default();
     for s in surveyed {
+        // Pages checked: those of versions whose every page passed (a failed version stopped
+        // at its first bad page, and the bytes planned for it were not all read).
+        if let Some(m) = &s.summary {
+            report.bytes_checked += m.footer.page_count * u64::from(m.header.page_size);
+        }
         report.versions.push(s.version);
         match s.problem {
             None => report.restorable.push(s.version),

@@ -66,7 +66,8 @@ pub struct Args {
     /// Write one CSV row per configuration here.
     #[arg(long)]
     csv: Option<PathBuf>,
-    #[arg(long)]
+    /// Set from the global `--json`.
+    #[arg(skip)]
     pub(super) json: bool,
 }
 

@@ -23,7 +23,8 @@ pub struct Args {
     /// Repetitions per case; the median is reported.
     #[arg(long, default_value_t = 5)]
     reps: usize,
-    #[arg(long)]
+    /// Set from the global `--json`.
+    #[arg(skip)]
     pub(super) json: bool,
 }
 

@@ -27,11 +27,11 @@ pub enum BenchCmd {
 }
 
 impl BenchCmd {
-    pub fn wants_json(&self) -> bool {
+    pub fn set_json(&mut self, json: bool) {
         match self {
-            BenchCmd::Incremental(a) => a.json,
-            BenchCmd::Aickpt(a) => a.json,
-            BenchCmd::Tracking(a) => a.json,
+            BenchCmd::Incremental(a) => a.json = json,
+            BenchCmd::Aickpt(a) => a.json = json,
+            BenchCmd::Tracking(a) => a.json = json,
         }
     }
 }

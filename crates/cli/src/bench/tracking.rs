@@ -35,7 +35,8 @@ pub struct Args {
     /// Write tracking-*.json and tracking-*.csv here.
     #[arg(long)]
     out: Option<PathBuf>,
-    #[arg(long)]
+    /// Set from the global `--json`.
+    #[arg(skip)]
     pub(super) json: bool,
     /// Run one case in this process and print its result as JSON (used by the parent run).
     #[arg(long, hide = true)]
@@ -179,7 +180,7 @@ pub fn run(a: &Args) -> CmdResult {
         "acck": acck,
     });
     if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).map_err(|e| super::util::named(dir, e))?;
         std::fs::write(
             dir.join("tracking.json"),
             serde_json::to_string_pretty(&report)?,

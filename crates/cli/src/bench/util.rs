@@ -18,13 +18,23 @@ impl WorkDir {
     /// A new, empty `PARENT/ickpt-bench-LABEL-PID-N` (PARENT is created if missing; never
     /// an existing directory: `create_dir` fails on one, and the next N is tried).
     pub fn create(parent: &Path, label: &str) -> std::io::Result<WorkDir> {
-        std::fs::create_dir_all(parent)?;
+        if parent.exists() && !parent.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!(
+                    "{} is not a directory: --dir names a directory, in which the benchmark \
+                     makes one of its own",
+                    parent.display()
+                ),
+            ));
+        }
+        std::fs::create_dir_all(parent).map_err(|e| named(parent, e))?;
         for n in 0.. {
             let d = parent.join(format!("ickpt-bench-{label}-{}-{n}", std::process::id()));
-            match std::fs::create_dir(&d) {
+            match private_dir(&d) {
                 Ok(()) => return Ok(WorkDir(d)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(named(&d, e)),
             }
         }
         unreachable!("an unbounded range")
@@ -37,9 +47,22 @@ impl WorkDir {
     /// A new, empty subdirectory of this one.
     pub fn sub(&self, name: &str) -> std::io::Result<PathBuf> {
         let d = self.0.join(name);
-        std::fs::create_dir(&d)?;
+        private_dir(&d).map_err(|e| named(&d, e))?;
         Ok(d)
     }
+}
+
+/// Owner-only whatever the umask: the stores made inside must pass the writer's check that
+/// group and others cannot write the directory (a umask of 000 made every benchmark fail).
+fn private_dir(d: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().mode(0o700).create(d)?;
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The error with the path it is about ("File exists (os error 17)" named nothing).
+pub fn named(path: &Path, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 impl Drop for WorkDir {

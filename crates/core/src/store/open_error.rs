@@ -33,7 +33,7 @@ pub enum OpenError {
         #[source]
         source: io::Error,
     },
-    #[error("{dir} is not an ickpt store (no '{MARKER}' file, and '{first}' in it is not ickpt's); choose an empty or new directory")]
+    #[error("{dir} is not an ickpt store (no '{MARKER}' file, and '{first}' in it is not ickpt's): to read a store, name its directory; a new store needs an empty or new directory")]
     NotAStore { dir: String, first: String },
     #[error("{dir} is not an ickpt store (no '{MARKER}' file)")]
     Missing { dir: String },
