@@ -1,6 +1,9 @@
-//! What every tracking backend must do, checked through the engine with the backend forced
-//! by ICKPT_BACKEND (`make test` runs the integration tests once per backend; without it,
-//! `auto`). Exactly the pages written are stored: not fewer (lost writes) and not more (reads,
+//! What every tracking backend must do, checked through the engine, the vm-memory way: each
+//! case is a function of the backend, run once per backend (`case::mprotect`,
+//! `case::uffd`, `case::uffd_async`) under plain `cargo test`. A backend this kernel does not
+//! offer is reported as skipped, by name, on stderr; with `ICKPT_BACKEND` set (as
+//! `scripts/each-backend.sh` does for the other suites) only that backend's cases run.
+//! Exactly the pages written are stored: not fewer (lost writes) and not more (reads,
 //! untouched pages, or neighbours in a shared page counted as written).
 
 mod common;
@@ -8,24 +11,92 @@ use common::{scratch_dir, Buf};
 use ickpt::{Backend, Config, Engine, Error};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
+use std::io::Write;
 
 const PS: usize = 4096;
 
-fn engine(name: &str) -> (Engine, std::path::PathBuf) {
-    let dir = scratch_dir(name);
+fn engine(name: &str, b: Backend) -> (Engine, std::path::PathBuf) {
+    let dir = scratch_dir(&format!("{name}-{}", b.as_str()));
     let mut c = Config::new(&dir);
     c.full_every = 1000;
+    c.backend = b;
     (Engine::open(c).unwrap(), dir)
 }
 
+/// Run `case` on backend `b`, or say why not. Written to stderr directly, not through
+/// `eprintln!`, so that the test harness does not swallow it.
+fn run(case: fn(Backend), b: Backend) {
+    let skip = |why: String| {
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let _ = writeln!(std::io::stderr(), "\nSKIPPED {test}: {why}");
+    };
+    if let Some(forced) = std::env::var("ICKPT_BACKEND")
+        .ok()
+        .and_then(|s| Backend::parse(&s))
+        .filter(|&f| f != Backend::Auto && f != b)
+    {
+        return skip(format!(
+            "ICKPT_BACKEND={} runs that backend only",
+            forced.as_str()
+        ));
+    }
+    if !ickpt::track::available().contains(&b) {
+        return skip("this kernel does not offer it (see 'ickpt probe')".into());
+    }
+    case(b)
+}
+
+/// One test per backend for each case: `case::mprotect`, `case::uffd`, `case::uffd_async`.
+macro_rules! for_every_backend {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            use ickpt::Backend;
+            #[test]
+            fn mprotect() {
+                super::run(super::$case, Backend::Mprotect)
+            }
+            #[test]
+            fn uffd() {
+                super::run(super::$case, Backend::Uffd)
+            }
+            #[test]
+            fn uffd_async() {
+                super::run(super::$case, Backend::UffdAsync)
+            }
+        }
+    )*};
+}
+
+for_every_backend!(
+    the_backend_asked_for_is_the_one_in_use,
+    exactly_the_written_pages_are_stored,
+    pages_never_touched_before_tracking_are_tracked_too,
+    regions_sharing_a_page_each_store_it_once_when_written,
+    unprotected_memory_stays_writable_and_leaves_the_versions,
+    a_file_backed_mapping_is_tracked_like_anonymous_memory,
+    a_page_discarded_and_written_again_is_stored,
+    two_engines_may_track_regions_that_share_a_page,
+    a_forked_child_cannot_take_its_parents_written_pages,
+    memory_unmapped_while_protected_is_named_in_the_error,
+    threads_writing_the_same_pages_store_exactly_those_pages,
+);
+
+/// `auto` takes what the probe says (or what `ICKPT_BACKEND` forces).
 #[test]
-fn the_forced_backend_is_the_one_in_use() {
-    let (e, dir) = engine("conf-backend");
+fn auto_is_the_probed_backend_or_the_forced_one() {
     let want = std::env::var("ICKPT_BACKEND")
         .ok()
         .and_then(|b| Backend::parse(&b))
         .filter(|&b| b != Backend::Auto)
         .unwrap_or_else(ickpt::track::auto_choice);
+    let (e, dir) = engine("conf-auto", Backend::Auto);
+    assert_eq!(e.backend(), want);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn the_backend_asked_for_is_the_one_in_use(want: Backend) {
+    let (e, dir) = engine("conf-backend", want);
     assert_eq!(e.backend(), want);
     let mut buf = Buf::new(PS);
     // SAFETY: `buf` outlives the engine.
@@ -43,9 +114,8 @@ fn the_forced_backend_is_the_one_in_use() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn exactly_the_written_pages_are_stored() {
-    let (e, dir) = engine("conf-exact");
+fn exactly_the_written_pages_are_stored(b: Backend) {
+    let (e, dir) = engine("conf-exact", b);
     let pages = 256;
     let mut buf = Buf::new(pages * PS);
     // SAFETY: `buf` outlives the engine.
@@ -85,9 +155,8 @@ fn exactly_the_written_pages_are_stored() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn pages_never_touched_before_tracking_are_tracked_too() {
-    let (e, dir) = engine("conf-fresh");
+fn pages_never_touched_before_tracking_are_tracked_too(b: Backend) {
+    let (e, dir) = engine("conf-fresh", b);
     // Fresh anonymous memory: no page is populated until written.
     let buf = Buf::new(64 * PS);
     // SAFETY: `buf` outlives the engine.
@@ -108,9 +177,8 @@ fn pages_never_touched_before_tracking_are_tracked_too() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn regions_sharing_a_page_each_store_it_once_when_written() {
-    let (e, dir) = engine("conf-shared");
+fn regions_sharing_a_page_each_store_it_once_when_written(b: Backend) {
+    let (e, dir) = engine("conf-shared", b);
     let mut buf = Buf::new(3 * PS);
     let base = buf.ptr as usize;
     // Region 1 ends inside page 1, region 2 starts there.
@@ -137,9 +205,8 @@ fn regions_sharing_a_page_each_store_it_once_when_written() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn unprotected_memory_stays_writable_and_leaves_the_versions() {
-    let (e, dir) = engine("conf-unprotect");
+fn unprotected_memory_stays_writable_and_leaves_the_versions(b: Backend) {
+    let (e, dir) = engine("conf-unprotect", b);
     let mut a = Buf::new(8 * PS);
     let mut b = Buf::new(8 * PS);
     // SAFETY: both outlive the engine.
@@ -163,11 +230,10 @@ fn unprotected_memory_stays_writable_and_leaves_the_versions() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_file_backed_mapping_is_tracked_like_anonymous_memory() {
+fn a_file_backed_mapping_is_tracked_like_anonymous_memory(b: Backend) {
     // userfaultfd (sync) cannot write-protect most file mappings: that region falls back to
     // page protection, and the outcome must not change.
-    let (e, dir) = engine("conf-file");
+    let (e, dir) = engine("conf-file", b);
     let path = scratch_dir("conf-file-backing");
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -194,7 +260,7 @@ fn a_file_backed_mapping_is_tracked_like_anonymous_memory() {
     // SAFETY: the mapping outlives the engine (dropped before munmap).
     unsafe { e.protect(1, mem, 16 * PS).unwrap() };
     let by_protection = e.stats().regions_by_protection;
-    match e.backend() {
+    match b {
         Backend::Uffd => assert_eq!(by_protection, 1, "uffd falls back to mprotect here"),
         Backend::Mprotect => assert_eq!(by_protection, 1),
         _ => assert_eq!(by_protection, 0, "async write-protect takes any memory"),
@@ -218,11 +284,10 @@ fn a_file_backed_mapping_is_tracked_like_anonymous_memory() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_page_discarded_and_written_again_is_stored() {
+fn a_page_discarded_and_written_again_is_stored(b: Backend) {
     // MADV_DONTNEED drops a page's contents and, with userfaultfd, its write-protection: the
     // next write takes no fault (found in review: lost with uffd).
-    let (e, dir) = engine("conf-dontneed");
+    let (e, dir) = engine("conf-dontneed", b);
     let mut buf = Buf::new(8 * PS);
     buf.slice_mut().fill(1);
     // SAFETY: `buf` outlives the engine.
@@ -244,12 +309,11 @@ fn a_page_discarded_and_written_again_is_stored() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn two_engines_may_track_regions_that_share_a_page() {
+fn two_engines_may_track_regions_that_share_a_page(b: Backend) {
     // The second engine's userfaultfd cannot register a page the first one's holds: that
     // region falls back to page protection (found in review: refused with EBUSY).
-    let (e1, d1) = engine("conf-two-1");
-    let (e2, d2) = engine("conf-two-2");
+    let (e1, d1) = engine("conf-two-1", b);
+    let (e2, d2) = engine("conf-two-2", b);
     let mut buf = Buf::new(4 * PS);
     buf.slice_mut().fill(1);
     // SAFETY: both ranges lie inside `buf`, which outlives both engines.
@@ -272,12 +336,11 @@ fn two_engines_may_track_regions_that_share_a_page() {
     let _ = std::fs::remove_dir_all(&d2);
 }
 
-#[test]
-fn a_forked_child_cannot_take_its_parents_written_pages() {
+fn a_forked_child_cannot_take_its_parents_written_pages(b: Backend) {
     // The child's copy of the engine must not act on the parent's memory (found in review:
     // with uffd-async, the child's checkpoint re-protected the parent's written pages), nor
     // write into the parent's store (issue 9: with mprotect the child committed a version).
-    let (e, dir) = engine("conf-fork");
+    let (e, dir) = engine("conf-fork", b);
     let mut buf = Buf::new(8 * PS);
     buf.slice_mut().fill(1);
     // SAFETY: `buf` outlives the engine.
@@ -344,11 +407,10 @@ fn a_forked_child_cannot_take_its_parents_written_pages() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn memory_unmapped_while_protected_is_named_in_the_error() {
+fn memory_unmapped_while_protected_is_named_in_the_error(b: Backend) {
     // It read "changing page protection failed: Cannot allocate memory (os error 12)", with
     // no region (issue 9).
-    let (e, dir) = engine("conf-unmapped");
+    let (e, dir) = engine("conf-unmapped", b);
     let gone = Buf::new(4 * PS);
     let mut kept = Buf::new(2 * PS);
     let (start, end) = (gone.ptr as usize + 100, gone.ptr as usize + 100 + 3 * PS);
@@ -389,8 +451,7 @@ fn memory_unmapped_while_protected_is_named_in_the_error() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn threads_writing_the_same_pages_store_exactly_those_pages() {
+fn threads_writing_the_same_pages_store_exactly_those_pages(b: Backend) {
     // With uffd, several threads faulting on one page queue an event each; the first event's
     // wake-up frees them all, and an event still unread when the checkpoint re-protected the
     // page opened it again in the new epoch: one page more than written was stored (the C
@@ -402,7 +463,7 @@ fn threads_writing_the_same_pages_store_exactly_those_pages() {
     const SHARED: usize = 8;
     const PAGES: usize = THREADS * OWN + SHARED;
     const ROUNDS: usize = 100;
-    let (e, dir) = engine("conf-threads");
+    let (e, dir) = engine("conf-threads", b);
     let mem = e.alloc(1, PAGES * PS).unwrap() as usize;
     let start = std::sync::Barrier::new(THREADS + 1);
     let done = std::sync::Barrier::new(THREADS + 1);
