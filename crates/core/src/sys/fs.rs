@@ -194,16 +194,12 @@ extern "C" fn in_forked_child() {
             unsafe { libc::close(fd) };
         }
     }
-    crate::track::reset_after_fork();
 }
 
-/// Install the handler forked children run (once per process): it releases store locks and
-/// resets tracking state the child's other, vanished threads held.
-pub fn ensure_fork_handler() {
-    AT_FORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function with no preconditions.
-        unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
-    });
+/// Install the handler forked children run (once per process): it releases store locks.
+/// (Tracking resets its own state in children: `track::ensure_fork_reset`.)
+fn ensure_fork_handler() {
+    AT_FORK.call_once(|| super::thread::at_fork_child(in_forked_child));
 }
 
 /// Remember `fd` as a store lock to close in forked children.

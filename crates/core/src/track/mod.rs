@@ -23,7 +23,6 @@ pub use epoch::{AccessCounts, Epoch};
 pub use mprotect::MprotectTracker;
 pub use pages::Access;
 pub use region::TrackedRegion;
-pub(crate) use registry::reset_after_fork;
 pub(crate) use stack::before_protect;
 use std::sync::Arc;
 use thiserror::Error;
@@ -185,6 +184,8 @@ pub fn auto_choice() -> Backend {
 /// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
 /// round trip costs more than a signal, so it is chosen only on request.
 pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
+    // Whatever the backend or the store, a child forked mid-commit must not wait for pages.
+    registry::ensure_fork_reset();
     let forced = match std::env::var("ICKPT_BACKEND") {
         Ok(s) => Some(Backend::parse(&s).ok_or_else(|| {
             TrackError::Setting(format!(

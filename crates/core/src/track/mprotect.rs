@@ -67,8 +67,6 @@ pub struct MprotectTracker;
 impl MprotectTracker {
     pub fn new() -> Result<Self, TrackError> {
         signal::install_segv_handler(on_segv).map_err(TrackError::Signal)?;
-        // Whatever the store, a child forked mid-commit must not wait for pages.
-        crate::sys::fs::ensure_fork_handler();
         Ok(MprotectTracker)
     }
 

@@ -209,9 +209,19 @@ pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -
     Lookup::NotOurs
 }
 
+/// Make every forked child run [`reset_after_fork`] (once per process; every engine's
+/// tracker is chosen through `track::select`, which calls this).
+pub fn ensure_fork_reset() {
+    static AT_FORK: std::sync::Once = std::sync::Once::new();
+    extern "C" fn in_forked_child() {
+        reset_after_fork();
+    }
+    AT_FORK.call_once(|| crate::sys::thread::at_fork_child(in_forked_child));
+}
+
 /// In a child just forked: only the forking thread exists, so no handler is in flight and
 /// no writer holds the lock, whatever the parent's other threads were doing.
-pub fn reset_after_fork() {
+fn reset_after_fork() {
     WRITER.store(false, Ordering::SeqCst);
     if let Some(w) = handler_page_if_ready() {
         w[W_IN_FLIGHT].store(0, Ordering::SeqCst);
