@@ -80,11 +80,9 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    // `ickpt ls --json | head` must end quietly, as other Unix tools do, rather than panic
-    // in println! when the reader goes away: restore the default SIGPIPE action that the
-    // Rust runtime replaced with "ignore".
-    // SAFETY: setting a signal's disposition to SIG_DFL has no memory-safety preconditions.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // `ickpt ls --json | head` must end quietly rather than panic in println! when the
+    // reader goes away.
+    ickpt::sys::signal::default_sigpipe();
     let mut cli = Cli::parse();
     let json = cli.json;
     cli.cmd.set_json(json);

@@ -5,9 +5,9 @@
 //! ordinary write fault, and retry if a checkpoint re-protected it in between. With the uffd
 //! backend the kernel delivers such faults to ickpt's handler thread and the plain calls work.
 
+use crate::sys;
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 
 /// Rounds of prepare-then-call before giving up on EFAULT (each needs a checkpoint from another
 /// thread to land exactly between the two).
@@ -15,22 +15,15 @@ const ATTEMPTS: usize = 8;
 
 /// Take the first-write fault on every page of `buf` now, from user space, so that a system
 /// call may write into it. Changes no byte, even with other threads writing: each page's
-/// first byte is rewritten with the value it holds, by compare-and-swap (an atomic
-/// read-modify-write that the compiler may not turn into a plain read).
+/// first byte is rewritten with the value it holds, by compare-and-swap.
 pub fn prepare_write(buf: &mut [u8]) {
-    let ps = crate::sys::page_size();
-    let start = buf.as_mut_ptr() as usize;
-    let end = start + buf.len();
-    let mut at = start;
-    while at < end {
-        // SAFETY: `at` lies inside `buf`, which the caller lends us mutably; AtomicU8 has
-        // the layout of u8.
-        let byte = unsafe { AtomicU8::from_ptr(at as *mut u8) };
-        let mut v = byte.load(SeqCst);
-        while let Err(now) = byte.compare_exchange_weak(v, v, SeqCst, SeqCst) {
-            v = now;
-        }
-        at = (at & !(ps - 1)) + ps;
+    let ps = sys::page_size();
+    let start = buf.as_ptr() as usize;
+    let mut at = 0;
+    while at < buf.len() {
+        sys::io::rewrite_in_place(&mut buf[at]);
+        // The first byte of the next page.
+        at = ((start + at) & !(ps - 1)) + ps - start;
     }
 }
 
@@ -52,24 +45,15 @@ fn retry_efault(buf: &mut [u8], mut call: impl FnMut(&mut [u8]) -> isize) -> io:
 
 /// read(2) into `buf`, which may be tracked memory.
 pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-    retry_efault(buf, |b| {
-        // SAFETY: `b` is writable for `b.len()` bytes for the whole call.
-        unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) }
-    })
+    retry_efault(buf, |b| sys::io::read(fd, b))
 }
 
 /// pread(2) into `buf`, which may be tracked memory.
 pub fn pread(fd: RawFd, buf: &mut [u8], offset: i64) -> io::Result<usize> {
-    retry_efault(buf, |b| {
-        // SAFETY: as in `read`.
-        unsafe { libc::pread(fd, b.as_mut_ptr().cast(), b.len(), offset) }
-    })
+    retry_efault(buf, |b| sys::io::pread(fd, b, offset))
 }
 
 /// recv(2) into `buf`, which may be tracked memory.
 pub fn recv(fd: RawFd, buf: &mut [u8], flags: i32) -> io::Result<usize> {
-    retry_efault(buf, |b| {
-        // SAFETY: as in `read`.
-        unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), flags) }
-    })
+    retry_efault(buf, |b| sys::io::recv(fd, b, flags))
 }

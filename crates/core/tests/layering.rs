@@ -48,3 +48,49 @@ fn sys_uses_nothing_above_it() {
         }
     }
 }
+
+/// Unsafe code is denied at the crate root and allowed only in `sys`, `capi` and the files
+/// named here, each of which says why at its top. Adding one is a decision: make it here.
+#[test]
+fn unsafe_code_is_allowed_only_where_named() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    assert!(
+        lib.contains("#![deny(unsafe_code)]"),
+        "lib.rs must deny unsafe_code"
+    );
+    let mut allowed: Vec<String> = sources(&src)
+        .into_iter()
+        .filter(|(_, text)| text.contains("#![allow(unsafe_code)]"))
+        .map(|(path, _)| {
+            path.strip_prefix(&format!("{}/", src.display()))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    allowed.sort();
+    assert_eq!(
+        allowed,
+        [
+            "engine/commit.rs",
+            "engine/mod.rs",
+            "engine/restore.rs",
+            "track/cow.rs",
+            "track/epoch.rs",
+            "track/fault.rs",
+            "track/mprotect.rs",
+            "track/own_mem.rs",
+            "track/registry.rs",
+            "track/uffd_regions.rs",
+            "track/uffd_sync.rs",
+        ]
+    );
+    for module in ["capi", "sys"] {
+        assert!(
+            lib.contains(&format!("#[allow(unsafe_code)]\npub mod {module};")),
+            "lib.rs allows unsafe code in {module}"
+        );
+    }
+    // Nothing else in lib.rs allows it.
+    assert_eq!(lib.matches("allow(unsafe_code)").count(), 2);
+}

@@ -43,13 +43,11 @@ fn syscall(
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| wrapped(b))) {
         Ok(Ok(n)) => n as isize,
         Ok(Err(e)) => {
-            // SAFETY: errno is this thread's.
-            unsafe { *libc::__errno_location() = e.raw_os_error().unwrap_or(libc::EIO) };
+            crate::sys::io::set_errno(e.raw_os_error().unwrap_or(libc::EIO));
             -1
         }
         Err(_) => {
-            // SAFETY: as above.
-            unsafe { *libc::__errno_location() = libc::EIO };
+            crate::sys::io::set_errno(libc::EIO);
             -1
         }
     }

@@ -3,6 +3,9 @@
 //! and append it to the version's log. Runs on a committer thread (async) or on the caller
 //! (sync); the fault handler competes for the same pages through their atomic states.
 
+// Unsafe allowed here (lib.rs fences it): copies pages out of protected application memory (`sys::mem::copy_out`).
+#![allow(unsafe_code)]
+
 use super::{gc, CheckpointInfo, Phases};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};

@@ -1,5 +1,8 @@
 //! The engine: protected regions, their epochs, and checkpoint / restore against a store.
 
+// Unsafe allowed here (lib.rs fences it): `protect` is an unsafe fn (the caller vouches for the range), and `alloc`/`free` unmap what they mapped.
+#![allow(unsafe_code)]
+
 mod checkpoint;
 mod commit;
 mod gc;

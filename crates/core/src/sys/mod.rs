@@ -2,6 +2,7 @@
 
 pub mod altstack;
 pub mod fs;
+pub mod io;
 pub mod mem;
 pub mod pagemap;
 pub mod random;

@@ -153,3 +153,10 @@ pub fn signal_safe_message(msg: &[u8]) {
         libc::write(2, msg.as_ptr().cast(), msg.len());
     }
 }
+
+/// Give SIGPIPE back its default action (the Rust runtime ignores it), so that a command
+/// whose reader went away (`ickpt ls | head`) ends quietly, as other Unix tools do.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL has no memory-safety preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}

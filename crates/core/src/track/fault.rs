@@ -4,6 +4,9 @@
 //! thread and may block; the userfaultfd handler thread runs it for another thread and must
 //! not, so it parks the fault and tries again later.
 
+// Unsafe allowed here (lib.rs fences it): the fault path enters and leaves epochs through raw pointers.
+#![allow(unsafe_code)]
+
 use super::acck;
 use super::epoch::{Decision, Epoch};
 use super::region::TrackedRegion;

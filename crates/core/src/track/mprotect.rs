@@ -1,6 +1,9 @@
 //! Write tracking by page protection (AI-Ckpt §3.4): tracked pages are read-only; the first
 //! write to one raises SIGSEGV, the handler records the page as dirty and makes it writable.
 
+// Unsafe allowed here (lib.rs fences it): the SIGSEGV handler reads the kernel's siginfo and chains to the previous handler.
+#![allow(unsafe_code)]
+
 use super::fault::{self, Outcome};
 use super::region::TrackedRegion;
 use super::{registry, Backend, TrackError, Tracker};
@@ -11,12 +14,8 @@ use std::sync::Arc;
 /// memcpy and mprotect(2). Faults outside tracked memory go to the previous handler or the
 /// default action. errno is preserved: the interrupted code may be about to read it.
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: __errno_location returns this thread's errno slot, always valid.
-    let errno = unsafe { *libc::__errno_location() };
-    let restore_errno = || {
-        // SAFETY: as above.
-        unsafe { *libc::__errno_location() = errno };
-    };
+    let errno = crate::sys::io::errno();
+    let restore_errno = || crate::sys::io::set_errno(errno);
     // SAFETY: `info` is the kernel's siginfo for this signal.
     if unsafe { signal::is_access_error(info) } {
         // SAFETY: as above.

@@ -6,6 +6,9 @@
 //! that get protected), so counters, bitmaps, page states and copy-on-write slots live in
 //! mappings of their own, and the registry refuses to protect any range that covers one.
 
+// Unsafe allowed here (lib.rs fences it): ickpt's own mappings, which the signal handler writes.
+#![allow(unsafe_code)]
+
 use crate::sys::{mem, page_size};
 use std::io;
 use std::marker::PhantomData;

@@ -8,6 +8,9 @@
 //! Everything the handler writes (the in-flight counter, tombstone hit counts) lives in a page
 //! ickpt mapped itself, never on a page an application may protect.
 
+// Unsafe allowed here (lib.rs fences it): the lock-free snapshot the signal handler reads through a raw pointer.
+#![allow(unsafe_code)]
+
 use super::own_mem::OwnSlice;
 use super::region::TrackedRegion;
 use super::TrackError;

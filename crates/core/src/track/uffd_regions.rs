@@ -1,6 +1,9 @@
 //! What both userfaultfd backends do alike: register a region for write-protect faults (or
 //! hand it to page protection when userfaultfd refuses its memory type), and unregister it.
 
+// Unsafe allowed here (lib.rs fences it): PAGEMAP_SCAN writes its results into ickpt's own memory.
+#![allow(unsafe_code)]
+
 use super::mprotect::MprotectTracker;
 use super::own_mem::OwnBytes;
 use super::region::TrackedRegion;

@@ -12,6 +12,9 @@
 //! otherwise. `ICKPT_UFFD_SPIN` = never | commit | burst (default) | always chooses, for
 //! measuring the difference (docs/benchmarks.md).
 
+// Unsafe allowed here (lib.rs fences it): the handler thread's event buffer lives in ickpt's own memory.
+#![allow(unsafe_code)]
+
 use super::epoch::{Epoch, WaitTicket};
 use super::fault::{self, Catch, Outcome};
 use super::own_mem::OwnArray;
