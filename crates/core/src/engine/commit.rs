@@ -13,7 +13,7 @@ use crate::policy::Head;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::{mem, thread};
 use crate::track::pages::state;
-use crate::track::{bitmap, AccessCounts, Epoch, TrackedRegion, Tracker};
+use crate::track::{bitmap, AccessCounts, Epoch, OwnBytes, TrackedRegion, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
@@ -52,7 +52,7 @@ pub(crate) struct Job {
     pub epoch: Arc<Epoch>,
     /// Told when the commit no longer needs its regions' writes decided page by page.
     pub tracker: Arc<dyn Tracker>,
-    pub staging: Vec<u8>,
+    pub staging: Option<OwnBytes>,
     pub requested: Instant,
     pub phases: Phases,
     pub keep_chains: u32,
@@ -65,7 +65,7 @@ pub(crate) struct Outcome {
     pub result: Result<CheckpointInfo>,
     pub head: Head,
     pub ids: Vec<u64>,
-    pub staging: Vec<u8>,
+    pub staging: Option<OwnBytes>,
 }
 
 /// Run a commit to the end. Every scheduled page is released whatever happens (an I/O error
@@ -85,7 +85,7 @@ pub(super) fn run(job: Job) -> Outcome {
         store,
         epoch,
         tracker,
-        mut staging,
+        staging,
         requested,
         mut phases,
         keep_chains,
@@ -119,8 +119,8 @@ pub(super) fn run(job: Job) -> Outcome {
     );
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
     layout.reserve(total as usize);
-    staging.resize(BATCH_BYTES.max(ps), 0);
-    let mut sink = Sink::create(&*store, &name, &mut staging, ps);
+    let mut staging = staging.map_or_else(|| OwnBytes::new(BATCH_BYTES.max(ps)), Ok);
+    let mut sink = Sink::create(&*store, &name, staging.as_mut().ok(), ps);
     sink.write(&layout.prefix());
 
     let started = Instant::now();
@@ -208,7 +208,7 @@ pub(super) fn run(job: Job) -> Outcome {
         result,
         head,
         ids,
-        staging,
+        staging: staging.ok(),
     }
 }
 
@@ -310,7 +310,7 @@ struct Sink<'a> {
     w: Option<Box<dyn StoreWriter>>,
     err: Option<Error>,
     file: String,
-    buf: &'a mut Vec<u8>,
+    buf: &'a mut [u8],
     fill: usize,
     ps: usize,
     bytes: u64,
@@ -318,11 +318,22 @@ struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    fn create(store: &dyn Store, name: &str, buf: &'a mut Vec<u8>, ps: usize) -> Self {
+    /// `buf`: the staging buffer, None when it could not be mapped (the commit then only
+    /// releases its pages and fails).
+    fn create(store: &dyn Store, name: &str, buf: Option<&'a mut OwnBytes>, ps: usize) -> Self {
         let file = store.describe(name);
-        let (w, err) = match store.create(name) {
-            Ok(w) => (Some(w), None),
-            Err(e) => (None, Some(Error::io(&file, "create", e))),
+        let (buf, w, err) = match (buf, store.create(name)) {
+            (None, _) => (
+                &mut [][..],
+                None,
+                Some(Error::io(
+                    &file,
+                    "map a staging buffer",
+                    std::io::Error::from_raw_os_error(libc::ENOMEM),
+                )),
+            ),
+            (Some(b), Ok(w)) => (b.as_mut_slice(), Some(w), None),
+            (Some(b), Err(e)) => (b.as_mut_slice(), None, Some(Error::io(&file, "create", e))),
         };
         Sink {
             w,
@@ -365,9 +376,9 @@ impl<'a> Sink<'a> {
 
     fn flush(&mut self) {
         let fill = std::mem::take(&mut self.fill);
-        let data = std::mem::take(self.buf);
+        let data = std::mem::take(&mut self.buf);
         self.write(&data[..fill]);
-        *self.buf = data;
+        self.buf = data;
     }
 
     fn write(&mut self, data: &[u8]) {

@@ -21,7 +21,7 @@ use crate::store::{
     parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, StoreId, ThrottledStore,
 };
 use crate::sys::{mem, page_size};
-use crate::track::{self, Backend, Epoch, Granularity, TrackedRegion, Tracker};
+use crate::track::{self, Backend, Epoch, Granularity, OwnBytes, TrackedRegion, Tracker};
 use ickpt_format::{CommitMode, FlushOrder};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -151,8 +151,10 @@ pub(crate) struct State {
     pub next_version: u64,
     pub stats: Stats,
     /// Pages are copied here before they are checksummed and written, so the stored bytes
-    /// and their CRC always agree; lent to each commit.
-    pub staging: Vec<u8>,
+    /// and their CRC always agree; lent to each commit. A mapping of ickpt's own, never the
+    /// heap: a heap buffer may share a page with protected heap memory, and the committer
+    /// writing into it while that page is FLUSHING aborted the commit (`commit::staging`).
+    pub staging: Option<OwnBytes>,
     /// The commit running in the background (async mode).
     pub pending: Option<std::thread::JoinHandle<commit::Outcome>>,
     /// A background commit's failure not yet returned to the application.
@@ -268,7 +270,7 @@ impl Engine {
                 previous: None,
                 next_version,
                 stats: Stats::default(),
-                staging: Vec::new(),
+                staging: None,
                 pending: None,
                 unreported: None,
             }),

@@ -159,7 +159,7 @@ impl Engine {
             store: self.store.clone(),
             epoch: self.epoch.clone(),
             tracker: self.tracker.clone(),
-            staging: std::mem::take(&mut st.staging),
+            staging: st.staging.take(),
             requested,
             phases,
             keep_chains: self.cfg.keep_chains,

@@ -21,6 +21,7 @@ mod uffd_sync;
 
 pub use epoch::{AccessCounts, Epoch};
 pub use mprotect::MprotectTracker;
+pub(crate) use own_mem::OwnBytes;
 pub use pages::Access;
 pub use region::TrackedRegion;
 pub(crate) use stack::before_protect;

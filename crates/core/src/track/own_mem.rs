@@ -96,6 +96,12 @@ impl OwnBytes {
     pub fn span(&self) -> (usize, usize) {
         (self.ptr as usize, self.ptr as usize + self.map_len)
     }
+
+    /// The whole mapping (a multiple of the page size), for its one owner.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the mapping is live and map_len bytes long; &mut self makes it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.map_len) }
+    }
 }
 
 impl Drop for OwnBytes {
