@@ -55,7 +55,8 @@ fn writes_racing_checkpoints_are_never_lost() {
                 raced += u64::from(writes.load(Ordering::Relaxed) != before);
                 taken += 1;
                 if taken > 10_000 {
-                    panic!("round {round}: no checkpoint in 10,000 overlapped a write");
+                    // Not a panic: the scope would wait for the writers, which never stop.
+                    common::hung(&format!("round {round}: a checkpoint overlapping a write"));
                 }
             }
             raced_total += raced;
@@ -85,28 +86,29 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
     let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
     let dir = scratch_dir("race-unprotect");
     let e = Engine::open(Config::new(&dir)).unwrap();
-    // Rounds in which a thread was inside its first pass (taking first-write faults, on the
-    // backends that trap them) when unprotect began: the race the test is about.
+    // Rounds in which a thread's first pass (on the backends that trap, a first-write fault
+    // per page) spanned the whole of unprotect: begun before it, not finished after it. The
+    // race the test is about can only happen in such a round.
     let mut raced = 0;
     let mut round = 0;
     // Extra rounds until one raced: a round is cheap, and with uffd-async (no traps to slow
     // the first pass) only a few percent of them catch a thread inside it.
     while round < rounds || raced == 0 {
-        assert!(
-            round < rounds + 10_000,
-            "no round in {round} unprotected while a thread was in its first pass: the race never happened"
-        );
+        if round >= rounds + 10_000 {
+            common::hung("a round unprotecting while a thread was in its first pass");
+        }
         let mut buf = common::Buf::new(PAGES * PS);
         let base = buf.ptr as usize;
         // SAFETY: `buf` outlives the region (unprotected below, before it drops).
         unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
         let stop = AtomicBool::new(false);
-        let (started, first_pass_done) = (AtomicU64::new(0), AtomicU64::new(0));
+        // Threads that have written their first byte, and that have finished their first pass.
+        let (writing, first_pass_done) = (AtomicU64::new(0), AtomicU64::new(0));
+        let mut unprotected = Ok(());
         std::thread::scope(|s| {
             for t in 0..THREADS {
-                let (stop, started, first_pass_done) = (&stop, &started, &first_pass_done);
+                let (stop, writing, first_pass_done) = (&stop, &writing, &first_pass_done);
                 s.spawn(move || {
-                    started.fetch_add(1, Ordering::SeqCst);
                     let mut first = true;
                     while !stop.load(Ordering::Relaxed) {
                         for p in 0..PAGES {
@@ -117,6 +119,9 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
                                     round as u32,
                                 )
                             };
+                            if first && p == 0 {
+                                writing.fetch_add(1, Ordering::SeqCst);
+                            }
                         }
                         if std::mem::take(&mut first) {
                             first_pass_done.fetch_add(1, Ordering::SeqCst);
@@ -124,14 +129,15 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
                     }
                 });
             }
-            common::spin_until("a writer starting", || started.load(Ordering::SeqCst) > 0);
-            let done = first_pass_done.load(Ordering::SeqCst);
-            if started.load(Ordering::SeqCst) > done {
+            common::spin_until("a writer starting", || writing.load(Ordering::SeqCst) > 0);
+            let began = writing.load(Ordering::SeqCst);
+            unprotected = e.unprotect(1);
+            if began > first_pass_done.load(Ordering::SeqCst) {
                 raced += 1;
             }
-            e.unprotect(1).unwrap();
             stop.store(true, Ordering::Relaxed);
         });
+        unprotected.unwrap();
         buf.slice_mut()[0] = 1;
         round += 1;
     }

@@ -104,6 +104,8 @@ fn intersects(a: (usize, usize), b: (usize, usize)) -> bool {
 /// Add a region; refused if its user range overlaps a tracked one or its covering pages
 /// cover memory the fault handler (or the kernel, `extra`) writes on ickpt's behalf.
 pub fn insert(region: Arc<TrackedRegion>, extra: &[(usize, usize)]) -> Result<(), TrackError> {
+    // Every tracked region passes here, however its tracker was made.
+    ensure_fork_reset();
     let page = handler_page().ok_or(TrackError::OwnAlloc(std::io::Error::from_raw_os_error(
         libc::ENOMEM,
     )))?;
@@ -212,8 +214,8 @@ pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -
     Lookup::NotOurs
 }
 
-/// Make every forked child run [`reset_after_fork`] (once per process; every engine's
-/// tracker is chosen through `track::select`, which calls this).
+/// Make every forked child run [`reset_after_fork`] (once per process; `track::select` and
+/// [`insert`] call this, so no tracked region exists without it).
 pub fn ensure_fork_reset() {
     static AT_FORK: std::sync::Once = std::sync::Once::new();
     extern "C" fn in_forked_child() {

@@ -72,7 +72,7 @@ fn wait_limit() -> Duration {
 /// A hang is a failure: prints what never happened and aborts the test binary. Aborts rather
 /// than panics because a panic inside `thread::scope` waits for the scope's threads, and the
 /// thread that never got on is usually one of them.
-fn hung(what: &str) -> ! {
+pub fn hung(what: &str) -> ! {
     eprintln!("test hung: {what} did not happen within {:?}", wait_limit());
     std::process::abort();
 }
