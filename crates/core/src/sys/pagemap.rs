@@ -19,6 +19,8 @@ pub(crate) const PAGE_IS_PRESENT: u64 = 1 << 3;
 
 /// A /proc/self/pagemap entry's "write-protected by userfaultfd" bit (Linux 5.13+).
 const PM_UFFD_WP: u64 = 1 << 57;
+/// A /proc/self/pagemap entry's "present in RAM" bit.
+const PM_PRESENT: u64 = 1 << 63;
 
 /// `struct pm_scan_arg`.
 #[repr(C)]
@@ -62,6 +64,36 @@ impl Pagemap {
         let at = (addr / page_size * 8) as u64;
         std::os::unix::fs::FileExt::read_exact_at(&self.0, &mut entry, at)?;
         Ok(u64::from_ne_bytes(entry) & PM_UFFD_WP != 0)
+    }
+
+    /// Call `f(i)` for each page `i` of `start..end` (page-aligned) that is present and not
+    /// write-protected by a userfaultfd, reading the pagemap's entries into `buf` (a multiple
+    /// of 8 bytes): what PAGEMAP_SCAN finds, on kernels without it (before 6.7).
+    pub fn present_unprotected(
+        &self,
+        start: usize,
+        end: usize,
+        page_size: usize,
+        buf: &mut [u8],
+        mut f: impl FnMut(usize),
+    ) -> io::Result<()> {
+        let per_read = buf.len() / 8;
+        let (first, pages) = (start / page_size, (end - start) / page_size);
+        let mut done = 0;
+        while done < pages {
+            let n = (pages - done).min(per_read);
+            let chunk = &mut buf[..n * 8];
+            let at = ((first + done) * 8) as u64;
+            std::os::unix::fs::FileExt::read_exact_at(&self.0, chunk, at)?;
+            for (i, e) in chunk.chunks_exact(8).enumerate() {
+                let e = u64::from_ne_bytes(e.try_into().expect("8 bytes"));
+                if e & PM_PRESENT != 0 && e & PM_UFFD_WP == 0 {
+                    f(done + i);
+                }
+            }
+            done += n;
+        }
+        Ok(())
     }
 
     /// Issue one PAGEMAP_SCAN. Returns the number of regions written to `out` and where the

@@ -17,7 +17,7 @@
 
 use super::epoch::{Epoch, WaitTicket};
 use super::fault::{self, Catch, Outcome};
-use super::own_mem::OwnArray;
+use super::own_mem::{OwnArray, OwnBytes};
 use super::region::TrackedRegion;
 use super::uffd_regions::{Scanner, UffdRegions};
 use super::{Backend, TrackError, Tracker};
@@ -32,6 +32,8 @@ use std::thread::JoinHandle;
 const PARKED: usize = 4096;
 /// Events read per read(2).
 const BATCH: usize = 64;
+/// Pagemap entries read at once where PAGEMAP_SCAN is missing: 512 pages' worth.
+const PAGEMAP_ENTRIES_BYTES: usize = 4096;
 
 /// When the handler thread polls without sleeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +104,9 @@ pub struct UffdTracker {
     own: Vec<(usize, usize)>,
     /// Finds pages written without a fault (see `collect`); None without PAGEMAP_SCAN.
     scanner: Option<Scanner>,
+    /// Without PAGEMAP_SCAN: where the pagemap's entries are read to find them instead (a
+    /// mapping of ickpt's own: the reading thread's heap or stack may be tracked).
+    entries: Option<Mutex<OwnBytes>>,
 }
 
 impl UffdTracker {
@@ -126,8 +131,13 @@ impl UffdTracker {
         } else {
             None
         };
+        let entries = match scanner {
+            Some(_) => None,
+            None => Some(OwnBytes::new(PAGEMAP_ENTRIES_BYTES).map_err(TrackError::OwnAlloc)?),
+        };
         let mut own = vec![msgs.span(), parked.span()];
         own.extend(scanner.as_ref().map(|s| s.span()));
+        own.extend(entries.as_ref().map(|b| b.span()));
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ickpt-uffd".into())
@@ -141,6 +151,7 @@ impl UffdTracker {
             thread: Mutex::new(Some(handle)),
             own,
             scanner,
+            entries: entries.map(Mutex::new),
         })
     }
 
@@ -365,11 +376,23 @@ impl Tracker for UffdTracker {
         // its contents, so writing it again takes no fault: find such pages as present and
         // not write-protected. (One zapped and refilled by another thread during these few
         // milliseconds can still slip through; see docs/design.md.)
-        if let Some(s) = &self.scanner {
-            if let Err(e) = s.written(r, out, false) {
-                r.dirty.merge(out);
-                return Err(TrackError::Userfault(e));
+        let found = match (&self.scanner, &self.entries) {
+            (Some(s), _) => s.written(r, out, false).map(drop),
+            (None, Some(buf)) => {
+                let mut buf = buf.lock().unwrap_or_else(|e| e.into_inner());
+                self.shared.pagemap.present_unprotected(
+                    r.base,
+                    r.span_end(),
+                    page_size(),
+                    buf.as_mut_slice(),
+                    |p| out[p / 64] |= 1 << (p % 64),
+                )
             }
+            (None, None) => Ok(()),
+        };
+        if let Err(e) = found {
+            r.dirty.merge(out);
+            return Err(TrackError::Userfault(e));
         }
         before_rearm(out);
         self.uffd()
