@@ -380,11 +380,14 @@ impl<'a> Catalog<'a> {
             // A writer's garbage collection may have removed versions since the listing
             // (newest of a chain first, so no kept version loses its parent): a version
             // gone now is no longer part of the store, not damage.
-            let now: HashSet<u64> = self.versions()?.into_iter().collect();
-            let listed = out.len();
-            out.retain(|s| now.contains(&s.version));
-            if out.len() != listed {
-                self.check_chains(&mut out);
+            // A store that cannot be listed again keeps the survey as it was.
+            if let Ok(now) = self.versions() {
+                let now: HashSet<u64> = now.into_iter().collect();
+                let listed = out.len();
+                out.retain(|s| now.contains(&s.version));
+                if out.len() != listed {
+                    self.check_chains(&mut out);
+                }
             }
         }
         Ok(out)
