@@ -3,7 +3,8 @@
 //! and append it to the version's log. Runs on a committer thread (async) or on the caller
 //! (sync); the fault handler competes for the same pages through their atomic states.
 
-// Unsafe allowed here (lib.rs fences it): copies pages out of protected application memory (`sys::mem::copy_out`).
+// Unsafe allowed here (lib.rs fences it): copies pages out of protected application memory
+// (`sys::mem::copy_out`).
 #![allow(unsafe_code)]
 
 use super::{gc, CheckpointInfo, Phases};
@@ -16,13 +17,18 @@ use crate::track::pages::state;
 use crate::track::{bitmap, AccessCounts, Epoch, OwnBytes, TrackedRegion, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bytes gathered before one store write: 64 pages, so a write's system call costs little
 /// per page, while a writer waiting on a page (which the committer takes only between
 /// writes) waits at most one such write: 1 ms at 256 MB/s.
 const BATCH_BYTES: usize = 256 << 10;
+
+/// The buffer pages are staged in (see `Engine::staging`): a batch, and at least one page.
+pub(super) fn staging_buffer(page_size: usize) -> std::io::Result<OwnBytes> {
+    OwnBytes::new(BATCH_BYTES.max(page_size))
+}
 
 pub(crate) struct JobRegion {
     pub tr: Arc<TrackedRegion>,
@@ -52,7 +58,7 @@ pub(crate) struct Job {
     pub epoch: Arc<Epoch>,
     /// Told when the commit no longer needs its regions' writes decided page by page.
     pub tracker: Arc<dyn Tracker>,
-    pub staging: Option<OwnBytes>,
+    pub staging: Arc<Mutex<OwnBytes>>,
     pub requested: Instant,
     pub phases: Phases,
     pub keep_chains: u32,
@@ -65,7 +71,6 @@ pub(crate) struct Outcome {
     pub result: Result<CheckpointInfo>,
     pub head: Head,
     pub ids: Vec<u64>,
-    pub staging: Option<OwnBytes>,
 }
 
 /// Run a commit to the end. Every scheduled page is released whatever happens (an I/O error
@@ -119,8 +124,9 @@ pub(super) fn run(job: Job) -> Outcome {
     );
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
     layout.reserve(total as usize);
-    let mut staging = staging.map_or_else(|| OwnBytes::new(BATCH_BYTES.max(ps)), Ok);
-    let mut sink = Sink::create(&*store, &name, staging.as_mut().ok(), ps);
+    // One commit runs at a time; a commit that panicked left nothing to mend in it.
+    let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
+    let mut sink = Sink::create(&*store, &name, staging.as_mut_slice(), ps);
     sink.write(&layout.prefix());
 
     let started = Instant::now();
@@ -204,12 +210,7 @@ pub(super) fn run(job: Job) -> Outcome {
     });
     drain.committed = result.is_ok();
     drop(drain);
-    Outcome {
-        result,
-        head,
-        ids,
-        staging: staging.ok(),
-    }
+    Outcome { result, head, ids }
 }
 
 enum Take {
@@ -318,22 +319,11 @@ struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    /// `buf`: the staging buffer, None when it could not be mapped (the commit then only
-    /// releases its pages and fails).
-    fn create(store: &dyn Store, name: &str, buf: Option<&'a mut OwnBytes>, ps: usize) -> Self {
+    fn create(store: &dyn Store, name: &str, buf: &'a mut [u8], ps: usize) -> Self {
         let file = store.describe(name);
-        let (buf, w, err) = match (buf, store.create(name)) {
-            (None, _) => (
-                &mut [][..],
-                None,
-                Some(Error::io(
-                    &file,
-                    "map a staging buffer",
-                    std::io::Error::from_raw_os_error(libc::ENOMEM),
-                )),
-            ),
-            (Some(b), Ok(w)) => (b.as_mut_slice(), Some(w), None),
-            (Some(b), Err(e)) => (b.as_mut_slice(), None, Some(Error::io(&file, "create", e))),
+        let (w, err) = match store.create(name) {
+            Ok(w) => (Some(w), None),
+            Err(e) => (None, Some(Error::io(&file, "create", e))),
         };
         Sink {
             w,

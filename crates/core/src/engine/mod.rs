@@ -1,6 +1,7 @@
 //! The engine: protected regions, their epochs, and checkpoint / restore against a store.
 
-// Unsafe allowed here (lib.rs fences it): `protect` is an unsafe fn (the caller vouches for the range), and `alloc`/`free` unmap what they mapped.
+// Unsafe allowed here (lib.rs fences it): `protect` is an unsafe fn (the caller vouches for the
+// range), and `alloc`/`free` unmap what they mapped.
 #![allow(unsafe_code)]
 
 mod checkpoint;
@@ -150,11 +151,6 @@ pub(crate) struct State {
     pub previous: Option<u64>,
     pub next_version: u64,
     pub stats: Stats,
-    /// Pages are copied here before they are checksummed and written, so the stored bytes
-    /// and their CRC always agree; lent to each commit. A mapping of ickpt's own, never the
-    /// heap: a heap buffer may share a page with protected heap memory, and the committer
-    /// writing into it while that page is FLUSHING aborted the commit (`commit::staging`).
-    pub staging: Option<OwnBytes>,
     /// The commit running in the background (async mode).
     pub pending: Option<std::thread::JoinHandle<commit::Outcome>>,
     /// A background commit's failure not yet returned to the application.
@@ -169,6 +165,12 @@ pub struct Engine {
     tracker: Arc<dyn Tracker>,
     /// Shared with the fault handler and the committer.
     epoch: Arc<Epoch>,
+    /// Pages are copied here before they are checksummed and written, so the stored bytes
+    /// and their CRC always agree; used by the one commit in flight. A mapping of ickpt's
+    /// own, never the heap: a heap buffer may share a page with protected heap memory, and
+    /// the committer copying that very page into it wrote a page it had FLUSHING, which
+    /// aborted the version (`tests/owner_heap.rs`).
+    staging: Arc<Mutex<OwnBytes>>,
     state: Mutex<State>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
@@ -264,13 +266,15 @@ impl Engine {
             id,
             tracker,
             epoch,
+            staging: Arc::new(Mutex::new(
+                commit::staging_buffer(page_size()).map_err(track::TrackError::OwnAlloc)?,
+            )),
             state: Mutex::new(State {
                 regions: BTreeMap::new(),
                 head: None,
                 previous: None,
                 next_version,
                 stats: Stats::default(),
-                staging: None,
                 pending: None,
                 unreported: None,
             }),

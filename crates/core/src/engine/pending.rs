@@ -65,7 +65,6 @@ impl Engine {
     }
 
     fn apply(&self, st: &mut State, outcome: Outcome) {
-        st.staging = outcome.staging;
         match outcome.result {
             Ok(info) => {
                 st.previous = Some(info.version);

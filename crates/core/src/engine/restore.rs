@@ -1,6 +1,7 @@
 //! Engine::restore: fill every protected region from a committed version.
 
-// Unsafe allowed here (lib.rs fences it): copies restored bytes into protected application memory (`sys::mem::copy_in`).
+// Unsafe allowed here (lib.rs fences it): copies restored bytes into protected application memory
+// (`sys::mem::copy_in`).
 #![allow(unsafe_code)]
 
 use super::{Engine, RestoreInfo};

@@ -159,7 +159,7 @@ impl Engine {
             store: self.store.clone(),
             epoch: self.epoch.clone(),
             tracker: self.tracker.clone(),
-            staging: st.staging.take(),
+            staging: self.staging.clone(),
             requested,
             phases,
             keep_chains: self.cfg.keep_chains,
