@@ -185,8 +185,6 @@ pub fn auto_choice() -> Backend {
 /// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
 /// round trip costs more than a signal, so it is chosen only on request.
 pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
-    // Whatever the backend or the store, a child forked mid-commit must not wait for pages.
-    registry::ensure_fork_reset();
     let forced = match std::env::var("ICKPT_BACKEND") {
         Ok(s) => Some(Backend::parse(&s).ok_or_else(|| {
             TrackError::Setting(format!(

@@ -8,7 +8,8 @@
 //! Everything the handler writes (the in-flight counter, tombstone hit counts) lives in a page
 //! ickpt mapped itself, never on a page an application may protect.
 
-// Unsafe allowed here (lib.rs fences it): the lock-free snapshot the signal handler reads through a raw pointer.
+// Unsafe allowed here (lib.rs fences it): the lock-free snapshot the signal handler reads through
+// a raw pointer.
 #![allow(unsafe_code)]
 
 use super::own_mem::OwnSlice;
@@ -214,9 +215,10 @@ pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -
     Lookup::NotOurs
 }
 
-/// Make every forked child run [`reset_after_fork`] (once per process; `track::select` and
-/// [`insert`] call this, so no tracked region exists without it).
-pub fn ensure_fork_reset() {
+/// Make every forked child run [`reset_after_fork`] (once per process; [`insert`] calls it,
+/// so no tracked region exists without it, whatever made its tracker): a child forked
+/// mid-commit must not wait for pages.
+fn ensure_fork_reset() {
     static AT_FORK: std::sync::Once = std::sync::Once::new();
     extern "C" fn in_forked_child() {
         reset_after_fork();
