@@ -12,7 +12,8 @@
 //! otherwise. `ICKPT_UFFD_SPIN` = never | commit | burst (default) | always chooses, for
 //! measuring the difference (docs/benchmarks.md).
 
-// Unsafe allowed here (lib.rs fences it): the handler thread's event buffer lives in ickpt's own memory.
+// Unsafe allowed here (lib.rs fences it): the handler thread's event buffer lives in ickpt's own
+// memory.
 #![allow(unsafe_code)]
 
 use super::epoch::{Epoch, WaitTicket};
@@ -102,11 +103,27 @@ pub struct UffdTracker {
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Buffers the handler thread and the kernel write, kept out of tracked memory.
     own: Vec<(usize, usize)>,
-    /// Finds pages written without a fault (see `collect`); None without PAGEMAP_SCAN.
-    scanner: Option<Scanner>,
-    /// Without PAGEMAP_SCAN: where the pagemap's entries are read to find them instead (a
-    /// mapping of ickpt's own: the reading thread's heap or stack may be tracked).
-    entries: Option<Mutex<OwnBytes>>,
+    /// Finds pages written without a fault (see `collect`).
+    unfaulted: Unfaulted,
+}
+
+/// How `collect` finds pages written without a fault (discarded, then written again).
+enum Unfaulted {
+    /// PAGEMAP_SCAN (Linux 6.7+).
+    Scan(Scanner),
+    /// Before it: the pagemap's entries, read into a mapping of ickpt's own (the reading
+    /// thread's heap or stack may be tracked).
+    Entries(Mutex<OwnBytes>),
+}
+
+impl Unfaulted {
+    /// The memory the kernel writes for it, kept out of tracked memory.
+    fn span(&self) -> (usize, usize) {
+        match self {
+            Unfaulted::Scan(s) => s.span(),
+            Unfaulted::Entries(b) => b.lock().unwrap_or_else(|e| e.into_inner()).span(),
+        }
+    }
 }
 
 impl UffdTracker {
@@ -126,18 +143,14 @@ impl UffdTracker {
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
-        let scanner = if crate::sys::uffd::features().pagemap_scan {
-            Some(Scanner::new()?)
+        let unfaulted = if crate::sys::uffd::features().pagemap_scan {
+            Unfaulted::Scan(Scanner::new()?)
         } else {
-            None
+            Unfaulted::Entries(Mutex::new(
+                OwnBytes::new(PAGEMAP_ENTRIES_BYTES).map_err(TrackError::OwnAlloc)?,
+            ))
         };
-        let entries = match scanner {
-            Some(_) => None,
-            None => Some(OwnBytes::new(PAGEMAP_ENTRIES_BYTES).map_err(TrackError::OwnAlloc)?),
-        };
-        let mut own = vec![msgs.span(), parked.span()];
-        own.extend(scanner.as_ref().map(|s| s.span()));
-        own.extend(entries.as_ref().map(|b| b.span()));
+        let own = vec![msgs.span(), parked.span(), unfaulted.span()];
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ickpt-uffd".into())
@@ -150,8 +163,7 @@ impl UffdTracker {
             shared,
             thread: Mutex::new(Some(handle)),
             own,
-            scanner,
-            entries: entries.map(Mutex::new),
+            unfaulted,
         })
     }
 
@@ -376,9 +388,9 @@ impl Tracker for UffdTracker {
         // its contents, so writing it again takes no fault: find such pages as present and
         // not write-protected. (One zapped and refilled by another thread during these few
         // milliseconds can still slip through; see docs/design.md.)
-        let found = match (&self.scanner, &self.entries) {
-            (Some(s), _) => s.written(r, out, false).map(drop),
-            (None, Some(buf)) => {
+        let found = match &self.unfaulted {
+            Unfaulted::Scan(s) => s.written(r, out, false).map(drop),
+            Unfaulted::Entries(buf) => {
                 let mut buf = buf.lock().unwrap_or_else(|e| e.into_inner());
                 self.shared.pagemap.present_unprotected(
                     r.base,
@@ -388,7 +400,6 @@ impl Tracker for UffdTracker {
                     |p| out[p / 64] |= 1 << (p % 64),
                 )
             }
-            (None, None) => Ok(()),
         };
         if let Err(e) = found {
             r.dirty.merge(out);
