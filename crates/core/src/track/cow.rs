@@ -3,7 +3,8 @@
 //! taken the page. Claiming and filling are lock-free and signal-safe; the committer, a
 //! single thread, drains filled slots in the order they were filled.
 
-// Unsafe allowed here (lib.rs fences it): the pool's slots are raw memory the fault path fills from application pages.
+// Unsafe allowed here (lib.rs fences it): the pool's slots are raw memory the fault path fills
+// from application pages.
 #![allow(unsafe_code)]
 
 use super::own_mem::{OwnBytes, OwnSlice};

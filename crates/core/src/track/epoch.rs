@@ -3,7 +3,8 @@
 //! decision (AI-Ckpt Algorithm 2), the pages writers wait for, and the epoch's counters.
 //! Everything here the handler writes lives in ickpt's own mappings.
 
-// Unsafe allowed here (lib.rs fences it): the fault path fills a copy-on-write slot from the application's page.
+// Unsafe allowed here (lib.rs fences it): the fault path fills a copy-on-write slot from the
+// application's page.
 #![allow(unsafe_code)]
 
 use super::cow::CowPool;

@@ -4,7 +4,8 @@
 //! thread and may block; the userfaultfd handler thread runs it for another thread and must
 //! not, so it parks the fault and tries again later.
 
-// Unsafe allowed here (lib.rs fences it): the fault path enters and leaves epochs through raw pointers.
+// Unsafe allowed here (lib.rs fences it): the fault path enters and leaves epochs through raw
+// pointers.
 #![allow(unsafe_code)]
 
 use super::acck;

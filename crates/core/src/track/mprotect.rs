@@ -1,7 +1,8 @@
 //! Write tracking by page protection (AI-Ckpt §3.4): tracked pages are read-only; the first
 //! write to one raises SIGSEGV, the handler records the page as dirty and makes it writable.
 
-// Unsafe allowed here (lib.rs fences it): the SIGSEGV handler reads the kernel's siginfo and chains to the previous handler.
+// Unsafe allowed here (lib.rs fences it): the SIGSEGV handler reads the kernel's siginfo and
+// chains to the previous handler.
 #![allow(unsafe_code)]
 
 use super::fault::{self, Outcome};
