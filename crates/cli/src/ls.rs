@@ -24,6 +24,12 @@ fn after_in(all: &[Surveyed], i: usize) -> Option<u64> {
     (s.previous_version == v).then_some(s.after_previous)
 }
 
+/// The table's columns; STATUS last.
+const COLUMNS: [&str; 11] = [
+    "VERSION", "KIND", "PARENT", "REGIONS", "PAGES", "BYTES", "MODE", "WAITS", "COMMIT", "CREATED",
+    "STATUS",
+];
+
 pub fn run(s: &StoreArgs) -> CmdResult {
     let store = open_store(s)?;
     let catalog = Catalog::new(&store)?;
@@ -49,9 +55,9 @@ pub fn run(s: &StoreArgs) -> CmdResult {
                 .problem
                 .as_ref()
                 .map_or(String::new(), |p| p.what.clone());
-            // Every column but the last blank, so the reason does not widen the table.
+            // Every column but STATUS blank, so the reason does not widen the table.
             let mut row = vec![v.to_string(), "DAMAGED".into()];
-            row.resize(10, String::new());
+            row.resize(COLUMNS.len() - 1, String::new());
             row.push(format!("DAMAGED: {what}"));
             rows.push(row);
             continue;
@@ -103,13 +109,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!("no versions in {}", s.dir()?.display());
         return Ok(ExitCode::SUCCESS);
     }
-    human::table(
-        &[
-            "VERSION", "KIND", "PARENT", "REGIONS", "PAGES", "BYTES", "MODE", "WAITS", "COMMIT",
-            "CREATED", "STATUS",
-        ],
-        &rows,
-    );
+    human::table(&COLUMNS, &rows);
     let bad = all.iter().filter(|v| !v.restorable()).count();
     match newest {
         Some(n) => println!("newest restorable: {n}"),

@@ -29,10 +29,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
     } else {
         for p in &report.problems {
             // Each problem's message suggests 'ickpt verify', which is what is running.
-            let what = p
-                .what
-                .strip_suffix("; run 'ickpt verify' to check the whole store")
-                .unwrap_or(&p.what);
+            let what = p.what.strip_suffix(ickpt::VERIFY_HINT).unwrap_or(&p.what);
             match p.offset {
                 Some(o) => println!(
                     "PROBLEM version {}: {} (offset {o}): {what}",

@@ -7,6 +7,9 @@ use ickpt_format::FormatError;
 use std::io;
 use thiserror::Error;
 
+/// What a corruption message ends with, outside `ickpt verify` (which leaves it off).
+pub const VERIFY_HINT: &str = "; run 'ickpt verify' to check the whole store";
+
 #[derive(Debug, Error)]
 pub enum Error {
     #[error("invalid argument: {0}")]
@@ -17,7 +20,7 @@ pub enum Error {
     RegionExists(u64),
     #[error("region {id}: {what}")]
     RegionMismatch { id: u64, what: String },
-    #[error("{file}: corrupt checkpoint: {source}; run 'ickpt verify' to check the whole store")]
+    #[error("{file}: corrupt checkpoint: {source}{VERIFY_HINT}")]
     Corrupt {
         file: String,
         #[source]

@@ -30,6 +30,6 @@ pub mod track;
 pub mod verify;
 
 pub use engine::{CheckpointInfo, Config, Engine, Phases, RestoreInfo, Stats};
-pub use error::{Error, Result};
+pub use error::{Error, Result, VERIFY_HINT};
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};
