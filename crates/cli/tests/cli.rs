@@ -490,16 +490,7 @@ fn benchmarks_never_delete_what_they_did_not_create() {
     let before = snapshot(&dir);
     let d = dir.to_str().unwrap();
     for args in [
-        &[
-            "bench",
-            "incremental",
-            "--size-mib",
-            "2",
-            "--reps",
-            "1",
-            "--dir",
-            d,
-        ][..],
+        &small_bench_incremental(d)[..],
         &[
             "bench",
             "aickpt",
@@ -527,6 +518,20 @@ fn benchmarks_never_delete_what_they_did_not_create() {
         std::fs::read_to_string(dir.join("precious.txt")).unwrap(),
         "mine"
     );
+}
+
+/// `bench incremental` at its smallest (2 MiB, one repetition), working in `dir`.
+fn small_bench_incremental(dir: &str) -> [&str; 8] {
+    [
+        "bench",
+        "incremental",
+        "--size-mib",
+        "2",
+        "--reps",
+        "1",
+        "--dir",
+        dir,
+    ]
 }
 
 /// Every file and directory below `d`.
@@ -653,16 +658,7 @@ fn benchmarks_work_under_any_umask_and_name_a_bad_dir() {
     let out = Command::new("sh")
         .args(["-c", "umask 000; exec \"$0\" \"$@\""])
         .arg(env!("CARGO_BIN_EXE_ickpt"))
-        .args([
-            "bench",
-            "incremental",
-            "--size-mib",
-            "2",
-            "--reps",
-            "1",
-            "--dir",
-            d,
-        ])
+        .args(small_bench_incremental(d))
         .output()
         .unwrap();
     assert!(out.status.success(), "under umask 000: {}", text(&out));

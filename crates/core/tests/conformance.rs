@@ -39,6 +39,14 @@ fn run(case: fn(Backend), b: Backend) {
     check_and_run(case, b)
 }
 
+/// The backend `ICKPT_BACKEND` forces, if it names one.
+fn forced_backend() -> Option<Backend> {
+    std::env::var("ICKPT_BACKEND")
+        .ok()
+        .and_then(|s| Backend::parse(&s))
+        .filter(|&b| b != Backend::Auto)
+}
+
 /// Run `case` on backend `b`, or say why not. Written to stderr directly, not through
 /// `eprintln!`, so that the test harness does not swallow it.
 fn check_and_run(case: fn(Backend), b: Backend) {
@@ -46,11 +54,7 @@ fn check_and_run(case: fn(Backend), b: Backend) {
         let test = std::thread::current().name().unwrap_or("?").to_string();
         let _ = writeln!(std::io::stderr(), "\nSKIPPED {test}: {why}");
     };
-    if let Some(forced) = std::env::var("ICKPT_BACKEND")
-        .ok()
-        .and_then(|s| Backend::parse(&s))
-        .filter(|&f| f != Backend::Auto && f != b)
-    {
+    if let Some(forced) = forced_backend().filter(|&f| f != b) {
         return skip(format!(
             "ICKPT_BACKEND={} runs that backend only",
             forced.as_str()
@@ -102,11 +106,7 @@ for_every_backend!(run_alone: memory_unmapped_while_protected_is_named_in_the_er
 #[test]
 fn auto_is_the_probed_backend_or_the_forced_one() {
     let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
-    let want = std::env::var("ICKPT_BACKEND")
-        .ok()
-        .and_then(|b| Backend::parse(&b))
-        .filter(|&b| b != Backend::Auto)
-        .unwrap_or_else(ickpt::track::auto_choice);
+    let want = forced_backend().unwrap_or_else(ickpt::track::auto_choice);
     let (e, dir) = engine("conf-auto", Backend::Auto);
     assert_eq!(e.backend(), want);
     drop(e);

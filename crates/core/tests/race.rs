@@ -26,6 +26,7 @@ fn writes_racing_checkpoints_are_never_lost() {
         // Writes done by all threads: a checkpoint during which it moved raced the writers.
         let writes = AtomicU64::new(0);
         std::thread::scope(|s| {
+            let _stop = common::StopOnDrop(&stop);
             for t in 0..THREADS {
                 let (stop, writes) = (&stop, &writes);
                 s.spawn(move || {
@@ -54,13 +55,12 @@ fn writes_racing_checkpoints_are_never_lost() {
                 e.checkpoint().unwrap();
                 raced += u64::from(writes.load(Ordering::Relaxed) != before);
                 taken += 1;
-                if taken > 10_000 {
-                    // Not a panic: the scope would wait for the writers, which never stop.
-                    common::hung(&format!("round {round}: a checkpoint overlapping a write"));
-                }
+                assert!(
+                    taken <= 10_000,
+                    "round {round}: no checkpoint in 10,000 overlapped a write"
+                );
             }
             raced_total += raced;
-            stop.store(true, Ordering::Relaxed);
         });
         // SAFETY: the region is PAGES*PS bytes; the writers have stopped.
         let mem = unsafe { std::slice::from_raw_parts(base as *const u8, PAGES * PS) };
@@ -94,9 +94,10 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
     // Extra rounds until one raced: a round is cheap, and with uffd-async (no traps to slow
     // the first pass) only a few percent of them catch a thread inside it.
     while round < rounds || raced == 0 {
-        if round >= rounds + 10_000 {
-            common::hung("a round unprotecting while a thread was in its first pass");
-        }
+        assert!(
+            round < rounds + 10_000,
+            "no round in {round} unprotected while a thread was in its first pass"
+        );
         let mut buf = common::Buf::new(PAGES * PS);
         let base = buf.ptr as usize;
         // SAFETY: `buf` outlives the region (unprotected below, before it drops).
@@ -104,8 +105,8 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
         let stop = AtomicBool::new(false);
         // Threads that have written their first byte, and that have finished their first pass.
         let (writing, first_pass_done) = (AtomicU64::new(0), AtomicU64::new(0));
-        let mut unprotected = Ok(());
         std::thread::scope(|s| {
+            let _stop = common::StopOnDrop(&stop);
             for t in 0..THREADS {
                 let (stop, writing, first_pass_done) = (&stop, &writing, &first_pass_done);
                 s.spawn(move || {
@@ -131,13 +132,11 @@ fn unprotect_racing_first_writes_keeps_tracking_alive() {
             }
             common::spin_until("a writer starting", || writing.load(Ordering::SeqCst) > 0);
             let began = writing.load(Ordering::SeqCst);
-            unprotected = e.unprotect(1);
+            e.unprotect(1).unwrap();
             if began > first_pass_done.load(Ordering::SeqCst) {
                 raced += 1;
             }
-            stop.store(true, Ordering::Relaxed);
         });
-        unprotected.unwrap();
         buf.slice_mut()[0] = 1;
         round += 1;
     }

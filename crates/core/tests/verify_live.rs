@@ -8,8 +8,10 @@ use common::scratch_dir;
 use ickpt::store::{version_name, DirStore, Store, StoreFile, StoreId, StoreWriter};
 use ickpt::{Config, Engine};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+const PS: usize = 4096;
 
 /// A store read as `verify` reads it, whose first `open` of version `at` runs the writer's
 /// garbage collection first: versions `doomed` deleted newest first, as `collect` does.
@@ -50,19 +52,31 @@ impl Store for CollectedMidway {
     }
 }
 
+/// An engine over a new store in `dir` with one region of `pages` pages, its memory.
+fn writer(
+    dir: &Path,
+    full_every: u32,
+    keep_chains: u32,
+    pages: usize,
+) -> (Engine, &'static mut [u8]) {
+    let mut c = Config::new(dir);
+    c.full_every = full_every;
+    c.keep_chains = keep_chains;
+    let e = Engine::open(c).unwrap();
+    let p = e.alloc(1, pages * PS).unwrap();
+    // SAFETY: alloc returned `pages` pages, mapped until the engine drops; the tests use the
+    // slice only while it lives.
+    let mem = unsafe { std::slice::from_raw_parts_mut(p, pages * PS) };
+    (e, mem)
+}
+
 /// Two chains of three (v1-3, v4-6) and a third begun (v7); keep_chains 3 so the writer
 /// itself collects nothing here.
 fn store_of_three_chains() -> PathBuf {
     let dir = scratch_dir("verify-live");
-    let mut c = Config::new(&dir);
-    c.full_every = 3;
-    c.keep_chains = 3;
-    let e = Engine::open(c).unwrap();
-    let p = e.alloc(1, 8 * 4096).unwrap();
-    // SAFETY: alloc returned 8 pages, live while `e` lives.
-    let mem = unsafe { std::slice::from_raw_parts_mut(p, 8 * 4096) };
+    let (e, mem) = writer(&dir, 3, 3, 8);
     for v in 1..=7u64 {
-        mem[(v as usize % 8) * 4096] = v as u8;
+        mem[(v as usize % 8) * PS] = v as u8;
         assert_eq!(e.checkpoint().unwrap().version, v);
     }
     dir
@@ -114,14 +128,12 @@ fn a_version_missing_from_the_start_is_still_a_problem() {
 #[test]
 fn verify_beside_a_running_writer_finds_no_problem() {
     let dir = scratch_dir("verify-live-writer");
-    let mut c = Config::new(&dir);
-    c.full_every = 2;
-    c.keep_chains = 1;
-    let e = Engine::open(c).unwrap();
-    let p = e.alloc(1, 16 * 4096).unwrap();
+    let (e, mem) = writer(&dir, 2, 1, 16);
     e.checkpoint().unwrap();
     let stop = AtomicBool::new(false);
     let collected = std::thread::scope(|s| {
+        // A failed checkpoint below must still end the verifier's loop.
+        let stop_verifier = common::StopOnDrop(&stop);
         let verifier = s.spawn(|| {
             let mut rounds = 0u32;
             while !stop.load(Ordering::SeqCst) || rounds == 0 {
@@ -136,11 +148,10 @@ fn verify_beside_a_running_writer_finds_no_problem() {
         });
         let mut collected = 0;
         for v in 0..400usize {
-            // SAFETY: alloc returned 16 pages, live while `e` lives.
-            unsafe { p.add((v % 16) * 4096).write_volatile(v as u8) };
+            mem[(v % 16) * PS] = v as u8;
             collected += usize::from(e.checkpoint().unwrap().kind == ickpt::format::Kind::Full);
         }
-        stop.store(true, Ordering::SeqCst);
+        drop(stop_verifier);
         let rounds = verifier.join().unwrap();
         eprintln!("{rounds} verifies beside 400 checkpoints");
         collected

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// A fresh, empty directory under the target dir, unique per call.
@@ -72,7 +72,7 @@ fn wait_limit() -> Duration {
 /// A hang is a failure: prints what never happened and aborts the test binary. Aborts rather
 /// than panics because a panic inside `thread::scope` waits for the scope's threads, and the
 /// thread that never got on is usually one of them.
-pub fn hung(what: &str) -> ! {
+fn hung(what: &str) -> ! {
     eprintln!("test hung: {what} did not happen within {:?}", wait_limit());
     std::process::abort();
 }
@@ -99,4 +99,15 @@ pub fn watchdog(what: &'static str, secs: u64) {
         eprintln!("test hung: {what} did not finish within {secs} s");
         std::process::abort();
     });
+}
+
+/// Sets its flag when dropped, also while a failed assertion unwinds: threads in a
+/// `thread::scope` that run until the flag is set then stop, and the scope can end, so the
+/// failure is reported instead of the test hanging.
+pub struct StopOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
