@@ -68,15 +68,23 @@ struct RealDir {
     dir: File,
 }
 
-/// The lock's descriptor, and whether forked children close it (see `try_lock`).
+/// The lock's descriptor, whether forked children close it (see `try_lock`), and the
+/// process that took it.
 struct DirLock {
     file: Option<File>,
     registered: bool,
+    owner: u32,
 }
 
 impl Drop for DirLock {
     fn drop(&mut self) {
         let file = self.file.take().expect("dropped once");
+        if self.owner == std::process::id() {
+            // Closing alone would leave the store locked while a child that another thread
+            // is spawning still holds a copy of the descriptor (until it execs): reopening
+            // the store right after closing it then failed with "locked" (seen in CI).
+            let _ = sys::unlock(&file);
+        }
         if self.registered && !sys::unregister_lock(file.as_raw_fd()) {
             // A forked child, whose fork handler closed it already: closing the number
             // again could close a file the child has opened since.
@@ -112,6 +120,7 @@ impl FsDir for RealDir {
         Ok(Some(Box::new(DirLock {
             file: Some(file),
             registered,
+            owner: std::process::id(),
         })))
     }
 

@@ -24,6 +24,18 @@ pub fn try_lock_exclusive(f: &File) -> io::Result<bool> {
     }
 }
 
+/// Release a lock taken with [`try_lock_exclusive`] now, not when the last copy of the
+/// descriptor closes: a child spawned by another thread shares that copy until it execs.
+/// Only the process that took the lock may call this (a child would release its parent's).
+pub fn unlock(f: &File) -> io::Result<()> {
+    // SAFETY: flock on a file descriptor we own has no memory-safety preconditions.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// What a directory entry is, seen without following links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileKind {
