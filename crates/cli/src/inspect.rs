@@ -1,5 +1,5 @@
 use crate::{after_of, human, open_store, pick_version, CmdResult, StoreArgs};
-use ickpt::catalog::Catalog;
+use ickpt::read::catalog::Catalog;
 use serde_json::json;
 use std::process::ExitCode;
 

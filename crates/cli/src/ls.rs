@@ -1,6 +1,6 @@
 use crate::{human, open_store, CmdResult, StoreArgs};
-use ickpt::catalog::{Catalog, Surveyed};
 use ickpt::format::{backend_name, CommitStats};
+use ickpt::read::catalog::{Catalog, Surveyed};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 

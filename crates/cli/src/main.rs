@@ -10,7 +10,7 @@ mod restore;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use ickpt::catalog::Catalog;
+use ickpt::read::catalog::Catalog;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,6 +1,6 @@
 use crate::{human, open_store, progress, CmdResult, StoreArgs};
-use ickpt::catalog::{Catalog, OpenVersion};
-use ickpt::restore::{reverse_scan, ScanReport};
+use ickpt::read::catalog::{Catalog, OpenVersion};
+use ickpt::read::reverse_scan::{reverse_scan, ScanReport};
 use ickpt::store::Store;
 use serde_json::json;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 pub fn run(s: &StoreArgs) -> CmdResult {
     let store = open_store(s)?;
     let pb = progress::bytes_bar("verifying");
-    let report = ickpt::verify::verify_store(&store, &mut |done, total| {
+    let report = ickpt::read::verify::verify_store(&store, &mut |done, total| {
         pb.set_length(total);
         pb.set_position(done);
     })?;
@@ -48,7 +48,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         if !ok {
             println!(
                 "restorable: {} (newest: {})",
-                ickpt::catalog::describe_versions(&report.restorable),
+                ickpt::read::catalog::describe_versions(&report.restorable),
                 report
                     .restorable
                     .last()

@@ -13,7 +13,6 @@
 
 #[allow(unsafe_code)]
 pub mod capi;
-pub mod catalog;
 mod engine;
 mod error;
 // Not API: the fuzz targets' bodies. The marker keeps its constants out of ickpt.h.
@@ -22,12 +21,11 @@ mod error;
 pub mod fuzzing;
 pub mod io;
 pub mod policy;
-pub mod restore;
+pub mod read;
 pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod track;
-pub mod verify;
 
 pub use engine::{CheckpointInfo, Config, Engine, Phases, RestoreInfo, Stats};
 pub use error::{Error, Result, VERIFY_HINT};

@@ -5,8 +5,8 @@
 
 mod common;
 use common::scratch_dir;
-use ickpt::catalog::Catalog;
 use ickpt::format::{Kind, NewVersion, RegionEntry, VersionLayout};
+use ickpt::read::catalog::Catalog;
 use ickpt::store::{version_name, DirStore};
 use ickpt::{Config, Engine, Error};
 use std::path::{Path, PathBuf};
@@ -54,13 +54,13 @@ fn restore(dir: &Path, v: u64) -> Result<Vec<u8>, Error> {
     Ok(unsafe { std::slice::from_raw_parts(p, PAGES * PS) }.to_vec())
 }
 
-fn verify(dir: &Path) -> ickpt::verify::Report {
-    ickpt::verify::verify_store(&DirStore::open_read(dir).unwrap(), &mut |_, _| {}).unwrap()
+fn verify(dir: &Path) -> ickpt::read::verify::Report {
+    ickpt::read::verify::verify_store(&DirStore::open_read(dir).unwrap(), &mut |_, _| {}).unwrap()
 }
 
 /// "verify OK means restore will succeed with these bytes", and the converse: for every
 /// version, verify finds no problem exactly when a restore succeeds.
-fn assert_verify_agrees_with_restore(dir: &Path) -> ickpt::verify::Report {
+fn assert_verify_agrees_with_restore(dir: &Path) -> ickpt::read::verify::Report {
     let report = verify(dir);
     for &v in &report.versions {
         let ok = report.restorable.contains(&v);

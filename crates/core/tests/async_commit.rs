@@ -7,8 +7,9 @@
 mod common;
 use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
+use ickpt::read::catalog;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store, StoreWriter};
-use ickpt::{catalog, Config, Engine, Error};
+use ickpt::{Config, Engine, Error};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::io;

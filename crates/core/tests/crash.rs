@@ -6,8 +6,9 @@
 
 mod common;
 use common::scratch_dir;
+use ickpt::read::catalog;
 use ickpt::store::DirStore;
-use ickpt::{catalog, Config, Engine};
+use ickpt::{Config, Engine};
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -130,7 +131,7 @@ fn sigkill_during_commits_keeps_the_last_committed_version() {
             "{ctx}: the child only reached begin {begun}"
         );
         let store = DirStore::open_read(&dir).unwrap();
-        let report = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
+        let report = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
         assert!(report.problems.is_empty(), "{ctx}: {:?}", report.problems);
         let versions = catalog::versions(&store).unwrap();
         let latest = versions.last().copied().unwrap_or(0);

@@ -4,8 +4,9 @@
 mod common;
 use common::{scratch_dir, Buf};
 use ickpt::format::Kind;
+use ickpt::read::catalog;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
-use ickpt::{catalog, Config, Engine, Error};
+use ickpt::{Config, Engine, Error};
 use std::sync::Arc;
 
 const PS: usize = 4096;
@@ -57,7 +58,7 @@ fn check_fault(fault: Fault, expect: fn(&Error) -> bool, first_fails: bool) {
         committed,
         "{fault:?}: nothing new listed"
     );
-    let report = ickpt::verify::verify_store(e.store(), &mut |_, _| {}).unwrap();
+    let report = ickpt::read::verify::verify_store(e.store(), &mut |_, _| {}).unwrap();
     assert!(
         report.problems.is_empty(),
         "{fault:?}: {:?}",

@@ -146,7 +146,7 @@ fn check_fixture(format: u16) {
         // SAFETY: alloc returned BIG bytes.
         assert!(unsafe { std::slice::from_raw_parts(big, BIG) } == &upgraded.1[..]);
     }
-    let report = ickpt::verify::verify_store(
+    let report = ickpt::read::verify::verify_store(
         &ickpt::store::DirStore::open_read(&copy).unwrap(),
         &mut |_, _| {},
     )
@@ -155,7 +155,7 @@ fn check_fixture(format: u16) {
     assert_eq!(report.versions, vec![1, 2, 3, upgraded.0]);
     for v in 1..=3 {
         let store = ickpt::store::DirStore::open_read(&copy).unwrap();
-        let ov = ickpt::catalog::Catalog::new(&store)
+        let ov = ickpt::read::catalog::Catalog::new(&store)
             .unwrap()
             .open(v)
             .unwrap();

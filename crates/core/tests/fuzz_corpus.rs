@@ -83,7 +83,7 @@ fn regression_region_end_overflow() {
 /// sees it.
 fn verified(input: &[u8]) -> (Vec<u64>, Vec<u64>) {
     let (store, _) = input_store(input);
-    let r = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
+    let r = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
     (r.versions, r.restorable)
 }
 

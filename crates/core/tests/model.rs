@@ -9,7 +9,8 @@
 mod common;
 use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
-use ickpt::{catalog, Config, Engine, Error};
+use ickpt::read::catalog;
+use ickpt::{Config, Engine, Error};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -15,8 +15,9 @@
 mod common;
 use common::{env_knob, Buf};
 use ickpt::format::CommitMode;
+use ickpt::read::catalog;
 use ickpt::store::{CrashFs, CrashOptions, DirStore, RenameMode};
-use ickpt::{catalog, Config, Engine};
+use ickpt::{Config, Engine};
 use std::path::Path;
 use std::sync::Arc;
 

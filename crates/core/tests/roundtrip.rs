@@ -100,7 +100,7 @@ fn garbage_collection_keeps_the_newest_chains_only() {
         a.slice_mut()[(v as usize % 8) * PS] = v;
         let info = e.checkpoint().unwrap();
         snaps.push(a.slice().to_vec());
-        let on_disk = ickpt::catalog::versions(e.store()).unwrap();
+        let on_disk = ickpt::read::catalog::versions(e.store()).unwrap();
         // Fulls are 1, 3, 5, 7; after full 5 the chain of 1 goes, after full 7 that of 3.
         let expect: Vec<u64> = match info.version {
             1..=4 => (1..=info.version).collect(),

@@ -3,8 +3,9 @@
 
 mod common;
 use common::{scratch_dir, Buf};
+use ickpt::read::catalog;
 use ickpt::store::{DirStore, OpenError, Store, StoreId};
-use ickpt::{catalog, Config, Engine};
+use ickpt::{Config, Engine};
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -94,7 +95,7 @@ fn a_store_that_lost_its_marker_still_opens() {
         names(&dir),
         vec!["ickpt-store", "v00000001.ickpt", "v00000002.ickpt"]
     );
-    let report = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
+    let report = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     drop(store);
     // The engine records the identity the versions carry, and restores them.

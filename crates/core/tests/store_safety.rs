@@ -62,7 +62,7 @@ fn a_link_at_a_version_name_is_reported_never_read_or_replaced() {
     symlink(&target, dir.join("v00000001.ickpt")).unwrap();
     let err = store.open("v00000001.ickpt").err().expect("opened a link");
     assert!(err.to_string().contains("symbolic link"), "{err}");
-    let err = ickpt::catalog::Catalog::new(&store)
+    let err = ickpt::read::catalog::Catalog::new(&store)
         .unwrap()
         .open(1)
         .err()

@@ -35,7 +35,7 @@ fn a_chain_longer_than_the_open_file_limit_verifies() {
         "the chain must outnumber the descriptors"
     );
     let store = ickpt::store::DirStore::open_read(&dir).unwrap();
-    let report = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
+    let report = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
     assert!(
         report.problems.is_empty(),
         "{:?}",

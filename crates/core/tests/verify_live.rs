@@ -95,7 +95,7 @@ fn versions_collected_while_verify_runs_are_not_problems() {
             doomed: vec![1, 2, 3],
             done: AtomicBool::new(false),
         };
-        let report = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
+        let report = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
         assert!(
             report.problems.is_empty(),
             "collection before version {at}: {:?}",
@@ -117,7 +117,8 @@ fn a_version_missing_from_the_start_is_still_a_problem() {
     let dir = store_of_three_chains();
     std::fs::remove_file(dir.join(version_name(5))).unwrap();
     let report =
-        ickpt::verify::verify_store(&DirStore::open_read(&dir).unwrap(), &mut |_, _| {}).unwrap();
+        ickpt::read::verify::verify_store(&DirStore::open_read(&dir).unwrap(), &mut |_, _| {})
+            .unwrap();
     let broken: Vec<u64> = report.problems.iter().map(|p| p.version).collect();
     assert_eq!(broken, vec![6], "{:?}", report.problems);
     assert_eq!(report.restorable, vec![1, 2, 3, 4, 7]);
@@ -138,7 +139,7 @@ fn verify_beside_a_running_writer_finds_no_problem() {
             let mut rounds = 0u32;
             while !stop.load(Ordering::SeqCst) || rounds == 0 {
                 let store = DirStore::open_read(&dir).unwrap();
-                let report = ickpt::verify::verify_store(&store, &mut |_, _| {}).unwrap();
+                let report = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
                 assert!(report.problems.is_empty(), "{:?}", report.problems);
                 // (Everything it listed may have been collected before it read it.)
                 assert_eq!(report.restorable, report.versions);

@@ -8,12 +8,12 @@
 #![allow(unsafe_code)]
 
 use super::{gc, CheckpointInfo, Phases};
-use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
+use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::{mem, thread};
-use crate::track::pages::state;
+use crate::track::protocol::pages::state;
 use crate::track::{bitmap, AccessCounts, Epoch, OwnBytes, TrackedRegion, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
 use std::sync::atomic::Ordering::SeqCst;

@@ -1,9 +1,9 @@
 //! Garbage collection of chains older than the configured number of full versions.
 
 use super::Engine;
-use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::policy;
+use crate::read::catalog::Catalog;
 use crate::store::version_name;
 
 impl Engine {

@@ -8,16 +8,16 @@ mod checkpoint;
 mod commit;
 mod gc;
 mod pending;
-mod restore;
+mod restore_regions;
 mod schedule;
 mod stats;
 mod versions;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
-use crate::catalog;
 use crate::error::{Error, Result};
 use crate::policy::Head;
+use crate::read::catalog;
 use crate::store::{
     parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, StoreId, ThrottledStore,
 };

@@ -7,7 +7,7 @@ use super::{Engine, Phases, State};
 use crate::error::{Error, Result};
 use crate::policy::{self, Head};
 use crate::sys::page_size;
-use crate::track::pages::state::{IDLE, SCHEDULED};
+use crate::track::protocol::pages::state::{IDLE, SCHEDULED};
 use crate::track::{bitmap, Access};
 use ickpt_format::{backend_code, CommitStats, FlushOrder, Kind, RegionEntry};
 use std::sync::atomic::Ordering::SeqCst;

@@ -3,8 +3,8 @@
 //! intact versions before it.
 
 use super::{Engine, RestoreInfo};
-use crate::catalog::{Catalog, Surveyed};
 use crate::error::{Error, Result};
+use crate::read::catalog::{Catalog, Surveyed};
 
 impl Engine {
     /// The store as this engine sees it: its identity decides which files are its own.

@@ -12,8 +12,8 @@ mod reseal;
 pub use mem_store::MemStore;
 pub use reseal::{reseal, Sealed};
 
-use crate::catalog::{Catalog, OpenVersion};
-use crate::restore::reverse_scan;
+use crate::read::catalog::{Catalog, OpenVersion};
+use crate::read::reverse_scan::reverse_scan;
 use crate::store::{version_name, StoreId};
 use ickpt_format::{
     crc, crc_append, header_len_for, limits, read_meta, verify_data, FormatError, Header, Kind,

@@ -15,9 +15,9 @@
 //! decided one by one. A region's first and last page are never released (they may hold a
 //! neighbour's bytes, whose tracking this region cannot speak for).
 
-use super::fault::Catch;
-use super::own_mem::OwnSlice;
-use super::region::TrackedRegion;
+use crate::track::memory::own_mem::OwnSlice;
+use crate::track::memory::region::TrackedRegion;
+use crate::track::protocol::first_write::Catch;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 

@@ -4,8 +4,8 @@
 //! handler thread. The fault path only queues the span (signal-safe: atomics in ickpt's own
 //! memory and a futex wake); a worker thread of the engine collapses it.
 
-use super::own_mem::OwnSlice;
 use crate::sys::{mem, page_size, thread};
+use crate::track::memory::own_mem::OwnSlice;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 

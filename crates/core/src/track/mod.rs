@@ -2,33 +2,22 @@
 //! checkpoint. One trait; each kernel mechanism is a backend behind it.
 
 mod acck;
-pub mod bitmap;
-mod cow;
-pub mod epoch;
-mod fault;
-#[doc(hidden)]
-pub use fault::test_pause;
+mod backends;
 mod huge;
-mod mprotect;
-mod own_mem;
-pub mod pages;
-pub mod region;
-mod registry;
-mod stack;
-mod uffd_async;
-mod uffd_regions;
-mod uffd_sync;
+pub(crate) mod memory;
+pub(crate) mod protocol;
 
-pub use epoch::{AccessCounts, Epoch};
-pub use mprotect::MprotectTracker;
-pub(crate) use own_mem::OwnBytes;
-pub use pages::Access;
-pub use region::TrackedRegion;
-pub(crate) use stack::before_protect;
+pub use backends::{MprotectTracker, UffdAsyncTracker, UffdTracker};
+pub(crate) use memory::bitmap;
+pub(crate) use memory::own_mem::OwnBytes;
+pub(crate) use memory::region::TrackedRegion;
+pub(crate) use memory::stack::before_protect;
+#[doc(hidden)]
+pub use protocol::first_write::test_pause;
+pub(crate) use protocol::pages::Access;
+pub(crate) use protocol::{AccessCounts, Epoch};
 use std::sync::Arc;
 use thiserror::Error;
-pub use uffd_async::UffdAsyncTracker;
-pub use uffd_sync::UffdTracker;
 
 /// How writes are tracked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

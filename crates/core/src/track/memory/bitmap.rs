@@ -1,7 +1,7 @@
 //! A fixed-size bitmap updated with atomics, so the fault handler can set bits without locks.
 //! It lives in a mapping of ickpt's own (see `own_mem`), with one more word counting faults.
 
-use super::own_mem::OwnSlice;
+use crate::track::memory::own_mem::OwnSlice;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -105,25 +105,9 @@ pub fn full_word(bits: usize, w: usize) -> u64 {
     }
 }
 
-/// Words of a plain bitmap of `bits` bits, all set.
-pub fn all_set(bits: usize) -> Vec<u64> {
-    (0..bits.div_ceil(64)).map(|w| full_word(bits, w)).collect()
-}
-
 /// Whether bit `i` of a plain bitmap is set.
 pub fn is_set(words: &[u64], i: usize) -> bool {
     words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
-}
-
-/// Maximal runs of set bits as (first, count), in ascending order.
-pub fn runs(words: &[u64], bits: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut i = 0usize;
-    std::iter::from_fn(move || {
-        i = next_set(words, i, bits)?;
-        let start = i;
-        i = next_clear(words, i, bits);
-        Some((start, i - start))
-    })
 }
 
 /// The first set bit at or after `from`.
@@ -146,45 +130,33 @@ pub fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
     }
 }
 
-fn next_clear(words: &[u64], from: usize, bits: usize) -> usize {
-    let mut w = from / 64;
-    if w >= words.len() {
-        return bits;
-    }
-    let mut cur = !words[w] & (u64::MAX << (from % 64));
-    loop {
-        if cur != 0 {
-            return (w * 64 + cur.trailing_zeros() as usize).min(bits);
-        }
-        w += 1;
-        if w >= words.len() {
-            return bits;
-        }
-        cur = !words[w];
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The set bits, in ascending order.
+    fn set_bits(words: &[u64], bits: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while let Some(j) = next_set(words, i, bits) {
+            out.push(j);
+            i = j + 1;
+        }
+        out
+    }
+
     #[test]
-    fn runs_find_every_maximal_run() {
-        let bits = 200;
-        let mut model = vec![false; bits];
-        for i in [0, 1, 2, 63, 64, 65, 127, 128, 199] {
-            model[i] = true;
-        }
+    fn next_set_finds_every_set_bit() {
+        let bits: usize = 200;
+        let set = [0, 1, 2, 63, 64, 65, 127, 128, 199];
         let mut words = vec![0u64; bits.div_ceil(64)];
-        for (i, &b) in model.iter().enumerate() {
-            if b {
-                words[i / 64] |= 1 << (i % 64);
-            }
+        for i in set {
+            words[i / 64] |= 1 << (i % 64);
         }
-        let got: Vec<_> = runs(&words, bits).collect();
-        assert_eq!(got, vec![(0, 3), (63, 3), (127, 2), (199, 1)]);
-        let all = all_set(130);
-        assert_eq!(runs(&all, 130).collect::<Vec<_>>(), vec![(0, 130)]);
+        assert_eq!(set_bits(&words, bits), set);
+        // Bits past `bits` in the last word are not reported.
+        words[3] |= 1 << 63;
+        assert_eq!(set_bits(&words, bits), set);
     }
 
     #[test]
@@ -195,7 +167,7 @@ mod tests {
         let mut out = Vec::new();
         b.take_into(&mut out);
         assert_eq!(b.count(), 0);
-        assert_eq!(runs(&out, 100).collect::<Vec<_>>(), vec![(3, 1), (99, 1)]);
+        assert_eq!(set_bits(&out, 100), [3, 99]);
         b.merge(&out);
         assert_eq!(b.count(), 2);
         b.set_all();

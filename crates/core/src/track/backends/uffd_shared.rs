@@ -4,13 +4,14 @@
 // Unsafe allowed here (lib.rs fences it): PAGEMAP_SCAN writes its results into ickpt's own memory.
 #![allow(unsafe_code)]
 
-use super::mprotect::MprotectTracker;
-use super::own_mem::OwnBytes;
-use super::region::TrackedRegion;
-use super::{registry, Backend, TrackError, Tracker};
 use crate::sys::pagemap::{PageRegion, Pagemap};
 use crate::sys::userfault::Userfault;
 use crate::sys::{mem, page_size};
+use crate::track::backends::mprotect::MprotectTracker;
+use crate::track::memory::own_mem::OwnBytes;
+use crate::track::memory::region::TrackedRegion;
+use crate::track::memory::registry;
+use crate::track::{Backend, TrackError, Tracker};
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};

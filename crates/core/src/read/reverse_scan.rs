@@ -1,8 +1,8 @@
 //! Restart by reverse scan (paper 002, Fig. 5): from the newest version back to its full
 //! version, each page is taken from the newest version that stored it and read exactly once.
 
-use crate::catalog::{Catalog, OpenVersion};
 use crate::error::{Error, Result};
+use crate::read::catalog::{Catalog, OpenVersion};
 use crate::store::version_name;
 use ickpt_format::{FormatError, RegionEntry};
 use std::collections::HashMap;

@@ -5,10 +5,11 @@
 // chains to the previous handler.
 #![allow(unsafe_code)]
 
-use super::fault::{self, Outcome};
-use super::region::TrackedRegion;
-use super::{registry, Backend, TrackError, Tracker};
 use crate::sys::{mem, page_size, signal, thread};
+use crate::track::memory::region::TrackedRegion;
+use crate::track::memory::registry;
+use crate::track::protocol::first_write::{self, Outcome};
+use crate::track::{Backend, TrackError, Tracker};
 use std::sync::Arc;
 
 /// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomics, futexes,
@@ -21,7 +22,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     if unsafe { signal::is_access_error(info) } {
         // SAFETY: as above.
         let addr = unsafe { signal::fault_address(info) };
-        match fault::first_write(addr, thread::tid(), &mut Segv) {
+        match first_write::first_write(addr, thread::tid(), &mut Segv) {
             Outcome::Done | Outcome::Retry => return restore_errno(),
             Outcome::Failed => signal::signal_safe_message(
                 b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
@@ -37,7 +38,7 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
 /// A write caught by SIGSEGV, handled on the faulting thread, which may block.
 pub(crate) struct Segv;
 
-impl fault::Catch for Segv {
+impl first_write::Catch for Segv {
     fn blocking(&self) -> bool {
         true
     }

@@ -7,8 +7,8 @@
 // from application pages.
 #![allow(unsafe_code)]
 
-use super::own_mem::{OwnBytes, OwnSlice};
 use crate::sys::page_size;
+use crate::track::memory::own_mem::{OwnBytes, OwnSlice};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
@@ -86,7 +86,8 @@ impl CowPool {
         let hint = (self.ctl[HINT].load(SeqCst) as usize).clamp(first, first + words - 1);
         for k in 0..words {
             let w = first + (hint - first + k) % words;
-            let valid = super::bitmap::full_word(hi, w) & !super::bitmap::full_word(lo, w);
+            let valid =
+                crate::track::bitmap::full_word(hi, w) & !crate::track::bitmap::full_word(lo, w);
             let mut cur = self.used[w].load(SeqCst);
             loop {
                 let free = !cur & valid;

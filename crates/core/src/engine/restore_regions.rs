@@ -7,7 +7,7 @@
 use super::{Engine, RestoreInfo};
 use crate::error::{Error, Result};
 use crate::policy::Head;
-use crate::restore::reverse_scan;
+use crate::read::reverse_scan::reverse_scan;
 use crate::sys::mem;
 use std::time::Instant;
 

@@ -2,7 +2,7 @@
 //! each page was first written in the current epoch (for the next flush order).
 //! Both live in ickpt's own mappings: the fault handler updates them.
 
-use super::own_mem::OwnSlice;
+use crate::track::memory::own_mem::OwnSlice;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::SeqCst};
 

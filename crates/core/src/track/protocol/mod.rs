@@ -7,12 +7,16 @@
 // application's page.
 #![allow(unsafe_code)]
 
-use super::cow::CowPool;
-use super::huge::HugeQueue;
-use super::own_mem::OwnSlice;
-use super::pages::{state, Access};
-use super::region::TrackedRegion;
+pub(crate) mod cow;
+pub(crate) mod first_write;
+pub(crate) mod pages;
+
 use crate::sys::thread;
+use crate::track::huge::HugeQueue;
+use crate::track::memory::own_mem::OwnSlice;
+use crate::track::memory::region::TrackedRegion;
+use cow::CowPool;
+use pages::{state, Access};
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
@@ -464,7 +468,7 @@ impl Epoch {
     /// left the registry no handler can enter it, but one may still be leaving: `first_write`
     /// leaves after its registry lookups, so the registry's own wait does not cover it.
     pub fn wait_for_handlers(&self) {
-        super::fault::test_pause::waiting_for_handlers();
+        first_write::test_pause::waiting_for_handlers();
         while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
             std::thread::yield_now();
         }

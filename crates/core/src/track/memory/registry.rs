@@ -12,9 +12,9 @@
 // a raw pointer.
 #![allow(unsafe_code)]
 
-use super::own_mem::OwnSlice;
-use super::region::TrackedRegion;
-use super::TrackError;
+use crate::track::memory::own_mem::OwnSlice;
+use crate::track::memory::region::TrackedRegion;
+use crate::track::TrackError;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 

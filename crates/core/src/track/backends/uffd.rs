@@ -16,15 +16,15 @@
 // memory.
 #![allow(unsafe_code)]
 
-use super::epoch::{Epoch, WaitTicket};
-use super::fault::{self, Catch, Outcome};
-use super::own_mem::{OwnArray, OwnBytes};
-use super::region::TrackedRegion;
-use super::uffd_regions::{Scanner, UffdRegions};
-use super::{Backend, TrackError, Tracker};
 use crate::sys::pagemap::Pagemap;
 use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
+use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
+use crate::track::memory::own_mem::{OwnArray, OwnBytes};
+use crate::track::memory::region::TrackedRegion;
+use crate::track::protocol::first_write::{self, Catch, Outcome};
+use crate::track::protocol::{Epoch, WaitTicket};
+use crate::track::{Backend, TrackError, Tracker};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -275,7 +275,7 @@ fn try_finish(sh: &Shared, p: &mut Parked) -> Option<Outcome> {
         ticket: &mut p.ticket,
     };
     let ps = page_size();
-    match fault::first_write(p.fault.addr, p.fault.tid, &mut c) {
+    match first_write::first_write(p.fault.addr, p.fault.tid, &mut c) {
         Outcome::Done => {}
         // Its region left, and unregistering released the page: just wake the writer.
         Outcome::Retry => {

@@ -1,8 +1,8 @@
 //! Whole-store verification: every version's metadata and page checksums, and every chain,
 //! through the same checks a restore makes (`catalog`), one file open at a time.
 
-use crate::catalog::Catalog;
 use crate::error::Error;
+use crate::read::catalog::Catalog;
 use crate::store::Store;
 
 /// One thing wrong with a store.

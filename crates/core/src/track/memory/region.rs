@@ -1,11 +1,11 @@
 //! A region of application memory whose pages are tracked.
 
-use super::acck::AcckState;
-use super::bitmap::AtomicBitmap;
-use super::epoch::Epoch;
-use super::pages::PageStates;
-use super::{Backend, TrackError};
 use crate::sys::{mem, page_size};
+use crate::track::acck::AcckState;
+use crate::track::memory::bitmap::AtomicBitmap;
+use crate::track::protocol::pages::PageStates;
+use crate::track::protocol::Epoch;
+use crate::track::{Backend, TrackError};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 

@@ -9,11 +9,12 @@
 //! writes cost the kernel's async fault again. A sync commit with a single-threaded
 //! application never meets its fence.
 
-use super::region::TrackedRegion;
-use super::uffd_regions::{Scanner, UffdRegions};
-use super::{registry, Backend, TrackError, Tracker};
 use crate::sys::userfault::Userfault;
 use crate::sys::{mem, page_size};
+use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
+use crate::track::memory::region::TrackedRegion;
+use crate::track::memory::registry;
+use crate::track::{Backend, TrackError, Tracker};
 use std::sync::{Arc, Mutex};
 
 pub struct UffdAsyncTracker {

@@ -8,11 +8,11 @@
 // pointers.
 #![allow(unsafe_code)]
 
-use super::acck;
-use super::epoch::{Decision, Epoch};
-use super::region::TrackedRegion;
-use super::registry;
 use crate::sys::{page_size, thread};
+use crate::track::acck;
+use crate::track::memory::region::TrackedRegion;
+use crate::track::memory::registry;
+use crate::track::protocol::{Decision, Epoch};
 
 /// What the mechanism that caught the fault does at the points it differs.
 pub(crate) trait Catch {

@@ -1,0 +1,12 @@
+//! The kernel mechanisms that catch first writes, each a [`Tracker`](super::Tracker):
+//! page protection and SIGSEGV, userfaultfd with a handler thread, and userfaultfd's async
+//! write-protect read back with PAGEMAP_SCAN; and what the two userfaultfd ones share.
+
+mod mprotect;
+mod uffd;
+mod uffd_async;
+mod uffd_shared;
+
+pub use mprotect::MprotectTracker;
+pub use uffd::UffdTracker;
+pub use uffd_async::UffdAsyncTracker;
