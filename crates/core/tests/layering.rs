@@ -80,7 +80,6 @@ fn unsafe_code_is_allowed_only_where_named() {
             "track/memory/registry.rs",
             "track/protocol/cow.rs",
             "track/protocol/first_write.rs",
-            "track/protocol/mod.rs",
         ]
     );
     for module in ["capi", "sys"] {

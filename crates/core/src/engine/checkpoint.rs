@@ -23,7 +23,7 @@ impl Engine {
         if !self.tracker.handler_intact()? {
             return Err(Error::HandlerReplaced);
         }
-        let _owner = self.epoch.become_owner();
+        let _owner = self.protocol.become_owner();
         let job = self.schedule(&mut st, started)?;
         let scheduled = CheckpointInfo {
             version: job.version,

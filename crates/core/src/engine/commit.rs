@@ -1,7 +1,8 @@
 //! Committing a scheduled version (AI-Ckpt Algorithms 3 and 4): take each scheduled page
-//! once, either from its copy-on-write slot or from (still read-only) application memory,
-//! and append it to the version's log. Runs on a committer thread (async) or on the caller
-//! (sync); the fault handler competes for the same pages through their atomic states.
+//! once, in the order the protocol's `Selector` gives, either from its copy-on-write slot or
+//! from (still read-only) application memory, and append it to the version's log. Runs on a
+//! committer thread (async) or on the caller (sync); the fault path competes for the same
+//! pages through the protocol (`track/protocol`).
 
 // Unsafe allowed here (lib.rs fences it): copies pages out of protected application memory
 // (`sys::mem::copy_out`).
@@ -13,10 +14,9 @@ use crate::policy::Head;
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::{mem, thread};
-use crate::track::protocol::pages::state;
-use crate::track::{bitmap, AccessCounts, Epoch, OwnBytes, TrackedRegion, Tracker};
+use crate::track::protocol::committer::{Drain, Scheduled, Selector, Take};
+use crate::track::{OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -30,14 +30,6 @@ pub(super) fn staging_buffer(page_size: usize) -> std::io::Result<OwnBytes> {
     OwnBytes::new(BATCH_BYTES.max(page_size))
 }
 
-pub(crate) struct JobRegion {
-    pub tr: Arc<TrackedRegion>,
-    /// The dirty pages collected for this version (put back if the commit fails).
-    pub bits: Vec<u64>,
-    /// Store every page (full version, or the region's first).
-    pub whole: bool,
-}
-
 /// Everything a commit needs, moved to the thread that runs it.
 pub(crate) struct Job {
     pub version: u64,
@@ -49,13 +41,13 @@ pub(crate) struct Job {
     pub head: Head,
     pub entries: Vec<RegionEntry>,
     /// Sorted by region id, as `entries`.
-    pub regions: Vec<JobRegion>,
+    pub regions: Vec<Scheduled>,
     /// Pages the adaptive order takes before the rest, as (region index, page).
     pub priority: Vec<(u32, usize)>,
     /// Pages scheduled.
     pub total: u64,
     pub store: Arc<dyn Store>,
-    pub epoch: Arc<Epoch>,
+    pub protocol: Arc<Protocol>,
     /// Told when the commit no longer needs its regions' writes decided page by page.
     pub tracker: Arc<dyn Tracker>,
     pub staging: Arc<Mutex<OwnBytes>>,
@@ -88,7 +80,7 @@ pub(super) fn run(job: Job) -> Outcome {
         priority,
         total,
         store,
-        epoch,
+        protocol,
         tracker,
         staging,
         requested,
@@ -97,13 +89,7 @@ pub(super) fn run(job: Job) -> Outcome {
         mut stats,
         page_size: ps,
     } = job;
-    let mut drain = Drain {
-        regions: &regions,
-        epoch: &epoch,
-        tracker: &*tracker,
-        pages_released: false,
-        committed: false,
-    };
+    let mut drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
     let name = version_name(version);
     let created = SystemTime::now()
@@ -136,7 +122,7 @@ pub(super) fn run(job: Job) -> Outcome {
         // Write a full batch before claiming the next page: a page claimed first would stay
         // FLUSHING, and a writer wanting it would wait, for the whole write.
         sink.make_room();
-        let Some(take) = sel.next(&regions, &ids, &epoch) else {
+        let Some(take) = sel.next(&regions, &ids, &protocol) else {
             // Only pages a writer is still copying into a slot are left: a memcpy away.
             thread::yield_now();
             continue;
@@ -156,19 +142,17 @@ pub(super) fn run(job: Job) -> Outcome {
             }
             Take::Slot(slot, ri, page) => {
                 if let Some(dst) = sink.slot() {
-                    dst.copy_from_slice(epoch.cow.bytes(slot));
+                    dst.copy_from_slice(protocol.cow.bytes(slot));
                 }
-                epoch.cow.free(slot);
+                protocol.cow.free(slot);
                 (ri, page)
             }
         };
-        regions[ri].tr.pages.state(page).store(state::TAKEN, SeqCst);
-        epoch.page_done();
+        protocol.taken(&regions[ri].tr, page);
         sink.seal(ri, page, &mut layout);
         done += 1;
     }
     let (counts, peak) = drain.end_commit();
-    drain.pages_released = true;
     sink.flush();
     phases.copy = started.elapsed().saturating_sub(sink.write_time);
 
@@ -182,7 +166,7 @@ pub(super) fn run(job: Job) -> Outcome {
     let trailer = layout.trailer();
     head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
     sink.write(&trailer);
-    if epoch.poisoned() && sink.err.is_none() {
+    if protocol.poisoned() && sink.err.is_none() {
         sink.err = Some(Error::CommitAborted { version });
     }
     phases.write = sink.write_time;
@@ -208,101 +192,11 @@ pub(super) fn run(job: Job) -> Outcome {
             commit: stats,
         }
     });
-    drain.committed = result.is_ok();
+    if result.is_ok() {
+        drain.committed();
+    }
     drop(drain);
     Outcome { result, head, ids }
-}
-
-enum Take {
-    /// Copy the page from application memory (it is FLUSHING).
-    Memory(usize, usize),
-    /// Copy it from a copy-on-write slot.
-    Slot(usize, usize, usize),
-}
-
-/// Algorithm 4: the waited page, then copied pages, then the adaptive priority, then the
-/// remaining pages by address. Each step is O(1) amortised: cursors only move forward and a
-/// page that was taken by another route fails its state CAS and is skipped.
-struct Selector {
-    priority: Vec<(u32, usize)>,
-    next_priority: usize,
-    by_address: Vec<usize>,
-    region: usize,
-    page: usize,
-}
-
-impl Selector {
-    fn new(regions: &[JobRegion], priority: Vec<(u32, usize)>) -> Self {
-        let mut by_address: Vec<usize> = (0..regions.len()).collect();
-        by_address.sort_unstable_by_key(|&i| regions[i].tr.base);
-        Selector {
-            priority,
-            next_priority: 0,
-            by_address,
-            region: 0,
-            page: 0,
-        }
-    }
-
-    fn next(&mut self, regions: &[JobRegion], ids: &[u64], epoch: &Epoch) -> Option<Take> {
-        if epoch.has_waiters() {
-            let mut found = None;
-            epoch.waited_pages(|id, page| {
-                if found.is_none() {
-                    if let Ok(ri) = ids.binary_search(&id) {
-                        if page < regions[ri].tr.npages && claim(regions, ri, page) {
-                            found = Some(Take::Memory(ri, page));
-                        }
-                    }
-                }
-            });
-            if found.is_some() {
-                return found;
-            }
-        }
-        if let Some((slot, id, page)) = epoch.cow.pop() {
-            let ri = ids
-                .binary_search(&id)
-                .expect("a copied page belongs to a region of the running commit");
-            return Some(Take::Slot(slot, ri, page));
-        }
-        while let Some(&(ri, page)) = self.priority.get(self.next_priority) {
-            self.next_priority += 1;
-            if claim(regions, ri as usize, page) {
-                return Some(Take::Memory(ri as usize, page));
-            }
-        }
-        while let Some(&ri) = self.by_address.get(self.region) {
-            let r = &regions[ri];
-            let next = if r.whole {
-                (self.page < r.tr.npages).then_some(self.page)
-            } else {
-                bitmap::next_set(&r.bits, self.page, r.tr.npages)
-            };
-            match next {
-                Some(page) => {
-                    self.page = page + 1;
-                    if claim(regions, ri, page) {
-                        return Some(Take::Memory(ri, page));
-                    }
-                }
-                None => {
-                    self.region += 1;
-                    self.page = 0;
-                }
-            }
-        }
-        None
-    }
-}
-
-fn claim(regions: &[JobRegion], ri: usize, page: usize) -> bool {
-    regions[ri]
-        .tr
-        .pages
-        .state(page)
-        .compare_exchange(state::SCHEDULED, state::FLUSHING, SeqCst, SeqCst)
-        .is_ok()
 }
 
 /// The version file being written: pages gathered into a batch, written when it fills.
@@ -394,57 +288,5 @@ impl<'a> Sink<'a> {
         w.commit().map_err(|e| Error::io(&self.file, "commit", e))?;
         phases.commit = t.elapsed();
         Ok(self.bytes)
-    }
-}
-
-/// If a commit unwinds half-way, release every page it still held so no writer waits
-/// forever, and end the commit; unless the version was committed, put its dirty bits back
-/// so the next checkpoint holds its pages.
-struct Drain<'a> {
-    regions: &'a [JobRegion],
-    epoch: &'a Epoch,
-    tracker: &'a dyn Tracker,
-    pages_released: bool,
-    committed: bool,
-}
-
-impl Drain<'_> {
-    /// Every page is taken: end the commit, and release the regions to their tracker.
-    fn end_commit(&self) -> (AccessCounts, u64) {
-        let ended = self.epoch.end_commit();
-        for r in self.regions {
-            self.tracker.release(&r.tr);
-        }
-        ended
-    }
-}
-
-impl Drop for Drain<'_> {
-    fn drop(&mut self) {
-        if !self.pages_released {
-            // A writer between its COPYING claim and COPIED still queues its slot: let it
-            // finish first, so no stale slot is left in the ring for the next commit.
-            for r in self.regions {
-                for page in 0..r.tr.npages {
-                    while r.tr.pages.state(page).load(SeqCst) == state::COPYING {
-                        thread::yield_now();
-                    }
-                }
-            }
-            while let Some((slot, _, _)) = self.epoch.cow.pop() {
-                self.epoch.cow.free(slot);
-            }
-            for r in self.regions {
-                for page in 0..r.tr.npages {
-                    r.tr.pages.state(page).store(state::IDLE, SeqCst);
-                }
-            }
-            self.end_commit();
-        }
-        if !self.committed {
-            for r in self.regions {
-                r.tr.dirty.merge(&r.bits);
-            }
-        }
     }
 }

@@ -1,4 +1,4 @@
-//! The engine: protected regions, their epochs, and checkpoint / restore against a store.
+//! The engine: protected regions, their page protocol, and checkpoint / restore against a store.
 
 // Unsafe allowed here (lib.rs fences it): `protect` is an unsafe fn (the caller vouches for the
 // range), and `alloc`/`free` unmap what they mapped.
@@ -22,7 +22,7 @@ use crate::store::{
     parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, StoreId, ThrottledStore,
 };
 use crate::sys::{mem, page_size};
-use crate::track::{self, Backend, Epoch, Granularity, OwnBytes, TrackedRegion, Tracker};
+use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
 use ickpt_format::{CommitMode, FlushOrder};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -164,7 +164,7 @@ pub struct Engine {
     id: StoreId,
     tracker: Arc<dyn Tracker>,
     /// Shared with the fault handler and the committer.
-    epoch: Arc<Epoch>,
+    protocol: Arc<Protocol>,
     /// Pages are copied here before they are checksummed and written, so the stored bytes
     /// and their CRC always agree; used by the one commit in flight. A mapping of ickpt's
     /// own, never the heap: a heap buffer may share a page with protected heap memory, and
@@ -233,8 +233,8 @@ impl Engine {
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
-        let epoch = Arc::new(
-            Epoch::new(
+        let protocol = Arc::new(
+            Protocol::new(
                 cfg.cow_bytes,
                 cfg.fault_around,
                 (cfg.granularity == Granularity::Adaptive)
@@ -242,9 +242,9 @@ impl Engine {
             )
             .map_err(track::TrackError::OwnAlloc)?,
         );
-        let huge_worker = match epoch.huge_queue() {
+        let huge_worker = match protocol.huge_queue() {
             Some(_) => {
-                let e = epoch.clone();
+                let e = protocol.clone();
                 Some(
                     std::thread::Builder::new()
                         .name("ickpt-huge".into())
@@ -265,7 +265,7 @@ impl Engine {
             store,
             id,
             tracker,
-            epoch,
+            protocol,
             staging: Arc::new(Mutex::new(
                 commit::staging_buffer(page_size()).map_err(track::TrackError::OwnAlloc)?,
             )),
@@ -344,7 +344,8 @@ impl Engine {
             )),
             other => other.into(),
         };
-        let tr = Arc::new(TrackedRegion::new(id, ptr, len, self.epoch.clone()).map_err(refused)?);
+        let tr =
+            Arc::new(TrackedRegion::new(id, ptr, len, self.protocol.clone()).map_err(refused)?);
         within_format_limits(&st, &tr)?;
         if owned.is_none() {
             track::before_protect((tr.base, tr.span_end())).map_err(refused)?;
@@ -424,12 +425,12 @@ impl Engine {
         s.regions = st.regions.len() as u64;
         s.protected_bytes = st.regions.values().map(|r| r.tr.user_len as u64).sum();
         let sum = |f: fn(&TrackedRegion) -> u64| st.regions.values().map(|r| f(&r.tr)).sum::<u64>();
-        s.faults = sum(|r| r.dirty.faults()) + st.stats.faults_of_removed;
+        s.faults = sum(|r| r.faults()) + st.stats.faults_of_removed;
         s.backend = self.backend().as_str();
-        s.monitor_time = std::time::Duration::from_nanos(self.epoch.monitor_ns());
+        s.monitor_time = std::time::Duration::from_nanos(self.protocol.monitor_ns());
         s.acck_released_pages =
-            sum(|r| r.acck.released_pages()) + st.stats.acck_released_of_removed;
-        s.acck_huge_spans = self.epoch.huge_queue().map_or(0, |q| q.collapsed());
+            sum(|r| r.acck_released_pages()) + st.stats.acck_released_of_removed;
+        s.acck_huge_spans = self.protocol.huge_queue().map_or(0, |q| q.collapsed());
         s.regions_by_protection = sum(|r| r.tracked_by_protection() as u64);
         s
     }
@@ -441,7 +442,7 @@ impl Engine {
         if self.forked() {
             return; // the worker stayed with the parent
         }
-        if let Some(q) = self.epoch.huge_queue() {
+        if let Some(q) = self.protocol.huge_queue() {
             q.wait_idle();
         }
     }
@@ -449,7 +450,7 @@ impl Engine {
     /// Whether application threads are blocked right now waiting for the committer to take
     /// a page (diagnostics, and a condition tests can wait for).
     pub fn writers_waiting(&self) -> bool {
-        self.epoch.has_waiters()
+        self.protocol.has_waiters()
     }
 
     /// Pointer and length of a protected region.
@@ -506,7 +507,7 @@ impl Drop for Engine {
             }
             return;
         }
-        if let (Some(q), Some(h)) = (self.epoch.huge_queue(), self.huge_worker.take()) {
+        if let (Some(q), Some(h)) = (self.protocol.huge_queue(), self.huge_worker.take()) {
             q.stop();
             let _ = h.join();
         }
@@ -520,8 +521,8 @@ impl Drop for Engine {
                 let _ = unsafe { mem::unmap(p as *mut u8, len) };
             }
         }
-        // The epoch is freed with the engine: not under a handler still leaving it.
-        self.epoch.wait_for_handlers();
+        // The protocol is freed with the engine: not under a handler still leaving it.
+        self.protocol.wait_for_handlers();
     }
 }
 

@@ -12,12 +12,12 @@ impl Engine {
     pub(super) fn launch(&self, st: &mut State, job: commit::Job) -> Result<()> {
         if self.cfg.mode == CommitMode::Async {
             let (tx, rx) = std::sync::mpsc::channel();
-            let epoch = self.epoch.clone();
+            let protocol = self.protocol.clone();
             let spawned = std::thread::Builder::new()
                 .name("ickpt-commit".into())
                 .spawn(move || {
                     // First: from here on this thread's faults never wait for a page.
-                    epoch.set_committer(thread::tid());
+                    protocol.set_committer(thread::tid());
                     let job: commit::Job = rx.recv().expect("the job follows the spawn");
                     commit::run(job)
                 });
@@ -28,7 +28,7 @@ impl Engine {
                 return Ok(());
             }
         }
-        self.epoch.set_committer(thread::tid());
+        self.protocol.set_committer(thread::tid());
         let version = job.version;
         // A panic (a bug, or a store that panics) fails this checkpoint as it would an async
         // one, rather than unwinding through the caller: the commit's guard has released

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::read::reverse_scan::reverse_scan;
 use crate::sys::mem;
+use crate::track::protocol::committer::give_back;
 use std::time::Instant;
 
 impl Engine {
@@ -91,9 +92,13 @@ impl Engine {
             let s = st.regions.get_mut(&r.id).expect("checked above");
             let collected = self
                 .tracker
-                .collect(&s.tr, &mut scratch, &mut |_| s.tr.acck.reset());
+                .collect(&s.tr, &mut scratch, &mut |_| s.tr.monitor_every_piece());
             self.tracker.release(&s.tr);
-            collected.map_err(|e| super::region_error(&s.tr, e))?;
+            if let Err(e) = collected {
+                // What the collect took stays dirty: the next checkpoint stores it.
+                give_back(&s.tr, &scratch);
+                return Err(super::region_error(&s.tr, e));
+            }
             // Same in-page offset: the stored pages line up with this process's pages, so the
             // chain continues. Otherwise the next checkpoint stores the region whole.
             s.born = (same_pages && r.page_offset as usize == s.tr.page_offset()).then_some(r.born);

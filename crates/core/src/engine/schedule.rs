@@ -2,15 +2,16 @@
 //! every tracked page again, mark the pages to commit SCHEDULED and derive the flush order
 //! from how the epoch that just ended wrote them.
 
-use super::commit::{Job, JobRegion};
+use super::commit::Job;
 use super::{Engine, Phases, State};
 use crate::error::{Error, Result};
 use crate::policy::{self, Head};
 use crate::sys::page_size;
-use crate::track::protocol::pages::state::{IDLE, SCHEDULED};
-use crate::track::{bitmap, Access};
+use crate::track::protocol::{
+    self,
+    committer::{self, Scheduled},
+};
 use ickpt_format::{backend_code, CommitStats, FlushOrder, Kind, RegionEntry};
-use std::sync::atomic::Ordering::SeqCst;
 use std::time::Instant;
 
 impl Engine {
@@ -36,7 +37,7 @@ impl Engine {
             _ => (0, 0, 0),
         };
         let t = Instant::now();
-        let mut regions: Vec<JobRegion> = Vec::with_capacity(st.regions.len());
+        let mut regions: Vec<Scheduled> = Vec::with_capacity(st.regions.len());
         let mut entries = Vec::with_capacity(st.regions.len());
         for (id, slot) in &st.regions {
             entries.push(RegionEntry {
@@ -63,8 +64,8 @@ impl Engine {
             .collect();
 
         let unseen_are_after = !self.tracker.sees_every_write();
-        let gate = self.epoch.close_gate();
-        let mut ended_after = self.epoch.begin_commit();
+        let gate = self.protocol.close_gate();
+        let mut ended_after = self.protocol.begin_commit();
         self.tracker.before_collect();
         let mut total = 0u64;
         let mut failed = None;
@@ -76,52 +77,36 @@ impl Engine {
             // Each page's state is final before its region is re-armed, so no write (not even
             // this thread's own, which passes the gate) meets a re-armed page with a stale one.
             let mut mark = |bits: &[u64]| {
-                // Every piece is monitored again from the next epoch on.
-                tr.acck.reset();
-                for page in 0..tr.npages {
-                    // Every page's record is read, so every record starts the next epoch clear.
-                    let (access, order) = tr.pages.take_access(page);
-                    let state = tr.pages.state(page);
-                    let written = bitmap::is_set(bits, page);
-                    if written && armed && unseen_are_after && access == Access::Untouched {
-                        // Written after the last commit without a trap: AFTER, order unknown.
-                        ended_after += 1;
-                    }
-                    if whole || written {
-                        state.store(SCHEDULED, SeqCst);
-                        total += 1;
-                        if adaptive {
-                            learnt.push((access, order, (ri as u32, page)));
-                        }
-                    } else {
-                        // Taken by the last commit, not written since: no longer a neighbour
-                        // worth opening with a faulting one.
-                        state.store(IDLE, SeqCst);
-                    }
-                }
+                let learnt = adaptive.then_some(&mut learnt);
+                let m = protocol::schedule::mark(
+                    tr,
+                    ri as u32,
+                    bits,
+                    whole,
+                    armed && unseen_are_after,
+                    learnt,
+                );
+                total += m.scheduled;
+                // Written after the last commit without a trap: AFTER, order unknown.
+                ended_after += m.unseen;
             };
             if let Err(e) = self.tracker.collect(tr, &mut bits, &mut mark) {
-                failed = Some(super::region_error(tr, e));
+                failed = Some((super::region_error(tr, e), tr, bits));
                 break;
             }
-            regions.push(JobRegion {
+            regions.push(Scheduled {
                 tr: tr.clone(),
                 bits,
                 whole,
             });
         }
-        if let Some(e) = failed {
-            // Nothing was scheduled after all: every page goes back to idle and every bit
-            // to its bitmap (the failing region's bits were merged back by collect).
-            for slot in st.regions.values() {
-                for page in 0..slot.tr.npages {
-                    slot.tr.pages.state(page).store(IDLE, SeqCst);
-                }
-            }
-            for r in &regions {
-                r.tr.dirty.merge(&r.bits);
-            }
-            self.epoch.end_commit();
+        if let Some((e, tr, bits)) = failed {
+            committer::unschedule(
+                &self.protocol,
+                st.regions.values().map(|s| &*s.tr),
+                &regions,
+                (tr, &bits),
+            );
             drop(gate);
             // After the gate: release may allocate (a writer held there may hold malloc's lock).
             for r in &regions {
@@ -157,7 +142,7 @@ impl Engine {
             priority,
             total,
             store: self.store.clone(),
-            epoch: self.epoch.clone(),
+            protocol: self.protocol.clone(),
             tracker: self.tracker.clone(),
             staging: self.staging.clone(),
             requested,
@@ -167,7 +152,7 @@ impl Engine {
                 mode: self.cfg.mode,
                 flush_order: self.cfg.flush_order,
                 backend: backend_code(self.backend().as_str()),
-                cow_limit_bytes: self.epoch.cow.bytes_limit(),
+                cow_limit_bytes: self.protocol.cow.bytes_limit(),
                 after_previous: ended_after,
                 previous_version: st.previous.unwrap_or(0),
                 ..CommitStats::default()

@@ -49,8 +49,8 @@ pub struct RestoreInfo {
 impl Stats {
     /// Keep the running totals a region leaving the engine counted in its own memory.
     pub(crate) fn keep_counts_of(&mut self, r: &crate::track::TrackedRegion) {
-        self.faults_of_removed += r.dirty.faults();
-        self.acck_released_of_removed += r.acck.released_pages();
+        self.faults_of_removed += r.faults();
+        self.acck_released_of_removed += r.acck_released_pages();
     }
 }
 

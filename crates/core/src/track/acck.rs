@@ -108,7 +108,7 @@ impl AcckState {
 /// pages released.
 pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) -> u64 {
     let a = &r.acck;
-    if a.pieces == 0 || r.epoch.acck_n() == 0 || r.epoch.committing() {
+    if a.pieces == 0 || r.protocol.acck_n() == 0 || r.protocol.committing() {
         return 0;
     }
     let i = a.piece_of(page);
@@ -155,7 +155,7 @@ pub(crate) fn after_write(r: &TrackedRegion, page: usize, c: &mut impl Catch) ->
         run_hi = run_hi.max(hi);
     }
     // Every piece between run_lo and run_hi is open: released now or earlier this epoch.
-    if let (true, Some(q)) = (run_lo < run_hi, r.epoch.huge_queue()) {
+    if let (true, Some(q)) = (run_lo < run_hi, r.protocol.huge_queue()) {
         q.request(r.page_addr(run_lo), r.page_addr(run_hi));
     }
     a.w[W_RELEASED].fetch_add(released, SeqCst);

@@ -15,7 +15,7 @@ pub(crate) use memory::stack::before_protect;
 #[doc(hidden)]
 pub use protocol::first_write::test_pause;
 pub(crate) use protocol::pages::Access;
-pub(crate) use protocol::{AccessCounts, Epoch};
+pub(crate) use protocol::Protocol;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -118,7 +118,9 @@ pub trait Tracker: Send + Sync {
     /// Move the set of pages written since the last call into `out` (one bit per page) and
     /// re-arm tracking so the next epoch starts clean. `before_rearm` runs between the two
     /// with the collected bits (the engine sets page states there, so that no write can
-    /// reach a re-armed page before its state says whether a commit needs it).
+    /// reach a re-armed page before its state says whether a commit needs it). On error,
+    /// `out` holds what was taken so far: the caller gives it back
+    /// (`protocol::committer::give_back`), trackers never do.
     fn collect(
         &self,
         r: &TrackedRegion,

@@ -44,7 +44,7 @@ impl first_write::Catch for Segv {
     }
 
     fn wait(&mut self, r: &TrackedRegion, page: usize, brief: bool) -> bool {
-        r.epoch.wait_for(r, page, brief);
+        r.protocol.wait_for(r, page, brief);
         true
     }
 
@@ -57,7 +57,7 @@ impl first_write::Catch for Segv {
     /// whole, which also merges its mappings back into one. Not while a commit still needs
     /// its scheduled pages read-only.
     fn open_whole(&mut self, r: &TrackedRegion) -> bool {
-        r.epoch.wait_until_committed();
+        r.protocol.wait_until_committed();
         mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok()
     }
 }
@@ -133,10 +133,7 @@ impl Tracker for MprotectTracker {
         // new epoch. Nothing is lost either way.
         r.dirty.take_into(out);
         before_rearm(out);
-        mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(|e| {
-            r.dirty.merge(out);
-            TrackError::Protect(e)
-        })
+        mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

@@ -23,7 +23,7 @@ use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
 use crate::track::memory::own_mem::{OwnArray, OwnBytes};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::first_write::{self, Catch, Outcome};
-use crate::track::protocol::{Epoch, WaitTicket};
+use crate::track::protocol::{Protocol, WaitTicket};
 use crate::track::{Backend, TrackError, Tracker};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
@@ -70,7 +70,7 @@ impl Spin {
 #[derive(Clone, Copy)]
 struct Parked {
     fault: WriteFault,
-    /// Counted as waiting in this tracker's epoch (see `Epoch::begin_wait`).
+    /// Counted as waiting in this tracker's protocol (see `Protocol::begin_wait`).
     ticket: Option<WaitTicket>,
 }
 
@@ -85,8 +85,8 @@ struct Shared {
     pagemap: Pagemap,
     stopping: AtomicBool,
     spin: Spin,
-    /// The epoch of the engine this tracker serves (set by the first attach).
-    epoch: OnceLock<Arc<Epoch>>,
+    /// The protocol of the engine this tracker serves (set by the first attach).
+    protocol: OnceLock<Arc<Protocol>>,
     /// Passed by the handler thread once it runs its own code: starting a thread writes the
     /// heap (the runtime frees its start-up record), and a heap page may be tracked by then.
     started: Barrier,
@@ -138,7 +138,7 @@ impl UffdTracker {
             pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
             spin: Spin::from_env()?,
-            epoch: OnceLock::new(),
+            protocol: OnceLock::new(),
             started: Barrier::new(2),
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
@@ -196,7 +196,7 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
     while !sh.stopping.load(SeqCst) {
         let asked = sh.drains_asked.load(SeqCst);
         let draining = asked != sh.drains_done.load(SeqCst);
-        let committing = sh.epoch.get().is_some_and(|e| e.committing());
+        let committing = sh.protocol.get().is_some_and(|e| e.committing());
         let spin = match sh.spin {
             Spin::Never => false,
             Spin::Commit => committing,
@@ -246,7 +246,7 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
     }
     // Stopping: every region was detached (unregistered, which wakes its writers).
     parked.retain(|p| {
-        if let (Some(t), Some(e)) = (p.ticket.take(), sh.epoch.get()) {
+        if let (Some(t), Some(e)) = (p.ticket.take(), sh.protocol.get()) {
             e.end_wait(t);
         }
         false
@@ -287,7 +287,7 @@ fn try_finish(sh: &Shared, p: &mut Parked) -> Option<Outcome> {
         }
         o @ (Outcome::Gate | Outcome::Wait | Outcome::Failed) => return Some(o),
     }
-    if let (Some(t), Some(e)) = (p.ticket.take(), sh.epoch.get()) {
+    if let (Some(t), Some(e)) = (p.ticket.take(), sh.protocol.get()) {
         e.end_wait(t);
     }
     None
@@ -304,15 +304,15 @@ impl Catch for UffdCatch<'_> {
     }
 
     fn wait(&mut self, r: &TrackedRegion, page: usize, _brief: bool) -> bool {
-        // Count the writer as waiting once (in this engine's epoch; a region of another
+        // Count the writer as waiting once (in this engine's protocol; a region of another
         // engine sharing the page is simply tried again).
         let ours = self
             .sh
-            .epoch
+            .protocol
             .get()
-            .is_some_and(|e| std::ptr::eq(&**e, &*r.epoch));
+            .is_some_and(|e| std::ptr::eq(&**e, &*r.protocol));
         if ours && self.ticket.is_none() {
-            *self.ticket = Some(r.epoch.begin_wait(r.id, page));
+            *self.ticket = Some(r.protocol.begin_wait(r.id, page));
         }
         false
     }
@@ -329,7 +329,7 @@ impl Catch for UffdCatch<'_> {
 
     fn open_whole(&mut self, r: &TrackedRegion) -> bool {
         // Not while a commit still needs the scheduled pages protected; tried again later.
-        !r.epoch.committing() && self.sh.uffd().release_quietly(r.base, r.span_len()).is_ok()
+        !r.protocol.committing() && self.sh.uffd().release_quietly(r.base, r.span_len()).is_ok()
     }
 
     fn finish(&mut self, addr: usize) {
@@ -365,7 +365,7 @@ impl Tracker for UffdTracker {
     }
 
     fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
-        let _ = self.shared.epoch.set(r.epoch.clone());
+        let _ = self.shared.protocol.set(r.protocol.clone());
         self.shared.regions.attach(r, armed, &self.own)
     }
 
@@ -401,17 +401,11 @@ impl Tracker for UffdTracker {
                 )
             }
         };
-        if let Err(e) = found {
-            r.dirty.merge(out);
-            return Err(TrackError::Userfault(e));
-        }
+        found.map_err(TrackError::Userfault)?;
         before_rearm(out);
         self.uffd()
             .write_protect(r.base, r.span_len(), true)
-            .map_err(|e| {
-                r.dirty.merge(out);
-                TrackError::Userfault(e)
-            })
+            .map_err(TrackError::Userfault)
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

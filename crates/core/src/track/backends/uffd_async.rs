@@ -100,7 +100,6 @@ impl Tracker for UffdAsyncTracker {
                 pages
             }
             Err(e) => {
-                r.dirty.merge(out);
                 let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
                 return Err(TrackError::Userfault(e));
             }

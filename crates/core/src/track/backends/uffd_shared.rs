@@ -191,7 +191,7 @@ impl UffdRegions {
         // Neighbours of this engine sharing a page lost its registration with ours: register
         // them again. (Another engine's regions are not ours to register.)
         for o in registry::neighbours_sharing_pages(r) {
-            if o.mech.load(SeqCst) == self.mech as u8 && Arc::ptr_eq(&o.epoch, &r.epoch) {
+            if o.mech.load(SeqCst) == self.mech as u8 && Arc::ptr_eq(&o.protocol, &r.protocol) {
                 let _ = self.uffd.register_wp(o.base, o.span_len());
             }
         }

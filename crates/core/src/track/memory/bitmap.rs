@@ -68,6 +68,7 @@ impl AtomicBitmap {
         }
     }
 
+    #[cfg(test)]
     pub fn count(&self) -> usize {
         self.bit_words()
             .iter()

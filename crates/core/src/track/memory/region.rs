@@ -4,13 +4,15 @@ use crate::sys::{mem, page_size};
 use crate::track::acck::AcckState;
 use crate::track::memory::bitmap::AtomicBitmap;
 use crate::track::protocol::pages::PageStates;
-use crate::track::protocol::Epoch;
+use crate::track::protocol::Protocol;
 use crate::track::{Backend, TrackError};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// One protected region. The fault handler reaches it through the registry and touches
-/// only its atomics.
+/// only its atomics. What tracking and the page protocol keep per region is theirs alone:
+/// the engine reads counts through the methods below and changes page states only through
+/// `track::protocol`.
 pub struct TrackedRegion {
     pub id: u64,
     /// The application's pointer and length, any alignment.
@@ -20,16 +22,16 @@ pub struct TrackedRegion {
     pub base: usize,
     pub npages: usize,
     /// Pages written since the last collection, and the count of write faults taken.
-    pub dirty: AtomicBitmap,
+    pub(in crate::track) dirty: AtomicBitmap,
     /// Commit protocol state and first-write record of each page.
-    pub pages: PageStates,
-    /// The engine's epoch this region takes part in.
-    pub epoch: Arc<Epoch>,
+    pub(in crate::track) pages: PageStates,
+    /// The page protocol of the engine this region belongs to.
+    pub(in crate::track) protocol: Arc<Protocol>,
     /// Coarse-grained monitoring state (pieces released this epoch).
-    pub acck: AcckState,
+    pub(in crate::track) acck: AcckState,
     /// Which mechanism tracks it (`Backend` as u8), set when a tracker attaches it: a
     /// neighbour sharing a page needs to know whether page protection is what tracks it.
-    pub mech: AtomicU8,
+    pub(in crate::track) mech: AtomicU8,
 }
 
 impl TrackedRegion {
@@ -37,7 +39,12 @@ impl TrackedRegion {
     /// sized by `len` is allocated, so a bogus length is an error rather than an abort; and
     /// since mprotect does not roll back, a range with a hole must never reach it (it would
     /// leave the mapped part read-only and untracked).
-    pub fn new(id: u64, ptr: usize, len: usize, epoch: Arc<Epoch>) -> Result<Self, TrackError> {
+    pub fn new(
+        id: u64,
+        ptr: usize,
+        len: usize,
+        protocol: Arc<Protocol>,
+    ) -> Result<Self, TrackError> {
         let ps = page_size();
         let base = ptr & !(ps - 1);
         let not_mapped = || TrackError::NotMapped(std::io::Error::from_raw_os_error(libc::ENOMEM));
@@ -54,8 +61,8 @@ impl TrackedRegion {
             npages,
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
             pages: PageStates::new(npages).map_err(TrackError::OwnAlloc)?,
-            acck: AcckState::new(npages, epoch.acck_n()).map_err(TrackError::OwnAlloc)?,
-            epoch,
+            acck: AcckState::new(npages, protocol.acck_n()).map_err(TrackError::OwnAlloc)?,
+            protocol,
             mech: AtomicU8::new(0),
         })
     }
@@ -84,8 +91,23 @@ impl TrackedRegion {
         let mut v = vec![self.dirty.span()];
         v.extend(self.pages.spans());
         v.push(self.acck.span());
-        v.extend(self.epoch.spans());
+        v.extend(self.protocol.spans());
         v
+    }
+
+    /// Write faults taken since the region was protected.
+    pub fn faults(&self) -> u64 {
+        self.dirty.faults()
+    }
+
+    /// Pages ACCK released from page-by-page monitoring since the region was protected.
+    pub fn acck_released_pages(&self) -> u64 {
+        self.acck.released_pages()
+    }
+
+    /// Monitor every piece again (ACCK), as at the start of an epoch.
+    pub fn monitor_every_piece(&self) {
+        self.acck.reset();
     }
 
     pub fn set_mechanism(&self, b: Backend) {

@@ -237,7 +237,7 @@ fn reset_after_fork() {
     if !p.is_null() {
         // SAFETY: no other thread exists in the child, so nothing frees the snapshot.
         for r in unsafe { &(*p).regions } {
-            r.epoch.orphan();
+            r.protocol.orphan();
         }
     }
 }

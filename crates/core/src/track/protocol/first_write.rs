@@ -1,18 +1,172 @@
-//! A first write to a tracked page, whichever mechanism caught it: every region containing
-//! the page decides (AI-Ckpt Algorithm 2: copy aside, wait, or go), then the page (with its
-//! fault-around run) opens and is marked dirty. The SIGSEGV handler runs this on the faulting
-//! thread and may block; the userfaultfd handler thread runs it for another thread and must
-//! not, so it parks the fault and tries again later.
+//! What a first write to a tracked page does, whichever mechanism caught it. [`action`] says
+//! it by the page's state (AI-Ckpt Algorithm 2: copy aside, wait, or go);
+//! [`Protocol::decide`] carries it out for one region; [`first_write`] runs the decision for
+//! every region containing the page, then opens the page (with its fault-around run) and
+//! marks it dirty. The SIGSEGV handler runs this on the faulting thread and may block; the
+//! userfaultfd handler thread runs it for another thread and must not, so it parks the fault
+//! and tries again later.
 
-// Unsafe allowed here (lib.rs fences it): the fault path enters and leaves epochs through raw
-// pointers.
+// Unsafe allowed here (lib.rs fences it): the fault path enters and leaves protocols through
+// raw pointers, and fills a copy-on-write slot from the application's page.
 #![allow(unsafe_code)]
 
+use super::pages::{Access, PageState};
+use super::{Protocol, C_IN_PROGRESS, C_ORPHANED};
 use crate::sys::{page_size, thread};
 use crate::track::acck;
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
-use crate::track::protocol::{Decision, Epoch};
+use std::sync::atomic::Ordering::SeqCst;
+
+/// What a first write to a page does before the page opens, by the page's state: the whole
+/// of the decision, in one table ([`action`]). Two more are coming and belong here: a twin
+/// copy of the page before the write, for word-level deltas (CAPE: for a region kept as
+/// deltas, on a page the commit does not need); and a conflict with a page pre-copied ahead
+/// of its checkpoint (PRWIP: a state of its own, whose first write schedules the page again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// The running commit does not need the page's bytes (any more): record the write and
+    /// let it through.
+    Open,
+    /// The commit still needs the bytes: copy them into a free copy-on-write slot, then let
+    /// the write through; with no slot free, wait for the committer.
+    CopyAside,
+    /// The committer is copying the page right now: wait for it, briefly.
+    WaitForCommitter,
+    /// Another writer is copying it aside, a memcpy from done: look again.
+    LookAgain,
+}
+
+/// The first-write action for a page in state `s`.
+pub(crate) fn action(s: PageState) -> Action {
+    match s {
+        PageState::Scheduled => Action::CopyAside,
+        PageState::Flushing => Action::WaitForCommitter,
+        PageState::Copying => Action::LookAgain,
+        PageState::Idle | PageState::Copied | PageState::Taken => Action::Open,
+    }
+}
+
+/// What a first write must do before its page opens, as [`Protocol::decide`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Go,
+    /// Wait for the committer to take the page. `brief`: it is copying it right now.
+    Wait {
+        brief: bool,
+    },
+}
+
+impl Protocol {
+    /// Algorithm 2's decision for a first write by thread `tid` to `page`, carried out:
+    /// copied into a free slot (COW) or not needed by the running commit (AVOIDED/AFTER),
+    /// so the page may open; or it must wait for the committer. The write is classified
+    /// and counted as soon as its fate is decided (before any waiting), so a commit's
+    /// counts are complete when its last page is taken. Deciding again for the same write
+    /// counts nothing twice.
+    pub fn decide(&self, r: &TrackedRegion, page: usize, tid: u64) -> Decision {
+        if self.c[C_ORPHANED].load(SeqCst) != 0 {
+            return Decision::Go;
+        }
+        let wait = |brief| {
+            self.record(r, page, Access::Wait);
+            if self.may_wait(tid) {
+                Decision::Wait { brief }
+            } else {
+                Decision::Go
+            }
+        };
+        loop {
+            match action(r.pages.get(page)) {
+                Action::CopyAside => {
+                    match self.copy_aside(r, page, self.is_checkpoint_thread(tid)) {
+                        Some(true) => return Decision::Go,
+                        Some(false) => continue,
+                        None => return wait(false),
+                    }
+                }
+                Action::WaitForCommitter => return wait(true),
+                Action::LookAgain => thread::yield_now(),
+                Action::Open => {
+                    self.record(r, page, self.late_access());
+                    return Decision::Go;
+                }
+            }
+        }
+    }
+
+    /// Copy scheduled `page` into a free copy-on-write slot (COW), `reserve`: one kept for the
+    /// checkpoint's own threads if need be. None: no slot is free; Some(false): another
+    /// thread changed the page's state first.
+    fn copy_aside(&self, r: &TrackedRegion, page: usize, reserve: bool) -> Option<bool> {
+        let slot = if reserve {
+            self.cow.claim_for_checkpoint()?
+        } else {
+            self.cow.claim()?
+        };
+        if !r.pages.start_copy(page) {
+            self.cow.free(slot);
+            return Some(false);
+        }
+        self.record(r, page, Access::Cow);
+        // SAFETY: the page belongs to a tracked region (mapped, readable) and the slot was
+        // claimed just above.
+        unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
+        r.pages.copied(page);
+        Some(true)
+    }
+
+    /// How a first write to a page the running commit does not need is classified.
+    pub(crate) fn late_access(&self) -> Access {
+        if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
+            Access::Avoided
+        } else {
+            Access::After
+        }
+    }
+
+    /// The pages to open with faulting `page` (already decided), as `lo..hi`: the
+    /// contiguous pages around it, within its aligned block of `fault_around` pages, that
+    /// the last epoch wrote (they are in, or were taken by, the running or last commit) and
+    /// that can be opened now: taken or copied ones as they are, scheduled ones once copied
+    /// into a free slot. Iterative codes rewrite the same pages every epoch, so one trap
+    /// then serves a block instead of a page; a neighbour that is not written after all is
+    /// only stored once more than needed. Each is recorded as first written.
+    pub fn open_run(&self, r: &TrackedRegion, page: usize) -> (usize, usize) {
+        let k = self.fault_around();
+        if k <= 1 {
+            return (page, page + 1);
+        }
+        let block = page - page % k;
+        let end = (block + k).min(r.npages);
+        let mut hi = page + 1;
+        while hi < end && self.take_neighbour(r, hi) {
+            hi += 1;
+        }
+        let mut lo = page;
+        while lo > block && self.take_neighbour(r, lo - 1) {
+            lo -= 1;
+        }
+        (lo, hi)
+    }
+
+    /// A neighbour opens only if the last epoch wrote it and it can open without waiting.
+    fn take_neighbour(&self, r: &TrackedRegion, page: usize) -> bool {
+        // A region's first and last page may hold another region's bytes too, whose state
+        // this region does not know: those open only when written themselves.
+        if page == 0 || page + 1 == r.npages {
+            return false;
+        }
+        match r.pages.get(page) {
+            PageState::Taken | PageState::Copied => {
+                self.record(r, page, self.late_access());
+                true
+            }
+            PageState::Scheduled => self.copy_aside(r, page, false) == Some(true),
+            PageState::Idle | PageState::Flushing | PageState::Copying => false,
+        }
+    }
+}
 
 /// What the mechanism that caught the fault does at the points it differs.
 pub(crate) trait Catch {
@@ -44,9 +198,9 @@ pub(crate) enum Outcome {
     NotOurs,
 }
 
-/// Epochs a fault has entered (a page shared by regions of several engines enters each).
+/// Protocols a fault has entered (a page shared by regions of several engines enters each).
 struct Entered {
-    epochs: [*const Epoch; 8],
+    protocols: [*const Protocol; 8],
     n: usize,
 }
 
@@ -57,11 +211,11 @@ enum Enter {
 }
 
 impl Entered {
-    fn enter(&mut self, e: &Epoch, tid: u64, blocking: bool) -> Enter {
-        if self.epochs[..self.n].iter().any(|&p| std::ptr::eq(p, e)) {
+    fn enter(&mut self, e: &Protocol, tid: u64, blocking: bool) -> Enter {
+        if self.protocols[..self.n].iter().any(|&p| std::ptr::eq(p, e)) {
             return Enter::Yes;
         }
-        if self.n == self.epochs.len() {
+        if self.n == self.protocols.len() {
             return Enter::Full;
         }
         if blocking {
@@ -69,21 +223,21 @@ impl Entered {
         } else if !e.try_enter(tid) {
             return Enter::Gate;
         }
-        self.epochs[self.n] = e;
+        self.protocols[self.n] = e;
         self.n += 1;
         Enter::Yes
     }
 
     fn add_monitor_ns(&self, ns: u64) {
-        for &e in &self.epochs[..self.n] {
+        for &e in &self.protocols[..self.n] {
             // SAFETY: as in `leave_all`.
             unsafe { (*e).add_monitor_ns(ns) };
         }
     }
 
     fn leave_all(&self) {
-        for &e in &self.epochs[..self.n] {
-            // SAFETY: each epoch is owned by its engine, which outlives its regions' faults.
+        for &e in &self.protocols[..self.n] {
+            // SAFETY: each protocol is owned by its engine, which outlives its regions' faults.
             unsafe { (*e).leave() };
         }
     }
@@ -92,7 +246,7 @@ impl Entered {
 /// Handle a first write by thread `tid` at `addr`. Signal-safe when `c` is.
 ///
 /// Every region decides first, and only then is the page opened: a page shared by two
-/// regions must not become writable while the second still needs its bytes. The epochs are
+/// regions must not become writable while the second still needs its bytes. The protocols are
 /// entered once for the whole fault, so no checkpoint can schedule between the decisions and
 /// the opening.
 ///
@@ -106,7 +260,7 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
     let started = thread::monotonic_ns();
     let ps = page_size();
     let mut entered = Entered {
-        epochs: [std::ptr::null(); 8],
+        protocols: [std::ptr::null(); 8],
         n: 0,
     };
     let mut regions = 0usize;
@@ -117,13 +271,13 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
             return;
         }
         regions += 1;
-        match entered.enter(&r.epoch, tid, blocking) {
+        match entered.enter(&r.protocol, tid, blocking) {
             Enter::Yes => {}
             Enter::Gate => return stop = Some(Outcome::Gate),
             Enter::Full => return stop = Some(Outcome::Failed),
         }
         let page = (addr - r.base) / ps;
-        if let Decision::Wait { brief } = r.epoch.decide(r, page, tid) {
+        if let Decision::Wait { brief } = r.protocol.decide(r, page, tid) {
             if !c.wait(r, page, brief) {
                 stop = Some(Outcome::Wait);
             }
@@ -160,7 +314,7 @@ fn open(r: &TrackedRegion, page: usize, shared: bool, c: &mut impl Catch) -> boo
     let (lo, hi) = if shared {
         (page, page + 1)
     } else {
-        r.epoch.open_run(r, page)
+        r.protocol.open_run(r, page)
     };
     let opened = if c.open(r, lo, hi) {
         for p in lo..hi {
@@ -184,8 +338,8 @@ fn open(r: &TrackedRegion, page: usize, shared: bool, c: &mut impl Catch) -> boo
 }
 
 /// A pause in the first-write path, between its registry lookups, for tests: a handler held
-/// there is inside its epochs but outside the registry, the window in which dropping the engine
-/// once freed the epoch under it (issue 9). Off unless a test arms it: one atomic load per
+/// there is inside its protocols but outside the registry, the window in which dropping the engine
+/// once freed the protocol under it (issue 9). Off unless a test arms it: one atomic load per
 /// first write. Signal-safe (atomics and a futex).
 #[doc(hidden)]
 pub mod test_pause {
@@ -209,7 +363,7 @@ pub mod test_pause {
         STATE.load(SeqCst) >= PAUSED
     }
 
-    /// Whether an engine's drop is waiting for the paused handler to leave its epoch.
+    /// Whether an engine's drop is waiting for the paused handler to leave its protocol.
     pub fn draining() -> bool {
         STATE.load(SeqCst) == DRAINING
     }
@@ -236,8 +390,32 @@ pub mod test_pause {
         }
     }
 
-    /// An engine is about to wait for handlers inside its epoch.
+    /// An engine is about to wait for handlers inside its protocol.
     pub(crate) fn waiting_for_handlers() {
         let _ = STATE.compare_exchange(PAUSED, DRAINING, SeqCst, SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [PageState; 6] = [
+        PageState::Idle,
+        PageState::Scheduled,
+        PageState::Flushing,
+        PageState::Copying,
+        PageState::Copied,
+        PageState::Taken,
+    ];
+
+    #[test]
+    fn a_first_write_opens_a_page_at_once_exactly_when_the_commit_has_released_it() {
+        for s in ALL {
+            assert_eq!(action(s) == Action::Open, s.released(), "{s:?}");
+        }
+        assert_eq!(action(PageState::Scheduled), Action::CopyAside);
+        assert_eq!(action(PageState::Flushing), Action::WaitForCommitter);
+        assert_eq!(action(PageState::Copying), Action::LookAgain);
     }
 }

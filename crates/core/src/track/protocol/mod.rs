@@ -1,22 +1,40 @@
-//! What the fault handler and the committer share about the running epoch: the gate that
-//! holds writers while a checkpoint schedules its pages, the protected page handler's
-//! decision (AI-Ckpt Algorithm 2), the pages writers wait for, and the epoch's counters.
-//! Everything here the handler writes lives in ickpt's own mappings.
+//! The page protocol (AI-Ckpt Algorithms 1–4): what happens to a tracked page from the
+//! moment a checkpoint schedules it until the committer has taken it, and what a first write
+//! to it does meanwhile. It owns the page states and every transition between them, the
+//! copy-on-write pool, the gate that holds writers while a checkpoint schedules, the waits,
+//! the order the committer takes pages in, and handing a failed commit's pages back.
+//! Trackers (`track/backends`) catch first writes and call in here; the engine schedules and
+//! commits through here. Everything the fault path writes lives in ickpt's own mappings.
+//!
+//! | transition (`PageStates`) | from → to | who | where |
+//! |---|---|---|---|
+//! | `schedule` / `leave_out` | any → Scheduled / Idle | the checkpoint, gate closed | `schedule.rs` |
+//! | `start_copy`, `copied` | Scheduled → Copying → Copied | a first write, a slot free | `first_write.rs` |
+//! | `claim` | Scheduled → Flushing | the committer | `committer.rs` |
+//! | `taken` | Flushing or Copied → Taken | the committer | `committer.rs` |
+//! | `leave_out` | any → Idle | a failed commit | `committer.rs` (`Drain`) |
+//!
+//! A first write's action by state is `first_write::action`: the one place to add the two
+//! that are coming (a twin copy before the write for word-level deltas; a conflict with a
+//! page pre-copied ahead of its checkpoint).
+//!
+//! Files: `mod.rs` the shared state (`Protocol`): gate, waits, counters; `pages.rs` the
+//! states; `schedule.rs` marking pages for a commit; `first_write.rs` the decision and the
+//! fault path across regions; `cow.rs` the copy-on-write pool; `committer.rs` the
+//! committer's side.
 
-// Unsafe allowed here (lib.rs fences it): the fault path fills a copy-on-write slot from the
-// application's page.
-#![allow(unsafe_code)]
-
+pub(crate) mod committer;
 pub(crate) mod cow;
 pub(crate) mod first_write;
 pub(crate) mod pages;
+pub(crate) mod schedule;
 
 use crate::sys::thread;
 use crate::track::huge::HugeQueue;
 use crate::track::memory::own_mem::OwnSlice;
 use crate::track::memory::region::TrackedRegion;
 use cow::CowPool;
-use pages::{state, Access};
+use pages::Access;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 
@@ -57,7 +75,7 @@ const C_WAITED: usize = 16;
 const COUNTERS: usize = C_WAITED + 2 * WAITED;
 
 /// Reopens the gate when dropped.
-pub struct GateGuard<'a>(&'a Epoch);
+pub struct GateGuard<'a>(&'a Protocol);
 
 impl Drop for GateGuard<'_> {
     fn drop(&mut self) {
@@ -67,7 +85,7 @@ impl Drop for GateGuard<'_> {
 }
 
 /// Ends the owner's term when dropped.
-pub struct OwnerGuard<'a>(&'a Epoch);
+pub struct OwnerGuard<'a>(&'a Protocol);
 
 impl Drop for OwnerGuard<'_> {
     fn drop(&mut self) {
@@ -75,17 +93,7 @@ impl Drop for OwnerGuard<'_> {
     }
 }
 
-/// What a first write to a page must do before the page opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    Go,
-    /// Wait for the committer to take the page. `brief`: it is copying it right now.
-    Wait {
-        brief: bool,
-    },
-}
-
-/// A writer counted as waiting (see `Epoch::begin_wait`). Plain data, so the userfaultfd
+/// A writer counted as waiting (see `Protocol::begin_wait`). Plain data, so the userfaultfd
 /// handler can keep it in its own mapping.
 #[derive(Debug, Clone, Copy)]
 pub struct WaitTicket {
@@ -103,7 +111,9 @@ pub struct AccessCounts {
     pub wait_ns: u64,
 }
 
-pub struct Epoch {
+/// The protocol's shared state, one per engine, for the engine's lifetime: what the fault
+/// path and the committer of every commit share.
+pub struct Protocol {
     futex: OwnSlice<AtomicU32>,
     c: OwnSlice<AtomicU64>,
     pub cow: CowPool,
@@ -111,9 +121,9 @@ pub struct Epoch {
     huge: Option<HugeQueue>,
 }
 
-impl Epoch {
+impl Protocol {
     /// `fault_around`: a write fault may open up to this many pages (an aligned block) at
-    /// once, see [`Epoch::open_run`]; 1 opens only the faulting page.
+    /// once, see [`Protocol::open_run`]; 1 opens only the faulting page.
     /// `acck`: coarse-grained monitoring (paper 001), as log2 of the pieces per region and
     /// whether released spans become huge pages; None monitors every page.
     pub fn new(
@@ -121,7 +131,7 @@ impl Epoch {
         fault_around: usize,
         acck: Option<(u32, bool)>,
     ) -> io::Result<Self> {
-        let e = Epoch {
+        let e = Protocol {
             futex: OwnSlice::new(2)?,
             c: OwnSlice::new(COUNTERS)?,
             cow: CowPool::new(cow_bytes)?,
@@ -135,6 +145,11 @@ impl Epoch {
             e.c[C_ACCK_N].store(n.max(1) as u64, SeqCst);
         }
         Ok(e)
+    }
+
+    /// Pages a write fault may open at once (see `open_run`).
+    fn fault_around(&self) -> usize {
+        self.c[C_AROUND].load(SeqCst) as usize
     }
 
     /// ACCK's log2 of pieces per region; 0: every page is monitored.
@@ -190,126 +205,6 @@ impl Epoch {
         self.c[C_IN_FLIGHT].fetch_sub(1, SeqCst);
     }
 
-    /// Algorithm 2 up to opening the page, for a write by the calling thread: copy a
-    /// scheduled page into a free slot, or wait until the committer has taken it.
-    pub fn before_write(&self, r: &TrackedRegion, page: usize) {
-        if let Decision::Wait { brief } = self.decide(r, page, thread::tid()) {
-            self.wait_for(r, page, brief);
-        }
-    }
-
-    /// Algorithm 2's decision for a first write by thread `tid` to `page`: copied into a free
-    /// slot (COW) or not needed by the running commit (AVOIDED/AFTER), so the page may
-    /// open; or it must wait for the committer. The write is classified and counted as soon
-    /// as its fate is decided (before any waiting), so a commit's counts are complete when
-    /// its last page is taken. Deciding again for the same write counts nothing twice.
-    pub fn decide(&self, r: &TrackedRegion, page: usize, tid: u64) -> Decision {
-        if self.c[C_ORPHANED].load(SeqCst) != 0 {
-            return Decision::Go;
-        }
-        let wait = |brief| {
-            self.record(r, page, Access::Wait);
-            if self.may_wait(tid) {
-                Decision::Wait { brief }
-            } else {
-                Decision::Go
-            }
-        };
-        loop {
-            match r.pages.state(page).load(SeqCst) {
-                state::SCHEDULED => {
-                    match self.copy_aside(r, page, self.is_checkpoint_thread(tid)) {
-                        Some(true) => return Decision::Go,
-                        Some(false) => continue,
-                        None => return wait(false),
-                    }
-                }
-                state::FLUSHING => return wait(true),
-                // Another writer is copying it: a memcpy away from done.
-                state::COPYING => thread::yield_now(),
-                _ => {
-                    self.record(r, page, self.late_access());
-                    return Decision::Go;
-                }
-            }
-        }
-    }
-
-    /// Copy scheduled `page` into a free copy-on-write slot (COW), `reserve`: one kept for the
-    /// checkpoint's own threads if need be. None: no slot is free; Some(false): another
-    /// thread changed the page's state first.
-    fn copy_aside(&self, r: &TrackedRegion, page: usize, reserve: bool) -> Option<bool> {
-        let st = r.pages.state(page);
-        let slot = if reserve {
-            self.cow.claim_for_checkpoint()?
-        } else {
-            self.cow.claim()?
-        };
-        if st
-            .compare_exchange(state::SCHEDULED, state::COPYING, SeqCst, SeqCst)
-            .is_err()
-        {
-            self.cow.free(slot);
-            return Some(false);
-        }
-        self.record(r, page, Access::Cow);
-        // SAFETY: the page belongs to a tracked region (mapped, readable) and the slot was
-        // claimed just above.
-        unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
-        st.store(state::COPIED, SeqCst);
-        Some(true)
-    }
-
-    /// How a first write to a page the running commit does not need is classified.
-    pub(crate) fn late_access(&self) -> Access {
-        if self.c[C_IN_PROGRESS].load(SeqCst) != 0 {
-            Access::Avoided
-        } else {
-            Access::After
-        }
-    }
-
-    /// The pages to open with faulting `page` (already through `before_write`), as
-    /// `lo..hi`: the contiguous pages around it, within its aligned block of `fault_around`
-    /// pages, that the last epoch wrote (they are in, or were taken by, the running or last
-    /// commit) and that can be opened now: taken or copied ones as they are, scheduled ones
-    /// once copied into a free slot. Iterative codes rewrite the same pages every epoch, so
-    /// one trap then serves a block instead of a page; a neighbour that is not written
-    /// after all is only stored once more than needed. Each is recorded as first written.
-    pub fn open_run(&self, r: &TrackedRegion, page: usize) -> (usize, usize) {
-        let k = self.c[C_AROUND].load(SeqCst) as usize;
-        if k <= 1 {
-            return (page, page + 1);
-        }
-        let block = page - page % k;
-        let end = (block + k).min(r.npages);
-        let mut hi = page + 1;
-        while hi < end && self.take_neighbour(r, hi) {
-            hi += 1;
-        }
-        let mut lo = page;
-        while lo > block && self.take_neighbour(r, lo - 1) {
-            lo -= 1;
-        }
-        (lo, hi)
-    }
-
-    fn take_neighbour(&self, r: &TrackedRegion, page: usize) -> bool {
-        // A region's first and last page may hold another region's bytes too, whose state
-        // this region does not know: those open only when written themselves.
-        if page == 0 || page + 1 == r.npages {
-            return false;
-        }
-        match r.pages.state(page).load(SeqCst) {
-            state::TAKEN | state::COPIED => {
-                self.record(r, page, self.late_access());
-                true
-            }
-            state::SCHEDULED => self.copy_aside(r, page, false) == Some(true),
-            _ => false,
-        }
-    }
-
     /// Record the epoch's first write of `page` and count it (later writers of the same
     /// page in the epoch are not counted again).
     pub(crate) fn record(&self, r: &TrackedRegion, page: usize, access: Access) {
@@ -331,7 +226,7 @@ impl Epoch {
     /// same pages (the adaptive order makes them meet) would pay it on every page.
     pub fn wait_for(&self, r: &TrackedRegion, page: usize, brief: bool) {
         let started = thread::monotonic_ns();
-        let taken = || Self::taken(r, page);
+        let taken = || r.pages.get(page).released();
         if brief {
             for _ in 0..SPINS {
                 if taken() {
@@ -344,14 +239,6 @@ impl Epoch {
         let ticket = self.begin_wait(r.id, page);
         self.sleep_until(taken);
         self.end_wait(ticket);
-    }
-
-    /// Whether the committer no longer needs `page` read-only.
-    pub fn taken(r: &TrackedRegion, page: usize) -> bool {
-        matches!(
-            r.pages.state(page).load(SeqCst),
-            state::IDLE | state::COPIED | state::TAKEN
-        )
     }
 
     /// Count a writer as waiting for `page` from now on, and ask the committer to take the
@@ -390,7 +277,7 @@ impl Epoch {
         None
     }
 
-    /// In a child forked while this epoch was in use (atfork handler; signal-safe). The
+    /// In a child forked while this protocol was in use (atfork handler; signal-safe). The
     /// child has none of the parent's other threads: no committer will take its scheduled
     /// pages and no checkpoint will reopen the gate. Its writes must not wait for them (the
     /// child cannot commit into its parent's store anyway; `ickpt_init` there starts over).
@@ -464,7 +351,7 @@ impl Epoch {
         GateGuard(self)
     }
 
-    /// Wait for fault handlers still inside this epoch. Once every region of the epoch has
+    /// Wait for fault handlers still inside this protocol. Once every region of the engine has
     /// left the registry no handler can enter it, but one may still be leaving: `first_write`
     /// leaves after its registry lookups, so the registry's own wait does not cover it.
     pub fn wait_for_handlers(&self) {

@@ -6,20 +6,41 @@ use crate::track::memory::own_mem::OwnSlice;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::SeqCst};
 
-/// Where a page stands in the commit protocol.
-pub(crate) mod state {
+/// Where a page stands in the commit protocol. Every change of state is one of the named
+/// transitions of [`PageStates`]; the table in `protocol/mod.rs` says who makes each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PageState {
     /// Not part of the running commit (nor of the last one).
-    pub(crate) const IDLE: u8 = 0;
+    Idle = 0,
     /// In the running commit, still only in application memory.
-    pub(crate) const SCHEDULED: u8 = 1;
+    Scheduled = 1,
     /// The committer is copying it out of application memory (PAGE_INPROGRESS).
-    pub(crate) const FLUSHING: u8 = 2;
+    Flushing = 2,
     /// A faulting writer is copying it into a copy-on-write slot.
-    pub(crate) const COPYING: u8 = 3;
+    Copying = 3,
     /// Its bytes are in a copy-on-write slot the committer has not taken yet.
-    pub(crate) const COPIED: u8 = 4;
+    Copied = 4,
     /// Taken by the running or last commit (PAGE_PROCESSED): it was written last epoch.
-    pub(crate) const TAKEN: u8 = 5;
+    Taken = 5,
+}
+
+impl PageState {
+    fn from_code(c: u8) -> PageState {
+        match c {
+            1 => PageState::Scheduled,
+            2 => PageState::Flushing,
+            3 => PageState::Copying,
+            4 => PageState::Copied,
+            5 => PageState::Taken,
+            _ => PageState::Idle,
+        }
+    }
+
+    /// Whether the running commit no longer needs the page read-only: a write may go on.
+    pub fn released(self) -> bool {
+        matches!(self, PageState::Idle | PageState::Copied | PageState::Taken)
+    }
 }
 
 /// How a page was first written in an epoch (paper 000 §3.3).
@@ -66,15 +87,67 @@ impl PageStates {
         })
     }
 
-    /// Signal-safe.
+    /// Where `page` stands now. Signal-safe.
     #[inline]
-    pub fn state(&self, page: usize) -> &AtomicU8 {
-        &self.state[page]
+    pub fn get(&self, page: usize) -> PageState {
+        PageState::from_code(self.state[page].load(SeqCst))
+    }
+
+    fn set(&self, page: usize, to: PageState) {
+        self.state[page].store(to as u8, SeqCst);
+    }
+
+    fn change(&self, page: usize, from: PageState, to: PageState) -> bool {
+        self.state[page]
+            .compare_exchange(from as u8, to as u8, SeqCst, SeqCst)
+            .is_ok()
+    }
+
+    // ---- scheduling (gate closed) ----
+
+    /// The commit being scheduled stores `page`.
+    pub(in crate::track::protocol) fn schedule(&self, page: usize) {
+        self.set(page, PageState::Scheduled);
+    }
+
+    /// The commit being scheduled does not store `page` (or the commit was abandoned).
+    pub(in crate::track::protocol) fn leave_out(&self, page: usize) {
+        self.set(page, PageState::Idle);
+    }
+
+    // ---- a first write (signal-safe) ----
+
+    /// A writer claims scheduled `page` to copy it aside. False: someone changed it first.
+    pub(in crate::track::protocol) fn start_copy(&self, page: usize) -> bool {
+        self.change(page, PageState::Scheduled, PageState::Copying)
+    }
+
+    /// The writer's copy of `page` is in its slot.
+    pub(in crate::track::protocol) fn copied(&self, page: usize) {
+        self.set(page, PageState::Copied);
+    }
+
+    // ---- the committer ----
+
+    /// The committer claims scheduled `page` to copy it from application memory. False:
+    /// a writer copied it aside, or it was taken by another route, first.
+    pub(in crate::track::protocol) fn claim(&self, page: usize) -> bool {
+        self.change(page, PageState::Scheduled, PageState::Flushing)
+    }
+
+    /// The committer has the bytes of `page` (claimed, or from its slot).
+    pub(in crate::track::protocol) fn taken(&self, page: usize) {
+        self.set(page, PageState::Taken);
     }
 
     /// Record the epoch's first write to `page`, `order`-th first write of the epoch.
     /// Later writers of the same page leave the first record alone. Signal-safe.
-    pub fn record(&self, page: usize, access: Access, order: u64) -> bool {
+    pub(in crate::track::protocol) fn record(
+        &self,
+        page: usize,
+        access: Access,
+        order: u64,
+    ) -> bool {
         let word = ((order.min(MAX_ORDER) as u32) << TYPE_BITS) | access as u32;
         self.access[page]
             .compare_exchange(0, word, SeqCst, SeqCst)
@@ -82,7 +155,7 @@ impl PageStates {
     }
 
     /// The epoch's record for `page` (type, order), cleared for the next epoch.
-    pub fn take_access(&self, page: usize) -> (Access, u32) {
+    pub(in crate::track::protocol) fn take_access(&self, page: usize) -> (Access, u32) {
         let a = &self.access[page];
         if a.load(SeqCst) == 0 {
             return (Access::Untouched, 0);

@@ -1,0 +1,222 @@
+//! The committer's side of the page protocol (AI-Ckpt Algorithms 3 and 4): the pages one
+//! commit stores, the order it takes them in, taking each exactly once, and, whatever
+//! happens, releasing every page so no writer waits forever. Pages a commit collected but
+//! did not store go back to their regions' dirty bits here and nowhere else.
+
+use super::{AccessCounts, Protocol};
+use crate::sys::thread;
+use crate::track::memory::bitmap;
+use crate::track::memory::region::TrackedRegion;
+use crate::track::protocol::pages::PageState;
+use crate::track::Tracker;
+use std::sync::Arc;
+
+/// One region's part in a commit.
+pub(crate) struct Scheduled {
+    pub tr: Arc<TrackedRegion>,
+    /// The dirty pages collected for this version (given back if the commit fails).
+    pub bits: Vec<u64>,
+    /// Store every page (full version, or the region's first).
+    pub whole: bool,
+}
+
+/// Pages whose dirty bits were collected but whose bytes were not stored go back to the
+/// region, so the next checkpoint stores them: after a failed collect, a checkpoint that
+/// could not be scheduled, or a commit that did not commit. (Trackers leave a failed
+/// collect's bits in `out` for this.)
+pub(crate) fn give_back(tr: &TrackedRegion, bits: &[u64]) {
+    tr.dirty.merge(bits);
+}
+
+/// Where the committer takes a page's bytes from.
+pub(crate) enum Take {
+    /// From application memory, as (region index, page): it is Flushing.
+    Memory(usize, usize),
+    /// From a copy-on-write slot, as (slot, region index, page).
+    Slot(usize, usize, usize),
+}
+
+/// Algorithm 4: the waited page, then copied pages, then the adaptive priority, then the
+/// remaining pages by address. Each step is O(1) amortised: cursors only move forward and a
+/// page that was taken by another route fails its claim and is skipped.
+pub(crate) struct Selector {
+    priority: Vec<(u32, usize)>,
+    next_priority: usize,
+    by_address: Vec<usize>,
+    region: usize,
+    page: usize,
+}
+
+impl Selector {
+    /// `priority`: pages the adaptive order takes before the rest, as (region index, page).
+    pub fn new(regions: &[Scheduled], priority: Vec<(u32, usize)>) -> Self {
+        let mut by_address: Vec<usize> = (0..regions.len()).collect();
+        by_address.sort_unstable_by_key(|&i| regions[i].tr.base);
+        Selector {
+            priority,
+            next_priority: 0,
+            by_address,
+            region: 0,
+            page: 0,
+        }
+    }
+
+    /// The next page to take, claimed. None: only pages a writer is still copying aside are
+    /// left (a memcpy away), or none at all. `ids`: the regions' ids, sorted as `regions`.
+    pub fn next(&mut self, regions: &[Scheduled], ids: &[u64], p: &Protocol) -> Option<Take> {
+        let claim = |ri: usize, page: usize| regions[ri].tr.pages.claim(page);
+        if p.has_waiters() {
+            let mut found = None;
+            p.waited_pages(|id, page| {
+                if found.is_none() {
+                    if let Ok(ri) = ids.binary_search(&id) {
+                        if page < regions[ri].tr.npages && claim(ri, page) {
+                            found = Some(Take::Memory(ri, page));
+                        }
+                    }
+                }
+            });
+            if found.is_some() {
+                return found;
+            }
+        }
+        if let Some((slot, id, page)) = p.cow.pop() {
+            let ri = ids
+                .binary_search(&id)
+                .expect("a copied page belongs to a region of the running commit");
+            return Some(Take::Slot(slot, ri, page));
+        }
+        while let Some(&(ri, page)) = self.priority.get(self.next_priority) {
+            self.next_priority += 1;
+            if claim(ri as usize, page) {
+                return Some(Take::Memory(ri as usize, page));
+            }
+        }
+        while let Some(&ri) = self.by_address.get(self.region) {
+            let r = &regions[ri];
+            let next = if r.whole {
+                (self.page < r.tr.npages).then_some(self.page)
+            } else {
+                bitmap::next_set(&r.bits, self.page, r.tr.npages)
+            };
+            match next {
+                Some(page) => {
+                    self.page = page + 1;
+                    if claim(ri, page) {
+                        return Some(Take::Memory(ri, page));
+                    }
+                }
+                None => {
+                    self.region += 1;
+                    self.page = 0;
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Protocol {
+    /// The committer has the bytes of `page` (copied from memory or from its slot): the
+    /// page is released, and writers waiting for it go on.
+    pub(crate) fn taken(&self, r: &TrackedRegion, page: usize) {
+        r.pages.taken(page);
+        self.page_done();
+    }
+}
+
+/// Ends a commit however it ends. Once every page is taken, `end_commit` ends it; if the
+/// commit unwinds half-way, dropping this releases every page it still held (so no writer
+/// waits forever) and ends it. Unless the version was committed, it gives the collected
+/// pages back.
+pub(crate) struct Drain<'a> {
+    regions: &'a [Scheduled],
+    protocol: &'a Protocol,
+    tracker: &'a dyn Tracker,
+    pages_released: bool,
+    committed: bool,
+}
+
+impl<'a> Drain<'a> {
+    pub fn new(regions: &'a [Scheduled], protocol: &'a Protocol, tracker: &'a dyn Tracker) -> Self {
+        Drain {
+            regions,
+            protocol,
+            tracker,
+            pages_released: false,
+            committed: false,
+        }
+    }
+
+    /// Every page is taken: end the commit, and release the regions to their tracker.
+    /// Returns the commit's counts and its peak copy-on-write bytes.
+    pub fn end_commit(&mut self) -> (AccessCounts, u64) {
+        self.pages_released = true;
+        self.release()
+    }
+
+    fn release(&self) -> (AccessCounts, u64) {
+        let ended = self.protocol.end_commit();
+        for r in self.regions {
+            self.tracker.release(&r.tr);
+        }
+        ended
+    }
+
+    /// The version is committed: its pages are stored, nothing goes back.
+    pub fn committed(&mut self) {
+        self.committed = true;
+    }
+}
+
+impl Drop for Drain<'_> {
+    fn drop(&mut self) {
+        if !self.pages_released {
+            // A writer between its Copying claim and Copied still queues its slot: let it
+            // finish first, so no stale slot is left in the ring for the next commit.
+            for r in self.regions {
+                for page in 0..r.tr.npages {
+                    while r.tr.pages.get(page) == PageState::Copying {
+                        thread::yield_now();
+                    }
+                }
+            }
+            while let Some((slot, _, _)) = self.protocol.cow.pop() {
+                self.protocol.cow.free(slot);
+            }
+            for r in self.regions {
+                for page in 0..r.tr.npages {
+                    r.tr.pages.leave_out(page);
+                }
+            }
+            self.release();
+        }
+        if !self.committed {
+            for r in self.regions {
+                give_back(&r.tr, &r.bits);
+            }
+        }
+    }
+}
+
+/// A checkpoint that failed while scheduling (gate closed): nothing was scheduled after all.
+/// Every page of `all` goes back to Idle, the collected pages (`collected`, and
+/// `failed`, what the failing collect had taken) go back to their regions, and the commit
+/// ends. Release the collected regions to their tracker once the gate is open.
+pub(crate) fn unschedule<'a>(
+    p: &Protocol,
+    all: impl Iterator<Item = &'a TrackedRegion>,
+    collected: &[Scheduled],
+    failed: (&TrackedRegion, &[u64]),
+) {
+    for tr in all {
+        for page in 0..tr.npages {
+            tr.pages.leave_out(page);
+        }
+    }
+    for r in collected {
+        give_back(&r.tr, &r.bits);
+    }
+    give_back(failed.0, failed.1);
+    p.end_commit();
+}

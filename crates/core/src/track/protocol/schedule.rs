@@ -1,0 +1,58 @@
+//! AI-Ckpt Algorithm 1's part in the page protocol: marking a region's pages for the commit
+//! being scheduled, and handing how the ending epoch first wrote them to the flush-order
+//! learning. The engine calls this with the gate closed, between taking the region's dirty
+//! bits and re-arming it, so no write meets a re-armed page whose state is stale.
+
+use crate::track::memory::bitmap;
+use crate::track::memory::region::TrackedRegion;
+use crate::track::Access;
+
+/// How a page was first written in the ending epoch, as (access, order, (region index,
+/// page)): what the adaptive flush order learns from.
+pub(crate) type Learnt = (Access, u32, (u32, usize));
+
+/// What marking a region found.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Marked {
+    /// Pages the commit stores.
+    pub scheduled: u64,
+    /// Written pages no trap saw (see `count_unseen`): first written after the last commit.
+    pub unseen: u64,
+}
+
+/// Mark region `tr`'s pages (region index `ri` in the commit): scheduled when `whole` or
+/// written (set in `bits`), left out otherwise. Every page's first-write record is taken,
+/// so every record starts the next epoch clear; with `learnt`, the scheduled pages' records
+/// go there. `count_unseen`: the tracker does not see every first write, so a written page
+/// with no record was written after the last commit without a trap.
+pub(crate) fn mark(
+    tr: &TrackedRegion,
+    ri: u32,
+    bits: &[u64],
+    whole: bool,
+    count_unseen: bool,
+    mut learnt: Option<&mut Vec<Learnt>>,
+) -> Marked {
+    let mut m = Marked::default();
+    // Every piece is monitored again from the next epoch on.
+    tr.acck.reset();
+    for page in 0..tr.npages {
+        let (access, order) = tr.pages.take_access(page);
+        let written = bitmap::is_set(bits, page);
+        if written && count_unseen && access == Access::Untouched {
+            m.unseen += 1;
+        }
+        if whole || written {
+            tr.pages.schedule(page);
+            m.scheduled += 1;
+            if let Some(l) = learnt.as_deref_mut() {
+                l.push((access, order, (ri, page)));
+            }
+        } else {
+            // Taken by the last commit, not written since: no longer a neighbour worth
+            // opening with a faulting one.
+            tr.pages.leave_out(page);
+        }
+    }
+    m
+}
