@@ -1,13 +1,12 @@
 use crate::CmdResult;
-use ickpt::sys::uffd;
 use ickpt::track;
 use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(as_json: bool, list: bool) -> CmdResult {
-    let f = uffd::features();
-    let available: Vec<&str> = track::available().iter().map(|b| b.as_str()).collect();
-    let auto = track::auto_choice().as_str();
+    let f = track::features()?;
+    let available: Vec<&str> = track::available()?.iter().map(|b| b.as_str()).collect();
+    let auto = track::auto_choice()?.as_str();
     if list && as_json {
         return Err(ickpt::Error::InvalidArgument(
             "--list and --json are two formats: give one (--json has the list as 'backends')"

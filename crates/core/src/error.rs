@@ -14,6 +14,8 @@ pub const VERIFY_HINT: &str = "; run 'ickpt verify' to check the whole store";
 pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error(transparent)]
+    Setting(#[from] crate::config::SettingError),
     #[error("region {0} is not protected")]
     UnknownRegion(u64),
     #[error("region {0} is already protected; unprotect it first")]

@@ -13,6 +13,7 @@
 
 #[allow(unsafe_code)]
 pub mod capi;
+mod config;
 mod engine;
 mod error;
 // Not API: the fuzz targets' bodies. The marker keeps its constants out of ickpt.h.
@@ -27,7 +28,8 @@ pub mod store;
 pub mod sys;
 pub mod track;
 
-pub use engine::{CheckpointInfo, Config, Engine, Phases, RestoreInfo, Stats};
+pub use config::{Config, SettingError};
+pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
 pub use error::{Error, Result, VERIFY_HINT};
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

@@ -1,6 +1,7 @@
 //! The layering the code relies on, checked on the sources (issue 10): `sys`, the system-call
 //! layer, depends on nothing above it, so what the kernel does and what ickpt decides stay
-//! apart (`sys/fs.rs` once called into `track` from its fork handler).
+//! apart (`sys/fs.rs` once called into `track` from its fork handler); unsafe code is allowed
+//! only where named; the environment is read in one module.
 
 use std::path::Path;
 
@@ -26,7 +27,9 @@ fn sys_uses_nothing_above_it() {
     let sys = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sys");
     let files = sources(&sys);
     assert!(files.len() > 5, "src/sys not found at {}", sys.display());
-    let above = ["track", "engine", "store", "capi", "read", "io", "policy"];
+    let above = [
+        "track", "engine", "store", "capi", "read", "io", "policy", "config",
+    ];
     for (path, text) in files {
         for (n, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap();
@@ -90,4 +93,27 @@ fn unsafe_code_is_allowed_only_where_named() {
     }
     // Nothing else in lib.rs allows it.
     assert_eq!(lib.matches("allow(unsafe_code)").count(), 2);
+}
+
+/// The environment is read in one place, `config/env.rs`, where each `ICKPT_*` variable's
+/// name, accepted values and check are written once (issue 10: five places across three
+/// layers read it before, `sys` among them).
+#[test]
+fn only_config_env_reads_the_environment() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for (path, text) in sources(&src) {
+        if path.ends_with("config/env.rs") {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            for pat in ["env::var", "var_os(", "getenv"] {
+                assert!(
+                    !code.contains(pat),
+                    "{path}:{}: reads the environment outside config/env.rs: {line}",
+                    n + 1
+                );
+            }
+        }
+    }
 }

@@ -14,7 +14,8 @@ mod types;
 pub use io::*;
 pub use types::*;
 
-use crate::engine::{Config, Engine};
+use crate::config::Config;
+use crate::engine::Engine;
 use crate::error::Error;
 use crate::track::{Backend, Granularity};
 use boundary::{guard, with_engine};
@@ -238,12 +239,12 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             }
         }
         c.dir = dir
-            .or_else(|| std::env::var("ICKPT_DIR").ok())
-            .filter(|d| !d.is_empty())
+            .map(std::path::PathBuf::from)
+            .or(crate::config::env::dir()?)
+            .filter(|d| !d.as_os_str().is_empty())
             .ok_or_else(|| {
                 Error::InvalidArgument("no store directory: set cfg->dir or ICKPT_DIR".into())
-            })?
-            .into();
+            })?;
         *slot = Some((std::process::id(), Engine::open(c)?));
         Ok(())
     })

@@ -247,7 +247,11 @@ fn kind_code(k: Kind) -> u32 {
 pub fn code_of(e: &Error) -> ickpt_result {
     use ickpt_result::*;
     match e {
-        Error::InvalidArgument(_) => ICKPT_ERR_INVALID_ARGUMENT,
+        // A setting ickpt cannot use, wherever it was found.
+        Error::InvalidArgument(_)
+        | Error::Setting(_)
+        | Error::Store(OpenError::Setting(_))
+        | Error::Track(crate::track::TrackError::Setting(_)) => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::ForkedChild => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
         Error::UnknownRegion(_) => ICKPT_ERR_UNKNOWN_REGION,
@@ -272,7 +276,6 @@ pub fn code_of(e: &Error) -> ickpt_result {
         ) => ICKPT_ERR_NOT_A_STORE,
         Error::Store(OpenError::Locked { .. }) => ICKPT_ERR_STORE_LOCKED,
         Error::Store(OpenError::Io { .. } | OpenError::NotWritable { .. }) => ICKPT_ERR_IO,
-        Error::Store(OpenError::Setting { .. }) => ICKPT_ERR_INVALID_ARGUMENT,
         Error::Track(_)
         | Error::HandlerReplaced
         | Error::CommitAborted { .. }

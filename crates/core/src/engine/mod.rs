@@ -15,123 +15,15 @@ mod versions;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::read::catalog;
-use crate::store::{
-    parse_size, DirStore, Fault, FaultPlan, FaultyStore, Store, StoreId, ThrottledStore,
-};
+use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
 use crate::sys::{mem, page_size};
 use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
-use ickpt_format::{CommitMode, FlushOrder};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// How an engine is set up. `Config::new(dir)` gives the defaults.
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub dir: PathBuf,
-    pub backend: Backend,
-    /// Every `full_every`-th checkpoint is full; 10 means 1 full : 9 incremental (paper 002).
-    pub full_every: u32,
-    /// Full chains kept on disk; older ones are deleted when a new full version commits.
-    pub keep_chains: u32,
-    /// Emulate storage of this many bytes per second (experiments; `ICKPT_BANDWIDTH` sets
-    /// it too, e.g. `200M`). None: as fast as the directory's device.
-    pub bandwidth: Option<u64>,
-    /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too).
-    pub fault: Option<Fault>,
-    /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
-    /// pages are scheduled, and a committer thread writes them while the application runs
-    /// (paper 000). `ICKPT_MODE` overrides.
-    pub mode: CommitMode,
-    /// Copy-on-write buffer for pages written while their commit is running; 0 makes every
-    /// such write wait for the committer. `ICKPT_COW_BYTES` overrides.
-    pub cow_bytes: usize,
-    /// Order the committer takes pages in. `ICKPT_FLUSH_ORDER` overrides.
-    pub flush_order: FlushOrder,
-    /// A write fault opens up to this many pages at once (an aligned block), those the last
-    /// epoch wrote, so one trap serves a block when an iterative code rewrites it; 1 traps
-    /// every page (paper 000). `ICKPT_FAULT_AROUND` overrides.
-    pub fault_around: usize,
-    /// Page: every page traps on its first write. Adaptive: ACCK (paper 001) stops trapping
-    /// in the rest of a piece whose start is being written. `ICKPT_GRANULARITY` overrides.
-    /// No effect with the uffd-async backend, whose first writes never reach ickpt (except in
-    /// regions that fell back to page protection).
-    pub granularity: Granularity,
-    /// ACCK cuts each region into 2^acck_pieces_log2 pieces (at least a page each).
-    /// `ICKPT_ACCK_PIECES` overrides.
-    pub acck_pieces_log2: u32,
-    /// ACCK makes released 2 MiB-aligned spans huge pages. `ICKPT_HUGE_PAGES` overrides.
-    pub huge_pages: bool,
-}
-
-impl Config {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Config {
-            dir: dir.into(),
-            backend: Backend::Auto,
-            full_every: 10,
-            keep_chains: 2,
-            bandwidth: None,
-            fault: None,
-            mode: CommitMode::Sync,
-            cow_bytes: 16 << 20,
-            flush_order: FlushOrder::Adaptive,
-            fault_around: 1,
-            granularity: Granularity::Page,
-            acck_pieces_log2: 6,
-            huge_pages: true,
-        }
-    }
-
-    /// Apply the `ICKPT_MODE`, `ICKPT_COW_BYTES` and `ICKPT_FLUSH_ORDER` overrides.
-    fn with_env_overrides(mut self) -> Result<Self> {
-        let bad = |var: &str, v: &str, want: &str| {
-            Error::InvalidArgument(format!("{var}={v:?}: expected {want}"))
-        };
-        if let Ok(v) = std::env::var("ICKPT_MODE") {
-            self.mode =
-                CommitMode::parse(&v).ok_or_else(|| bad("ICKPT_MODE", &v, "sync or async"))?;
-        }
-        if let Ok(v) = std::env::var("ICKPT_COW_BYTES") {
-            self.cow_bytes = parse_size(&v)
-                .and_then(|b| usize::try_from(b).ok())
-                .ok_or_else(|| bad("ICKPT_COW_BYTES", &v, "a size such as 16M or 0"))?;
-        }
-        if let Ok(v) = std::env::var("ICKPT_FAULT_AROUND") {
-            self.fault_around = v
-                .parse()
-                .ok()
-                .filter(|&n: &usize| (1..=4096).contains(&n))
-                .ok_or_else(|| bad("ICKPT_FAULT_AROUND", &v, "a page count from 1 to 4096"))?;
-        }
-        if let Ok(v) = std::env::var("ICKPT_GRANULARITY") {
-            self.granularity = Granularity::parse(&v)
-                .ok_or_else(|| bad("ICKPT_GRANULARITY", &v, "page or adaptive"))?;
-        }
-        if let Ok(v) = std::env::var("ICKPT_ACCK_PIECES") {
-            self.acck_pieces_log2 = v
-                .parse()
-                .ok()
-                .filter(|n| (1..=16).contains(n))
-                .ok_or_else(|| bad("ICKPT_ACCK_PIECES", &v, "log2 of pieces, 1 to 16"))?;
-        }
-        if let Ok(v) = std::env::var("ICKPT_HUGE_PAGES") {
-            self.huge_pages = match v.as_str() {
-                "0" => false,
-                "1" => true,
-                _ => return Err(bad("ICKPT_HUGE_PAGES", &v, "0 or 1")),
-            };
-        }
-        if let Ok(v) = std::env::var("ICKPT_FLUSH_ORDER") {
-            self.flush_order = FlushOrder::parse(&v)
-                .ok_or_else(|| bad("ICKPT_FLUSH_ORDER", &v, "address or adaptive"))?;
-        }
-        Ok(self)
-    }
-}
 
 pub(crate) struct RegionSlot {
     pub tr: Arc<TrackedRegion>,
@@ -183,52 +75,29 @@ impl Engine {
     /// Open (or create) the store directory and start tracking with the configured backend.
     pub fn open(cfg: Config) -> Result<Engine> {
         // The environment is checked before the directory is touched.
-        let env_bandwidth = std::env::var("ICKPT_BANDWIDTH").ok();
-        let bandwidth = match (cfg.bandwidth, env_bandwidth) {
-            (Some(b), _) => Some(b),
-            (None, Some(s)) => Some(parse_size(&s).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "ICKPT_BANDWIDTH={s:?}: expected bytes per second, e.g. 200M (0: unlimited)"
-                ))
-            })?),
-            (None, None) => None,
-        };
-        let env_fault = match std::env::var("ICKPT_FAULT") {
-            Ok(s) => Some(Fault::parse(&s).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "ICKPT_FAULT={s:?}: expected enospc@BYTES, eio@BYTES, crash@BYTES or \
-                     commit-eio (fault injection for tests; unset it otherwise)"
-                ))
-            })?),
-            Err(_) => None,
-        };
-        let mut store: Box<dyn Store> = Box::new(DirStore::open_write(&cfg.dir)?);
+        let (cfg, test) = Config::from_env(cfg)?;
+        let mut store: Box<dyn Store> =
+            Box::new(DirStore::open_write_on(&RealFs, &cfg.dir, test.rename)?);
         // 0 means unlimited, as in ickpt_config.
-        if let Some(rate) = bandwidth.filter(|&b| b > 0) {
+        if let Some(rate) = cfg.bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        if let Some(f) = cfg.fault.or(env_fault) {
+        if let Some(f) = cfg.fault {
             let plan = FaultPlan::new();
             plan.arm(f);
             store = Box::new(FaultyStore::new(store, plan));
         }
-        Self::with_store(cfg, Arc::from(store))
+        Self::start(cfg, Arc::from(store))
     }
 
     /// An engine over any store (tests use this to inject faults).
     pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
-        let cfg = cfg.with_env_overrides()?;
-        if !(1..=16).contains(&cfg.acck_pieces_log2) {
-            return Err(Error::InvalidArgument(format!(
-                "acck_pieces_log2 {} is out of range 1..=16",
-                cfg.acck_pieces_log2
-            )));
-        }
-        if cfg.full_every == 0 || cfg.keep_chains == 0 {
-            return Err(Error::InvalidArgument(
-                "full_every and keep_chains must be at least 1".into(),
-            ));
-        }
+        let (cfg, _) = Config::from_env(cfg)?;
+        Self::start(cfg, store)
+    }
+
+    /// Start tracking over `store` with `cfg`, the environment applied.
+    fn start(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
         let tracker = track::select(cfg.backend)?;
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.

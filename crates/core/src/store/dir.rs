@@ -62,7 +62,7 @@ impl DirStore {
     /// is new (or lost it), and removes temporaries a crashed writer left behind.
     /// `ICKPT_RENAME` chooses how versions get their names (see [`RenameMode`]).
     pub fn open_write(dir: &Path) -> Result<Self, OpenError> {
-        Self::open_write_on(&RealFs, dir, RenameMode::from_env()?)
+        Self::open_write_on(&RealFs, dir, crate::config::env::rename()?)
     }
 
     /// [`open_read`](Self::open_read) on any file system.

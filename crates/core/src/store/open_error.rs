@@ -43,12 +43,8 @@ pub enum OpenError {
     BadMarker { path: String, what: &'static str },
     #[error("{dir} is in use by another ickpt process (its lock is held); give each process its own directory")]
     Locked { dir: String },
-    #[error("{var}={value:?}: expected {expected}")]
-    Setting {
-        var: &'static str,
-        value: String,
-        expected: &'static str,
-    },
+    #[error(transparent)]
+    Setting(#[from] crate::config::SettingError),
 }
 
 fn unsafe_dir(dir: &str, owner: u32, mode: u32, uid: u32) -> String {

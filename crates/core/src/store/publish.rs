@@ -2,7 +2,6 @@
 //! on file systems with and without `RENAME_NOREPLACE`.
 
 use super::fs::FsDir;
-use super::OpenError;
 use std::io;
 use std::sync::Mutex;
 
@@ -35,23 +34,6 @@ impl RenameMode {
             "link" => Some(RenameMode::Link),
             "rename" => Some(RenameMode::Rename),
             _ => None,
-        }
-    }
-
-    /// The mode `ICKPT_RENAME` asks for (`auto` when unset).
-    pub fn from_env() -> Result<RenameMode, OpenError> {
-        match std::env::var(RENAME_VAR) {
-            Err(std::env::VarError::NotPresent) => Ok(RenameMode::Auto),
-            Ok(v) => RenameMode::parse(&v).ok_or(OpenError::Setting {
-                var: RENAME_VAR,
-                value: v,
-                expected: "auto, noreplace, link or rename",
-            }),
-            Err(std::env::VarError::NotUnicode(v)) => Err(OpenError::Setting {
-                var: RENAME_VAR,
-                value: v.to_string_lossy().into_owned(),
-                expected: "auto, noreplace, link or rename",
-            }),
         }
     }
 }

@@ -8,7 +8,6 @@ use super::userfault::{
     Userfault, UFFD_FEATURE_PAGEFAULT_FLAG_WP, UFFD_FEATURE_THREAD_ID, UFFD_FEATURE_WP_ASYNC,
     UFFD_FEATURE_WP_UNPOPULATED,
 };
-use std::sync::OnceLock;
 
 /// What the probe found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,28 +39,26 @@ impl Features {
     }
 }
 
-/// The kernel's features, probed once. `ICKPT_NO_UFFD=1` reports none (forces the mprotect
-/// fallback, so tests cover it on any kernel).
-pub fn features() -> &'static Features {
-    static F: OnceLock<Features> = OnceLock::new();
-    F.get_or_init(|| {
-        if std::env::var_os("ICKPT_NO_UFFD").is_some_and(|v| v != "0") {
-            return Features {
-                notes: vec!["ICKPT_NO_UFFD is set".into()],
-                ..Features::default()
-            };
-        }
-        let mut f = probe();
-        if std::env::var_os("ICKPT_NO_PAGEMAP_SCAN").is_some_and(|v| v != "0") {
-            f.pagemap_scan = false;
-            f.notes
-                .push("PAGEMAP_SCAN: ICKPT_NO_PAGEMAP_SCAN is set".into());
-        }
-        f
-    })
+/// Probe the kernel. `hide_uffd` reports no userfaultfd and `hide_scan` no PAGEMAP_SCAN
+/// (`ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: they force each fallback, so tests cover it on
+/// any kernel). `track::features` probes once per process.
+pub fn probe(hide_uffd: bool, hide_scan: bool) -> Features {
+    if hide_uffd {
+        return Features {
+            notes: vec!["ICKPT_NO_UFFD is set".into()],
+            ..Features::default()
+        };
+    }
+    let mut f = probe_kernel();
+    if hide_scan {
+        f.pagemap_scan = false;
+        f.notes
+            .push("PAGEMAP_SCAN: ICKPT_NO_PAGEMAP_SCAN is set".into());
+    }
+    f
 }
 
-fn probe() -> Features {
+fn probe_kernel() -> Features {
     let mut f = Features::default();
     match Userfault::supported_features() {
         Ok((bits, kernel_faults)) => {
@@ -93,7 +90,7 @@ mod tests {
 
     #[test]
     fn the_probe_answers_and_explains_what_is_missing() {
-        let f = probe();
+        let f = probe_kernel();
         if !f.userfaultfd || !f.pagemap_scan {
             assert!(!f.notes.is_empty(), "{f:?}");
         }

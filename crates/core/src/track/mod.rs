@@ -7,6 +7,8 @@ mod huge;
 pub(crate) mod memory;
 pub(crate) mod protocol;
 
+use crate::config::SettingError;
+use crate::sys::uffd::Features;
 pub use backends::{MprotectTracker, UffdAsyncTracker, UffdTracker};
 pub(crate) use memory::bitmap;
 pub(crate) use memory::own_mem::OwnBytes;
@@ -16,7 +18,7 @@ pub(crate) use memory::stack::before_protect;
 pub use protocol::first_write::test_pause;
 pub(crate) use protocol::pages::Access;
 pub(crate) use protocol::Protocol;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
 /// How writes are tracked.
@@ -96,8 +98,8 @@ pub enum TrackError {
     Protect(#[source] std::io::Error),
     #[error("installing the SIGSEGV handler failed: {0}")]
     Signal(#[source] std::io::Error),
-    #[error("{0}")]
-    Setting(String),
+    #[error(transparent)]
+    Setting(#[from] SettingError),
     #[error("this engine belongs to the parent process; a forked child must start its own")]
     ForkedChild,
     #[error("userfaultfd failed: {0}")]
@@ -146,9 +148,21 @@ pub trait Tracker: Send + Sync {
     fn handler_intact(&self) -> Result<bool, TrackError>;
 }
 
+/// What this kernel offers for tracking, probed once per process, less what the
+/// `ICKPT_NO_UFFD` and `ICKPT_NO_PAGEMAP_SCAN` switches hide (a malformed switch is an error).
+pub fn features() -> Result<&'static Features, SettingError> {
+    static F: OnceLock<Result<Features, SettingError>> = OnceLock::new();
+    F.get_or_init(|| {
+        let (hide_uffd, hide_scan) = crate::config::env::hidden_features()?;
+        Ok(crate::sys::uffd::probe(hide_uffd, hide_scan))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
 /// The backends this kernel offers (as probed; the ICKPT_NO_* switches hide features).
-pub fn available() -> Vec<Backend> {
-    let f = crate::sys::uffd::features();
+pub fn available() -> Result<Vec<Backend>, SettingError> {
+    let f = features()?;
     let mut v = vec![Backend::Mprotect];
     if f.uffd_wp() {
         v.push(Backend::Uffd);
@@ -156,37 +170,30 @@ pub fn available() -> Vec<Backend> {
     if f.uffd_wp_async() {
         v.push(Backend::UffdAsync);
     }
-    v
+    Ok(v)
 }
 
 /// What `auto` takes on this kernel (see [`select`]).
-pub fn auto_choice() -> Backend {
-    if crate::sys::uffd::features().uffd_wp_async() {
+pub fn auto_choice() -> Result<Backend, SettingError> {
+    Ok(if features()?.uffd_wp_async() {
         Backend::UffdAsync
     } else {
         Backend::Mprotect
-    }
+    })
 }
 
-/// The backend `requested` resolves to on this kernel. `ICKPT_BACKEND` overrides, so tests
-/// can force every backend; `ICKPT_NO_UFFD` and `ICKPT_NO_PAGEMAP_SCAN` hide kernel features
-/// from the probe, so they can force each fallback of `auto` too.
+/// The backend `requested` resolves to on this kernel (`ICKPT_BACKEND` has overridden the
+/// request in `Config::from_env`, so tests can force every backend; `ICKPT_NO_UFFD` and
+/// `ICKPT_NO_PAGEMAP_SCAN` hide kernel features from the probe, so they can force each
+/// fallback of `auto` too).
 ///
 /// `auto` takes uffd-async where the kernel has it (the cheapest first write, and system
 /// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
 /// round trip costs more than a signal, so it is chosen only on request.
 pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
-    let forced = match std::env::var("ICKPT_BACKEND") {
-        Ok(s) => Some(Backend::parse(&s).ok_or_else(|| {
-            TrackError::Setting(format!(
-                "ICKPT_BACKEND={s:?}: expected auto, mprotect, uffd or uffd-async"
-            ))
-        })?),
-        Err(_) => None,
-    };
-    let f = crate::sys::uffd::features();
+    let f = features()?;
     let missing = |name| TrackError::Unavailable(name, f.notes.join("; "));
-    Ok(match forced.unwrap_or(requested) {
+    Ok(match requested {
         Backend::Mprotect => Arc::new(MprotectTracker::new()?),
         Backend::UffdAsync if f.uffd_wp_async() => Arc::new(UffdAsyncTracker::new()?),
         Backend::UffdAsync => return Err(missing("uffd-async")),
@@ -194,7 +201,7 @@ pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
         Backend::Uffd => return Err(missing("uffd")),
         // A userfaultfd the probe could open but this engine cannot (descriptor limit)
         // falls back too.
-        Backend::Auto => match (auto_choice() == Backend::UffdAsync).then(UffdAsyncTracker::new) {
+        Backend::Auto => match f.uffd_wp_async().then(UffdAsyncTracker::new) {
             Some(Ok(t)) => Arc::new(t),
             _ => Arc::new(MprotectTracker::new()?),
         },

@@ -16,6 +16,7 @@
 // memory.
 #![allow(unsafe_code)]
 
+use crate::config::env::UffdSpin;
 use crate::sys::pagemap::Pagemap;
 use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
@@ -36,35 +37,8 @@ const BATCH: usize = 64;
 /// Pagemap entries read at once where PAGEMAP_SCAN is missing: 512 pages' worth.
 const PAGEMAP_ENTRIES_BYTES: usize = 4096;
 
-/// When the handler thread polls without sleeping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Spin {
-    Never,
-    /// While a commit runs.
-    Commit,
-    /// While a commit runs, and for `BURST_NS` after each fault.
-    Burst,
-    Always,
-}
-
 /// How long the handler keeps polling after a fault: several first writes' worth of a sweep.
 const BURST_NS: u64 = 50_000;
-
-impl Spin {
-    fn from_env() -> Result<Spin, TrackError> {
-        Ok(match std::env::var("ICKPT_UFFD_SPIN").as_deref() {
-            Err(_) | Ok("burst") => Spin::Burst,
-            Ok("never") | Ok("0") => Spin::Never,
-            Ok("commit") => Spin::Commit,
-            Ok("always") => Spin::Always,
-            Ok(other) => {
-                return Err(TrackError::Setting(format!(
-                    "ICKPT_UFFD_SPIN={other:?}: expected never, commit, burst or always"
-                )))
-            }
-        })
-    }
-}
 
 /// A write fault the handler could not finish yet.
 #[derive(Clone, Copy)]
@@ -84,7 +58,7 @@ struct Shared {
     /// Whether a page is still write-protected (a queued event may be stale).
     pagemap: Pagemap,
     stopping: AtomicBool,
-    spin: Spin,
+    spin: UffdSpin,
     /// The protocol of the engine this tracker serves (set by the first attach).
     protocol: OnceLock<Arc<Protocol>>,
     /// Passed by the handler thread once it runs its own code: starting a thread writes the
@@ -137,13 +111,13 @@ impl UffdTracker {
             drains_done: AtomicU64::new(0),
             pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
-            spin: Spin::from_env()?,
+            spin: crate::config::env::uffd_spin()?,
             protocol: OnceLock::new(),
             started: Barrier::new(2),
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
-        let unfaulted = if crate::sys::uffd::features().pagemap_scan {
+        let unfaulted = if crate::track::features()?.pagemap_scan {
             Unfaulted::Scan(Scanner::new()?)
         } else {
             Unfaulted::Entries(Mutex::new(
@@ -198,10 +172,10 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
         let draining = asked != sh.drains_done.load(SeqCst);
         let committing = sh.protocol.get().is_some_and(|e| e.committing());
         let spin = match sh.spin {
-            Spin::Never => false,
-            Spin::Commit => committing,
-            Spin::Burst => committing || thread::monotonic_ns() - last_fault < BURST_NS,
-            Spin::Always => true,
+            UffdSpin::Never => false,
+            UffdSpin::Commit => committing,
+            UffdSpin::Burst => committing || thread::monotonic_ns() - last_fault < BURST_NS,
+            UffdSpin::Always => true,
         };
         let busy = !parked.is_empty() || spin || draining;
         if !busy {

@@ -1,0 +1,181 @@
+//! Every `ICKPT_*` environment variable ickpt reads, and the only code that reads one: each
+//! variable's name, what it accepts and its check are written once, here. A variable that is
+//! set but malformed is an error naming it, never ignored. `docs/abi.md` lists them.
+//!
+//! Two kinds: settings a user may give instead of `ickpt_config` fields (`ICKPT_MODE` …),
+//! and switches that exist for tests ([`TestSwitches`]: fault injection, forced fallbacks,
+//! the rename method), kept apart so that no code path other than tests depends on them.
+
+use super::SettingError;
+use crate::store::{parse_size, Fault, RenameMode};
+use crate::track::{Backend, Granularity};
+use ickpt_format::{CommitMode, FlushOrder};
+use std::path::PathBuf;
+
+/// Read `name`: None when unset; its text, or an error when it is not Unicode.
+fn var(name: &'static str) -> Result<Option<String>, SettingError> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(SettingError::new(
+            name,
+            format!("{:?}", v.to_string_lossy()),
+            "text (the value is not valid UTF-8)",
+        )),
+    }
+}
+
+/// Read and parse `name`; `expected` says what it accepts.
+fn parsed<T>(
+    name: &'static str,
+    expected: &'static str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<Option<T>, SettingError> {
+    match var(name)? {
+        None => Ok(None),
+        Some(v) => parse(&v)
+            .map(Some)
+            .ok_or_else(|| SettingError::new(name, format!("{v:?}"), expected)),
+    }
+}
+
+/// A switch: unset or `0` is off, `1` is on.
+fn switch(name: &'static str) -> Result<bool, SettingError> {
+    Ok(parsed(name, "0 or 1", |v| match v {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    })?
+    .unwrap_or(false))
+}
+
+/// The settings that override `Config` fields (see `Config::from_env`).
+#[derive(Debug, Default)]
+pub(crate) struct Overrides {
+    pub mode: Option<CommitMode>,
+    pub cow_bytes: Option<usize>,
+    pub fault_around: Option<usize>,
+    pub granularity: Option<Granularity>,
+    pub acck_pieces_log2: Option<u32>,
+    pub huge_pages: Option<bool>,
+    pub flush_order: Option<FlushOrder>,
+    pub bandwidth: Option<u64>,
+}
+
+impl Overrides {
+    pub fn read() -> Result<Overrides, SettingError> {
+        Ok(Overrides {
+            mode: parsed("ICKPT_MODE", "sync or async", CommitMode::parse)?,
+            cow_bytes: parsed("ICKPT_COW_BYTES", "a size such as 16M or 0", |v| {
+                parse_size(v).and_then(|b| usize::try_from(b).ok())
+            })?,
+            fault_around: parsed("ICKPT_FAULT_AROUND", "a page count from 1 to 4096", |v| {
+                v.parse().ok().filter(|n| (1..=4096).contains(n))
+            })?,
+            granularity: parsed("ICKPT_GRANULARITY", "page or adaptive", Granularity::parse)?,
+            acck_pieces_log2: parsed("ICKPT_ACCK_PIECES", "log2 of pieces, 1 to 16", |v| {
+                v.parse().ok().filter(|n| (1..=16).contains(n))
+            })?,
+            huge_pages: parsed("ICKPT_HUGE_PAGES", "0 or 1", |v| match v {
+                "0" => Some(false),
+                "1" => Some(true),
+                _ => None,
+            })?,
+            flush_order: parsed(
+                "ICKPT_FLUSH_ORDER",
+                "address or adaptive",
+                FlushOrder::parse,
+            )?,
+            bandwidth: parsed(
+                "ICKPT_BANDWIDTH",
+                "bytes per second, e.g. 200M (0: unlimited)",
+                parse_size,
+            )?,
+        })
+    }
+}
+
+/// `ICKPT_BACKEND`: the tracking backend, overriding what the program asked for (so tests
+/// can run every program on every backend).
+pub(crate) fn backend() -> Result<Option<Backend>, SettingError> {
+    parsed(
+        "ICKPT_BACKEND",
+        "auto, mprotect, uffd or uffd-async",
+        Backend::parse,
+    )
+}
+
+/// When the uffd backend's handler thread polls instead of sleeping (`ICKPT_UFFD_SPIN`, for
+/// measuring the difference, docs/benchmarks.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UffdSpin {
+    Never,
+    /// While a commit runs.
+    Commit,
+    /// While a commit runs, and for a short burst after each fault (the default).
+    Burst,
+    Always,
+}
+
+/// `ICKPT_UFFD_SPIN`: never | commit | burst (default) | always.
+pub(crate) fn uffd_spin() -> Result<UffdSpin, SettingError> {
+    Ok(parsed(
+        "ICKPT_UFFD_SPIN",
+        "never, commit, burst or always",
+        |v| match v {
+            "never" | "0" => Some(UffdSpin::Never),
+            "commit" => Some(UffdSpin::Commit),
+            "burst" => Some(UffdSpin::Burst),
+            "always" => Some(UffdSpin::Always),
+            _ => None,
+        },
+    )?
+    .unwrap_or(UffdSpin::Burst))
+}
+
+/// `ICKPT_DIR`: the store directory when the C API's `cfg->dir` is NULL.
+pub(crate) fn dir() -> Result<Option<PathBuf>, SettingError> {
+    Ok(var("ICKPT_DIR")?
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from))
+}
+
+/// Switches for tests only: they inject faults or hide what the kernel offers, so that
+/// tests reach paths this machine would otherwise never take.
+#[derive(Debug, Clone)]
+pub(crate) struct TestSwitches {
+    /// `ICKPT_FAULT`: a store fault in the first checkpoint.
+    pub fault: Option<Fault>,
+    /// `ICKPT_RENAME`: how versions get their final names (auto probes the file system).
+    pub rename: RenameMode,
+}
+
+impl TestSwitches {
+    pub fn read() -> Result<TestSwitches, SettingError> {
+        Ok(TestSwitches {
+            fault: parsed(
+                "ICKPT_FAULT",
+                "enospc@BYTES, eio@BYTES, crash@BYTES or commit-eio (fault injection for \
+                 tests; unset it otherwise)",
+                Fault::parse,
+            )?,
+            rename: rename()?,
+        })
+    }
+}
+
+/// `ICKPT_RENAME`: how versions get their final names (`auto` when unset).
+pub(crate) fn rename() -> Result<RenameMode, SettingError> {
+    Ok(parsed(
+        crate::store::RENAME_VAR,
+        "auto, noreplace, link or rename",
+        RenameMode::parse,
+    )?
+    .unwrap_or(RenameMode::Auto))
+}
+
+/// `ICKPT_NO_UFFD` and `ICKPT_NO_PAGEMAP_SCAN`: hide userfaultfd, or PAGEMAP_SCAN, from
+/// the kernel probe, forcing each fallback on any kernel (tests; `ickpt probe` shows them).
+pub(crate) fn hidden_features() -> Result<(bool, bool), SettingError> {
+    Ok((switch("ICKPT_NO_UFFD")?, switch("ICKPT_NO_PAGEMAP_SCAN")?))
+}

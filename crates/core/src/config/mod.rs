@@ -1,0 +1,146 @@
+//! How an engine is set up: [`Config`], its defaults, and the environment's say over it.
+
+pub(crate) mod env;
+
+use crate::store::Fault;
+use crate::track::{Backend, Granularity};
+use env::{Overrides, TestSwitches};
+use ickpt_format::{CommitMode, FlushOrder};
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// A setting (a configuration field, or an `ICKPT_*` variable) with a value ickpt cannot use.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+#[error("{name}={value}: expected {expected}")]
+pub struct SettingError {
+    /// The field or variable.
+    pub name: String,
+    /// The value given, as the user wrote it (quoted when it was text).
+    pub value: String,
+    /// What it accepts.
+    pub expected: String,
+}
+
+impl SettingError {
+    pub fn new(
+        name: impl Into<String>,
+        value: impl Into<String>,
+        expected: impl Into<String>,
+    ) -> SettingError {
+        SettingError {
+            name: name.into(),
+            value: value.into(),
+            expected: expected.into(),
+        }
+    }
+}
+
+/// How an engine is set up. `Config::new(dir)` gives the defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dir: PathBuf,
+    pub backend: Backend,
+    /// Every `full_every`-th checkpoint is full; 10 means 1 full : 9 incremental (paper 002).
+    pub full_every: u32,
+    /// Full chains kept on disk; older ones are deleted when a new full version commits.
+    pub keep_chains: u32,
+    /// Emulate storage of this many bytes per second (experiments; `ICKPT_BANDWIDTH` sets
+    /// it too, e.g. `200M`). None: as fast as the directory's device.
+    pub bandwidth: Option<u64>,
+    /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too).
+    pub fault: Option<Fault>,
+    /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
+    /// pages are scheduled, and a committer thread writes them while the application runs
+    /// (paper 000). `ICKPT_MODE` overrides.
+    pub mode: CommitMode,
+    /// Copy-on-write buffer for pages written while their commit is running; 0 makes every
+    /// such write wait for the committer. `ICKPT_COW_BYTES` overrides.
+    pub cow_bytes: usize,
+    /// Order the committer takes pages in. `ICKPT_FLUSH_ORDER` overrides.
+    pub flush_order: FlushOrder,
+    /// A write fault opens up to this many pages at once (an aligned block), those the last
+    /// epoch wrote, so one trap serves a block when an iterative code rewrites it; 1 traps
+    /// every page (paper 000). `ICKPT_FAULT_AROUND` overrides.
+    pub fault_around: usize,
+    /// Page: every page traps on its first write. Adaptive: ACCK (paper 001) stops trapping
+    /// in the rest of a piece whose start is being written. `ICKPT_GRANULARITY` overrides.
+    /// No effect with the uffd-async backend, whose first writes never reach ickpt (except in
+    /// regions that fell back to page protection).
+    pub granularity: Granularity,
+    /// ACCK cuts each region into 2^acck_pieces_log2 pieces (at least a page each).
+    /// `ICKPT_ACCK_PIECES` overrides.
+    pub acck_pieces_log2: u32,
+    /// ACCK makes released 2 MiB-aligned spans huge pages. `ICKPT_HUGE_PAGES` overrides.
+    pub huge_pages: bool,
+}
+
+impl Config {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Config {
+            dir: dir.into(),
+            backend: Backend::Auto,
+            full_every: 10,
+            keep_chains: 2,
+            bandwidth: None,
+            fault: None,
+            mode: CommitMode::Sync,
+            cow_bytes: 16 << 20,
+            flush_order: FlushOrder::Adaptive,
+            fault_around: 1,
+            granularity: Granularity::Page,
+            acck_pieces_log2: 6,
+            huge_pages: true,
+        }
+    }
+
+    /// The configuration an engine runs with: `asked` as the environment changes it (the
+    /// `ICKPT_*` settings override their fields; `config/env.rs` reads every variable), and
+    /// the test switches beside it. Every field is then checked, so an engine never starts
+    /// on a value it cannot use.
+    pub(crate) fn from_env(asked: Config) -> Result<(Config, TestSwitches), SettingError> {
+        let mut c = asked;
+        let o = Overrides::read()?;
+        if let Some(b) = env::backend()? {
+            c.backend = b;
+        }
+        c.mode = o.mode.unwrap_or(c.mode);
+        c.cow_bytes = o.cow_bytes.unwrap_or(c.cow_bytes);
+        c.fault_around = o.fault_around.unwrap_or(c.fault_around);
+        c.granularity = o.granularity.unwrap_or(c.granularity);
+        c.acck_pieces_log2 = o.acck_pieces_log2.unwrap_or(c.acck_pieces_log2);
+        c.huge_pages = o.huge_pages.unwrap_or(c.huge_pages);
+        c.flush_order = o.flush_order.unwrap_or(c.flush_order);
+        // A program's own bandwidth wins over the variable.
+        c.bandwidth = c.bandwidth.or(o.bandwidth);
+        // Read again where they act (a uffd tracker's start; the kernel probe, once per
+        // process); checked here, at every open, before the store is touched.
+        env::uffd_spin()?;
+        env::hidden_features()?;
+        let test = TestSwitches::read()?;
+        if c.fault.is_none() {
+            c.fault = test.fault;
+        }
+        c.check()?;
+        Ok((c, test))
+    }
+
+    /// Every field within what the engine can use.
+    pub(crate) fn check(&self) -> Result<(), SettingError> {
+        if !(1..=16).contains(&self.acck_pieces_log2) {
+            return Err(SettingError::new(
+                "acck_pieces_log2",
+                self.acck_pieces_log2.to_string(),
+                "1 to 16",
+            ));
+        }
+        for (name, v) in [
+            ("full_every", self.full_every),
+            ("keep_chains", self.keep_chains),
+        ] {
+            if v == 0 {
+                return Err(SettingError::new(name, "0", "at least 1"));
+            }
+        }
+        Ok(())
+    }
+}

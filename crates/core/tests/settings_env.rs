@@ -1,0 +1,69 @@
+//! Every `ICKPT_*` variable set to a value it does not accept stops `Engine::open` with an
+//! error naming the variable, the value and what it accepts, before the store directory is
+//! touched; none is ignored (issue 10: `ICKPT_NO_UFFD=yes` and a non-UTF-8 value used to
+//! pass silently). Own binary, one test: the environment is the process's.
+
+mod common;
+use common::scratch_dir;
+use ickpt::{Config, Engine, Error, SettingError};
+
+fn refused(var: &str, value: &str) -> SettingError {
+    let dir = scratch_dir("settings-env");
+    std::env::set_var(var, value);
+    let r = Engine::open(Config::new(&dir));
+    std::env::remove_var(var);
+    let err = match r {
+        Err(e) => e,
+        Ok(_) => panic!("{var}={value:?} was accepted"),
+    };
+    let s = match &err {
+        Error::Setting(s) => s.clone(),
+        Error::Track(ickpt::track::TrackError::Setting(s)) => s.clone(),
+        Error::Store(ickpt::store::OpenError::Setting(s)) => s.clone(),
+        other => panic!("{var}={value:?}: not a setting error: {other:?}"),
+    };
+    assert_eq!(s.name, var, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains(var) && msg.contains(value), "{msg}");
+    assert!(msg.contains("expected"), "{msg}");
+    assert_eq!(
+        ickpt::capi::code_of(&err),
+        ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
+    );
+    assert!(!dir.exists(), "{var}: the directory was touched");
+    s
+}
+
+#[test]
+fn a_malformed_variable_is_an_error_naming_it() {
+    for (var, value) in [
+        ("ICKPT_MODE", "fast"),
+        ("ICKPT_COW_BYTES", "lots"),
+        ("ICKPT_FAULT_AROUND", "0"),
+        ("ICKPT_GRANULARITY", "word"),
+        ("ICKPT_ACCK_PIECES", "17"),
+        ("ICKPT_HUGE_PAGES", "yes"),
+        ("ICKPT_FLUSH_ORDER", "random"),
+        ("ICKPT_BANDWIDTH", "fast"),
+        ("ICKPT_BACKEND", "soft-dirty"),
+        ("ICKPT_FAULT", "eio"),
+        ("ICKPT_RENAME", "copy"),
+        ("ICKPT_UFFD_SPIN", "sometimes"),
+    ] {
+        // ICKPT_UFFD_SPIN is read when the uffd backend starts.
+        if var == "ICKPT_UFFD_SPIN" {
+            if !ickpt::track::available()
+                .unwrap()
+                .contains(&ickpt::Backend::Uffd)
+            {
+                eprintln!("SKIPPED ICKPT_UFFD_SPIN: no uffd backend on this kernel");
+                continue;
+            }
+            std::env::set_var("ICKPT_BACKEND", "uffd");
+        }
+        refused(var, value);
+        std::env::remove_var("ICKPT_BACKEND");
+    }
+    refused("ICKPT_NO_UFFD", "yes");
+    refused("ICKPT_NO_PAGEMAP_SCAN", "on");
+}
