@@ -127,19 +127,28 @@ impl Cmd {
 
 type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
-impl StoreArgs {
-    /// The store directory: `--dir`, else `ICKPT_DIR` (clap reads both).
-    fn dir(&self) -> Result<&std::path::Path, ickpt::Error> {
-        self.dir.as_deref().ok_or_else(|| {
-            ickpt::Error::InvalidArgument(
-                "no store directory: give --dir DIR, or set ICKPT_DIR as the application does"
-                    .into(),
-            )
-        })
+/// The command was used in a way it cannot serve; the message says what to give instead.
+#[derive(Debug)]
+struct UsageError(&'static str);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
     }
 }
 
-fn open_store(s: &StoreArgs) -> Result<ickpt::store::DirStore, ickpt::Error> {
+impl std::error::Error for UsageError {}
+
+impl StoreArgs {
+    /// The store directory: `--dir`, else `ICKPT_DIR` (clap reads both).
+    fn dir(&self) -> Result<&std::path::Path, UsageError> {
+        self.dir.as_deref().ok_or(UsageError(
+            "no store directory: give --dir DIR, or set ICKPT_DIR as the application does",
+        ))
+    }
+}
+
+fn open_store(s: &StoreArgs) -> Result<ickpt::store::DirStore, Box<dyn std::error::Error>> {
     Ok(ickpt::store::DirStore::open_read(s.dir()?)?)
 }
 

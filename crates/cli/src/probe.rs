@@ -8,9 +8,8 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
     let available: Vec<&str> = track::available()?.iter().map(|b| b.as_str()).collect();
     let auto = track::auto_choice()?.as_str();
     if list && as_json {
-        return Err(ickpt::Error::InvalidArgument(
-            "--list and --json are two formats: give one (--json has the list as 'backends')"
-                .into(),
+        return Err(crate::UsageError(
+            "--list and --json are two formats: give one (--json has the list as 'backends')",
         )
         .into());
     }

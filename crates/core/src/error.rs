@@ -12,10 +12,34 @@ pub const VERIFY_HINT: &str = "; run 'ickpt verify' to check the whole store";
 
 #[derive(Debug, Error)]
 pub enum Error {
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),
+    /// A pointer argument the C API needs was NULL.
+    #[error("{what} is NULL")]
+    Null { what: &'static str },
+    /// `protect` or `alloc` refused the memory asked for.
+    #[error("region {id}: memory at {start:#x}+{len} {problem}")]
+    BadRange {
+        id: u64,
+        start: usize,
+        len: usize,
+        problem: RangeProblem,
+    },
+    #[error("allocation of {size} bytes for region {id}: {why}")]
+    AllocSize {
+        id: u64,
+        size: usize,
+        why: &'static str,
+    },
+    #[error("{ptr:#x} was not returned by ickpt_malloc (or was freed already)")]
+    NotAllocated { ptr: usize },
+    #[error("version {version} is past the last number the format allows ({max}): {dir} holds {last}, which is not a version this process wrote; move it out of the store")]
+    VersionsExhausted {
+        version: u64,
+        max: u64,
+        dir: String,
+        last: String,
+    },
     #[error("region {0} is not protected")]
     UnknownRegion(u64),
     #[error("region {0} is already protected; unprotect it first")]
@@ -137,3 +161,27 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why `protect` or `alloc` refused a range.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RangeProblem {
+    #[error("is empty or at address 0: protect needs a non-NULL pointer and a non-zero length")]
+    Empty,
+    #[error("is not entirely mapped")]
+    NotMapped,
+    #[error("covers ickpt's own tracking memory; protect a smaller range")]
+    OwnMemory,
+    #[error("covers this thread's alternate signal stack, where ickpt's fault handler runs")]
+    SignalStack,
+    #[error(
+        "cannot be protected: {max} regions are protected already, the most one version can hold"
+    )]
+    TooManyRegions { max: u64 },
+    #[error("cannot be protected: protected memory would span {pages} pages, more than the {max} one version can hold ({gib} GiB of {page_size}-byte pages)")]
+    TooManyPages {
+        pages: u64,
+        max: u64,
+        gib: u64,
+        page_size: usize,
+    },
+}

@@ -30,6 +30,6 @@ pub mod track;
 
 pub use config::{Config, SettingError};
 pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
-pub use error::{Error, Result, VERIFY_HINT};
+pub use error::{Error, RangeProblem, Result, VERIFY_HINT};
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

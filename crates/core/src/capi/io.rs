@@ -17,9 +17,9 @@ pub extern "C" fn ickpt_prepare_write(ptr: *mut c_void, len: usize) -> ickpt_res
             return Ok(());
         }
         if ptr.is_null() {
-            return Err(Error::InvalidArgument(
-                "ickpt_prepare_write: ptr is NULL".into(),
-            ));
+            return Err(Error::Null {
+                what: "ickpt_prepare_write's ptr",
+            });
         }
         // SAFETY: the caller passes `len` bytes of its own writable memory (ickpt.h).
         crate::io::prepare_write(unsafe { std::slice::from_raw_parts_mut(ptr.cast(), len) });

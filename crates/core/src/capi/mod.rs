@@ -14,7 +14,7 @@ mod types;
 pub use io::*;
 pub use types::*;
 
-use crate::config::Config;
+use crate::config::{Config, SettingError};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::track::{Backend, Granularity};
@@ -37,7 +37,7 @@ static ENGINE: EngineLock<Option<(u32, Engine)>> = EngineLock::new(None);
 pub extern "C" fn ickpt_config_init_sized(cfg: *mut ickpt_config, size: usize) -> ickpt_result {
     guard(|| {
         if cfg.is_null() {
-            return Err(Error::InvalidArgument("cfg is NULL".into()));
+            return Err(Error::Null { what: "cfg" });
         }
         check_config_size(size)?;
         let d = default_config();
@@ -89,15 +89,30 @@ fn default_config() -> ickpt_config {
     }
 }
 
+/// A field of `ickpt_config` with a value no constant of its type has.
+fn setting(field: &'static str, value: impl std::fmt::Display) -> Error {
+    SettingError::new(
+        field,
+        value.to_string(),
+        "one of the values ickpt.h defines for it",
+    )
+    .into()
+}
+
 /// The first layout of `ickpt_config` (ickpt 0.1.0) ended after `dir`.
 const FIRST_CONFIG_SIZE: usize = std::mem::offset_of!(ickpt_config, bandwidth);
 
 /// Whether `size` can be the size of some version of `ickpt_config`.
 fn check_config_size(size: usize) -> Result<(), Error> {
     let refuse = |why: String| {
-        Err(Error::InvalidArgument(format!(
-            "cfg->struct_size is {size}, {why}; call ickpt_config_init first"
-        )))
+        Err(SettingError::new(
+            "cfg->struct_size",
+            size.to_string(),
+            format!(
+                "the size of an ickpt_config (this one is {why}); call ickpt_config_init first"
+            ),
+        )
+        .into())
     };
     if size < FIRST_CONFIG_SIZE {
         return refuse(format!(
@@ -132,13 +147,19 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         // SAFETY: the caller's struct has `size` bytes, of which these are the last.
         let tail = unsafe { std::slice::from_raw_parts(cfg.cast::<u8>().add(known), size - known) };
         if let Some(at) = tail.iter().position(|&b| b != 0) {
-            return Err(Error::InvalidArgument(format!(
-                "cfg->struct_size is {size}, but this libickpt ({}) knows only the first \
-                 {known} bytes of ickpt_config, and byte {} is not zero: the program sets a \
-                 field this library does not have; run it with the libickpt it was built for",
-                env!("CARGO_PKG_VERSION"),
-                known + at
-            )));
+            return Err(SettingError::new(
+                "cfg->struct_size",
+                size.to_string(),
+                format!(
+                    "at most {known}, or zero bytes past it: this libickpt ({}) knows only \
+                     the first {known} bytes of ickpt_config, and byte {} is not zero, so the \
+                     program sets a field this library does not have; run it with the \
+                     libickpt it was built for",
+                    env!("CARGO_PKG_VERSION"),
+                    known + at
+                ),
+            )
+            .into());
         }
     }
     let mut c = default_config();
@@ -199,7 +220,7 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 ICKPT_BACKEND_MPROTECT => Backend::Mprotect,
                 ICKPT_BACKEND_UFFD => Backend::Uffd,
                 ICKPT_BACKEND_UFFD_ASYNC => Backend::UffdAsync,
-                b => return Err(Error::InvalidArgument(format!("unknown backend {b}"))),
+                b => return Err(setting("cfg->backend", b)),
             };
             c.full_every = cfg.full_every;
             c.keep_chains = cfg.keep_chains;
@@ -207,33 +228,38 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             c.mode = match cfg.mode {
                 ICKPT_MODE_SYNC => CommitMode::Sync,
                 ICKPT_MODE_ASYNC => CommitMode::Async,
-                m => return Err(Error::InvalidArgument(format!("unknown mode {m}"))),
+                m => return Err(setting("cfg->mode", m)),
             };
             c.flush_order = match cfg.flush_order {
                 ICKPT_FLUSH_ADDRESS => FlushOrder::Address,
                 ICKPT_FLUSH_ADAPTIVE => FlushOrder::Adaptive,
-                o => return Err(Error::InvalidArgument(format!("unknown flush order {o}"))),
+                o => return Err(setting("cfg->flush_order", o)),
             };
             c.granularity = match cfg.granularity {
                 ICKPT_GRANULARITY_PAGE => Granularity::Page,
                 ICKPT_GRANULARITY_ADAPTIVE => Granularity::Adaptive,
-                g => return Err(Error::InvalidArgument(format!("unknown granularity {g}"))),
+                g => return Err(setting("cfg->granularity", g)),
             };
             c.acck_pieces_log2 = cfg.acck_pieces_log2;
             c.huge_pages = match cfg.huge_pages {
                 0 => false,
                 1 => true,
-                h => return Err(Error::InvalidArgument(format!("huge_pages {h}: 0 or 1"))),
+                h => return Err(setting("cfg->huge_pages", h)),
             };
-            c.cow_bytes = usize::try_from(cfg.cow_bytes).map_err(|_| {
-                Error::InvalidArgument(format!("cow_bytes {} too large", cfg.cow_bytes))
-            })?;
+            c.cow_bytes = usize::try_from(cfg.cow_bytes)
+                .map_err(|_| setting("cfg->cow_bytes", cfg.cow_bytes))?;
             if !cfg.dir.is_null() {
                 // SAFETY: non-NULL, and the contract says a NUL-terminated string.
                 let s = unsafe { CStr::from_ptr(cfg.dir) };
                 dir = Some(
                     s.to_str()
-                        .map_err(|_| Error::InvalidArgument("cfg->dir is not UTF-8".into()))?
+                        .map_err(|_| {
+                            SettingError::new(
+                                "cfg->dir",
+                                format!("{:?}", s.to_string_lossy()),
+                                "a path in UTF-8",
+                            )
+                        })?
                         .to_owned(),
                 );
             }
@@ -243,7 +269,11 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             .or(crate::config::env::dir()?)
             .filter(|d| !d.as_os_str().is_empty())
             .ok_or_else(|| {
-                Error::InvalidArgument("no store directory: set cfg->dir or ICKPT_DIR".into())
+                SettingError::new(
+                    "cfg->dir",
+                    "NULL",
+                    "a store directory: set cfg->dir or ICKPT_DIR",
+                )
             })?;
         *slot = Some((std::process::id(), Engine::open(c)?));
         Ok(())
@@ -281,7 +311,7 @@ pub extern "C" fn ickpt_finalize() -> ickpt_result {
 pub extern "C" fn ickpt_protect(id: u64, ptr: *mut c_void, len: usize) -> ickpt_result {
     guard(|| {
         if ptr.is_null() {
-            return Err(Error::InvalidArgument("ptr is NULL".into()));
+            return Err(Error::Null { what: "ptr" });
         }
         // SAFETY: the C caller promises ptr..ptr+len is its own read-write memory that stays
         // mapped until unprotected (documented in ickpt.h).
@@ -312,7 +342,7 @@ pub extern "C" fn ickpt_malloc(id: u64, size: usize, out: *mut *mut c_void) -> i
 pub extern "C" fn ickpt_free(ptr: *mut c_void) -> ickpt_result {
     guard(|| {
         if ptr.is_null() {
-            return Err(Error::InvalidArgument("ptr is NULL".into()));
+            return Err(Error::Null { what: "ptr" });
         }
         with_engine(&ENGINE, |e| e.free(ptr.cast()))
     })
@@ -414,9 +444,9 @@ pub extern "C" fn ickpt_list_versions(
     guard(|| {
         let count = out_ptr(count, "count")?;
         if versions.is_null() && capacity > 0 {
-            return Err(Error::InvalidArgument(
-                "versions is NULL but capacity is not 0".into(),
-            ));
+            return Err(Error::Null {
+                what: "versions (with a capacity above 0)",
+            });
         }
         let all = with_engine(&ENGINE, |e| e.catalog().versions())?;
         // Element by element: no slice of `capacity` elements is made, since a caller's
@@ -470,9 +500,9 @@ pub extern "C" fn ickpt_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
 
-fn out_ptr<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T, Error> {
+fn out_ptr<'a, T>(p: *mut T, name: &'static str) -> Result<&'a mut T, Error> {
     if p.is_null() {
-        return Err(Error::InvalidArgument(format!("{name} is NULL")));
+        return Err(Error::Null { what: name });
     }
     // SAFETY: non-NULL; by the API contract it points to a writable T owned by the caller
     // for the duration of the call.

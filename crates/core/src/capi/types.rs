@@ -248,8 +248,12 @@ pub fn code_of(e: &Error) -> ickpt_result {
     use ickpt_result::*;
     match e {
         // A setting ickpt cannot use, wherever it was found.
-        Error::InvalidArgument(_)
-        | Error::Setting(_)
+        Error::Setting(_)
+        | Error::Null { .. }
+        | Error::BadRange { .. }
+        | Error::AllocSize { .. }
+        | Error::NotAllocated { .. }
+        | Error::VersionsExhausted { .. }
         | Error::Store(OpenError::Setting(_))
         | Error::Track(crate::track::TrackError::Setting(_)) => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::ForkedChild => ICKPT_ERR_NOT_INITIALIZED,

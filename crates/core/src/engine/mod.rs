@@ -16,7 +16,7 @@ mod versions;
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, RangeProblem, Result};
 use crate::policy::Head;
 use crate::read::catalog;
 use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
@@ -188,9 +188,12 @@ impl Engine {
     /// until it is unprotected (or the engine dropped).
     pub unsafe fn protect(&self, id: u64, ptr: *mut u8, len: usize) -> Result<()> {
         if ptr.is_null() || len == 0 {
-            return Err(Error::InvalidArgument(
-                "protect needs a non-NULL pointer and a non-zero length".into(),
-            ));
+            return Err(Error::BadRange {
+                id,
+                start: ptr as usize,
+                len,
+                problem: RangeProblem::Empty,
+            });
         }
         self.insert(id, ptr as usize, len, None)
     }
@@ -200,17 +203,16 @@ impl Engine {
         if st.regions.contains_key(&id) {
             return Err(Error::RegionExists(id));
         }
+        let bad = |problem| Error::BadRange {
+            id,
+            start: ptr,
+            len,
+            problem,
+        };
         let refused = |e| match e {
-            track::TrackError::NotMapped(_) => Error::InvalidArgument(format!(
-                "region {id}: memory at {ptr:#x}+{len} is not entirely mapped"
-            )),
-            track::TrackError::OwnMemory => Error::InvalidArgument(format!(
-                "region {id}: memory at {ptr:#x}+{len} covers ickpt's own tracking memory"
-            )),
-            track::TrackError::SignalStack => Error::InvalidArgument(format!(
-                "region {id}: memory at {ptr:#x}+{len} covers this thread's alternate signal \
-                 stack, where ickpt's fault handler runs"
-            )),
+            track::TrackError::NotMapped(_) => bad(RangeProblem::NotMapped),
+            track::TrackError::OwnMemory => bad(RangeProblem::OwnMemory),
+            track::TrackError::SignalStack => bad(RangeProblem::SignalStack),
             other => other.into(),
         };
         let tr =
@@ -251,12 +253,13 @@ impl Engine {
     /// Allocate `size` bytes of zeroed, page-aligned memory tracked as region `id`
     /// (paper 000's malloc_protected).
     pub fn alloc(&self, id: u64, size: usize) -> Result<*mut u8> {
+        let refused = |why| Error::AllocSize { id, size, why };
         if size == 0 {
-            return Err(Error::InvalidArgument("allocation size 0".into()));
+            return Err(refused("a size of 0 cannot be protected"));
         }
         let len = size
             .checked_next_multiple_of(page_size())
-            .ok_or_else(|| Error::InvalidArgument(format!("allocation size {size} too large")))?;
+            .ok_or_else(|| refused("larger than the address space"))?;
         let p = mem::map_anonymous(len).map_err(|e| Error::io("anonymous memory", "mmap", e))?;
         if let Err(e) = self.insert(id, p as usize, size, Some((p as usize, len))) {
             // SAFETY: the mapping was just made here and nothing else has seen it.
@@ -275,9 +278,7 @@ impl Engine {
             .iter()
             .find(|(_, s)| s.owned.is_some_and(|(p, _)| p == ptr as usize))
             .map(|(id, _)| *id)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!("{ptr:p} was not returned by ickpt_malloc"))
-            })?;
+            .ok_or(Error::NotAllocated { ptr: ptr as usize })?;
         let slot = st.regions.remove(&id).expect("found above");
         st.stats.keep_counts_of(&slot.tr);
         self.tracker.detach(&slot.tr)?;
@@ -420,22 +421,26 @@ fn settle_identity(store: &dyn Store) -> Result<StoreId> {
 /// limits (docs/FORMAT.md), so protecting more is refused here, before any version exists.
 fn within_format_limits(st: &State, new: &TrackedRegion) -> Result<()> {
     use ickpt_format::limits::{MAX_PAGES, MAX_REGIONS};
+    let bad = |problem| Error::BadRange {
+        id: new.id,
+        start: new.user_ptr,
+        len: new.user_len,
+        problem,
+    };
     if st.regions.len() as u64 >= MAX_REGIONS as u64 {
-        return Err(Error::InvalidArgument(format!(
-            "region {}: {} regions are protected already, the most one version can hold",
-            new.id, MAX_REGIONS
-        )));
+        return Err(bad(RangeProblem::TooManyRegions {
+            max: MAX_REGIONS as u64,
+        }));
     }
     let pages: u64 =
         st.regions.values().map(|s| s.tr.npages as u64).sum::<u64>() + new.npages as u64;
     if pages > MAX_PAGES {
-        return Err(Error::InvalidArgument(format!(
-            "region {}: protected memory would span {pages} pages, more than the {MAX_PAGES} \
-             one version can hold ({} GiB of {}-byte pages)",
-            new.id,
-            (MAX_PAGES * crate::sys::page_size() as u64) >> 30,
-            crate::sys::page_size()
-        )));
+        return Err(bad(RangeProblem::TooManyPages {
+            pages,
+            max: MAX_PAGES,
+            gib: (MAX_PAGES * page_size() as u64) >> 30,
+            page_size: page_size(),
+        }));
     }
     Ok(())
 }

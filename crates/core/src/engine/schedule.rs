@@ -23,13 +23,12 @@ impl Engine {
         if version > ickpt_format::limits::MAX_VERSION {
             // Numbering follows the highest name in the store, so one stray name near the
             // limit would make every later version a file no reader accepts: say so.
-            return Err(Error::InvalidArgument(format!(
-                "version {version} is past the last number the format allows ({}): {} holds \
-                 {}, which is not a version this process wrote; move it out of the store",
-                ickpt_format::limits::MAX_VERSION,
-                self.store.describe(""),
-                crate::store::version_name(version - 1)
-            )));
+            return Err(Error::VersionsExhausted {
+                version,
+                max: ickpt_format::limits::MAX_VERSION,
+                dir: self.store.describe(""),
+                last: crate::store::version_name(version - 1),
+            });
         }
         let kind = policy::next_kind(st.head, self.cfg.full_every);
         let (parent, depth, parent_meta_crc) = match (kind, st.head) {
