@@ -24,8 +24,16 @@ pub mod io;
 pub mod policy;
 pub mod read;
 pub mod store;
+// Not API: public only with the `raw-sys` feature, for ickpt's benchmarks and tests.
 #[allow(unsafe_code)]
+#[cfg(feature = "raw-sys")]
+#[doc(hidden)]
 pub mod sys;
+// Without the feature, what only the benchmarks and tests call is unused here.
+#[allow(unsafe_code)]
+#[cfg(not(feature = "raw-sys"))]
+#[allow(dead_code)]
+mod sys;
 pub mod track;
 
 pub use config::{Config, SettingError};

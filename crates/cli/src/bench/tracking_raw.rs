@@ -3,7 +3,7 @@
 //! a child process of its own (the raw SIGSEGV handler replaces ickpt's).
 
 use super::util::{touch_pages, PAGE};
-use ickpt::sys::mem;
+use ickpt::sys::mem::{Protection, TrackedPages};
 use ickpt::sys::pagemap::{PageRegion, Pagemap};
 use ickpt::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 extern "C" fn open_page(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // SAFETY: the kernel's siginfo for a SIGSEGV carries the fault address.
     let addr = unsafe { (*info).si_addr() } as usize & !(PAGE - 1);
-    let _ = mem::protect(addr, PAGE, mem::PROT_OPEN);
+    // SAFETY: the only protected memory in this process is the benchmark's own buffer.
+    let _ = unsafe { TrackedPages::from_raw_parts(addr, PAGE) }.protect(Protection::Open);
 }
 
 /// mprotect + SIGSEGV: protect, then time one first write per page in `order`.
@@ -29,10 +30,13 @@ pub fn mprotect(base: *mut u8, len: usize, order: &[usize], v: u8) -> std::io::R
             return Err(std::io::Error::last_os_error());
         }
     }
-    mem::protect(base as usize, len, mem::PROT_TRACKED)?;
+    // SAFETY: the caller's buffer, mapped read-write for the benchmark and written only by
+    // it; the handler above opens what it writes.
+    let pages = unsafe { TrackedPages::covering(base as usize, len) }?;
+    pages.protect(Protection::Tracked)?;
     // SAFETY: `order` holds pages of the `len`-byte buffer at `base`.
     let t = unsafe { touch_pages(base, order, v) };
-    mem::protect(base as usize, len, mem::PROT_OPEN)?;
+    pages.protect(Protection::Open)?;
     Ok(t)
 }
 

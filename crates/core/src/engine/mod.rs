@@ -20,7 +20,8 @@ use crate::error::{Error, RangeProblem, Result};
 use crate::policy::Head;
 use crate::read::catalog;
 use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
-use crate::sys::{mem, page_size};
+use crate::sys::mem::{Mapping, TrackedPages};
+use crate::sys::page_size;
 use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,7 +31,7 @@ pub(crate) struct RegionSlot {
     /// The version that first stored this incarnation whole; None until one has.
     pub born: Option<u64>,
     /// The mapping ickpt_malloc made for it, to unmap on free.
-    pub owned: Option<(usize, usize)>,
+    pub owned: Option<Mapping>,
 }
 
 #[derive(Default)]
@@ -198,7 +199,10 @@ impl Engine {
         self.insert(id, ptr as usize, len, None)
     }
 
-    fn insert(&self, id: u64, ptr: usize, len: usize, owned: Option<(usize, usize)>) -> Result<()> {
+    /// Track `len` bytes at `ptr` as region `id`; `owned`: the mapping `alloc` made for it
+    /// (unmapped if the region is refused). Callers vouch for the range: `protect`'s caller
+    /// by its contract, `alloc` by having mapped it.
+    fn insert(&self, id: u64, ptr: usize, len: usize, owned: Option<Mapping>) -> Result<()> {
         let mut st = self.lock_for_change()?;
         if st.regions.contains_key(&id) {
             return Err(Error::RegionExists(id));
@@ -215,8 +219,14 @@ impl Engine {
             track::TrackError::SignalStack => bad(RangeProblem::SignalStack),
             other => other.into(),
         };
-        let tr =
-            Arc::new(TrackedRegion::new(id, ptr, len, self.protocol.clone()).map_err(refused)?);
+        // SAFETY: read-write memory of this process, mapped until it is unprotected (the
+        // callers vouch, see above); tracking lets its writes through, and the registry
+        // refuses a range over ickpt's own memory.
+        let pages = unsafe { TrackedPages::covering(ptr, len) }
+            .map_err(|_| bad(RangeProblem::NotMapped))?;
+        let tr = Arc::new(
+            TrackedRegion::new(id, ptr, len, pages, self.protocol.clone()).map_err(refused)?,
+        );
         within_format_limits(&st, &tr)?;
         if owned.is_none() {
             track::before_protect((tr.base, tr.span_end())).map_err(refused)?;
@@ -260,12 +270,10 @@ impl Engine {
         let len = size
             .checked_next_multiple_of(page_size())
             .ok_or_else(|| refused("larger than the address space"))?;
-        let p = mem::map_anonymous(len).map_err(|e| Error::io("anonymous memory", "mmap", e))?;
-        if let Err(e) = self.insert(id, p as usize, size, Some((p as usize, len))) {
-            // SAFETY: the mapping was just made here and nothing else has seen it.
-            let _ = unsafe { mem::unmap(p, len) };
-            return Err(e);
-        }
+        let m = Mapping::new(len).map_err(|e| Error::io("anonymous memory", "mmap", e))?;
+        let p = m.ptr();
+        // A refused region drops the mapping, unmapping it.
+        self.insert(id, p as usize, size, Some(m))?;
         Ok(p)
     }
 
@@ -276,15 +284,16 @@ impl Engine {
         let id = st
             .regions
             .iter()
-            .find(|(_, s)| s.owned.is_some_and(|(p, _)| p == ptr as usize))
+            .find(|(_, s)| s.owned.as_ref().is_some_and(|m| m.ptr() == ptr))
             .map(|(id, _)| *id)
             .ok_or(Error::NotAllocated { ptr: ptr as usize })?;
         let slot = st.regions.remove(&id).expect("found above");
         st.stats.keep_counts_of(&slot.tr);
         self.tracker.detach(&slot.tr)?;
-        let (p, len) = slot.owned.expect("owned");
-        // SAFETY: the mapping was made by `alloc` and the caller hands it back for good.
-        unsafe { mem::unmap(p as *mut u8, len) }
+        // The caller hands the memory back for good.
+        slot.owned
+            .expect("owned")
+            .unmap()
             .map_err(|e| Error::io("anonymous memory", "munmap", e))
     }
 
@@ -334,7 +343,7 @@ impl Engine {
 
 /// Whether all of `tr`'s covering pages are still mapped.
 fn mapped(tr: &TrackedRegion) -> bool {
-    mem::check_mapped(tr.base, tr.span_len()).is_ok()
+    crate::sys::mem::check_mapped(tr.base, tr.span_len()).is_ok()
 }
 
 /// A tracking failure on `tr`, named for what it is when its memory is gone: unmapped while
@@ -385,11 +394,9 @@ impl Drop for Engine {
         self.settle(&mut st);
         for (_, slot) in std::mem::take(&mut st.regions) {
             let _ = self.tracker.detach(&slot.tr);
-            if let Some((p, len)) = slot.owned {
-                // SAFETY: mappings from `alloc` are released with the engine (documented in
-                // ickpt_finalize); the application must not use them afterwards.
-                let _ = unsafe { mem::unmap(p as *mut u8, len) };
-            }
+            // Mappings from `alloc` are released with the engine (documented in
+            // ickpt_finalize): `slot.owned` unmaps as it drops here.
+            drop(slot);
         }
         // The protocol is freed with the engine: not under a handler still leaving it.
         self.protocol.wait_for_handlers();

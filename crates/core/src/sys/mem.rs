@@ -1,10 +1,145 @@
-//! Anonymous mappings, protection changes and raw copies into application memory.
+//! Anonymous mappings, protection changes and raw copies into application memory. What can
+//! break memory safety is either an `unsafe fn` or a method of a value whose making was the
+//! unsafe step ([`TrackedPages`]); flags are types, so no call can pass one that would.
 
 use std::io;
 
-/// Protection for tracked pages between checkpoints: reads free, first write traps.
-pub const PROT_TRACKED: i32 = libc::PROT_READ;
-pub const PROT_OPEN: i32 = libc::PROT_READ | libc::PROT_WRITE;
+/// What ickpt sets tracked pages to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protection {
+    /// Between checkpoints: reads free, the first write traps.
+    Tracked,
+    /// Readable and writable, as the application had them.
+    Open,
+}
+
+impl Protection {
+    fn bits(self) -> i32 {
+        match self {
+            Protection::Tracked => libc::PROT_READ,
+            Protection::Open => libc::PROT_READ | libc::PROT_WRITE,
+        }
+    }
+}
+
+/// Page-aligned memory whose protection ickpt may change: the pages covering a tracked
+/// region (or, in benchmarks, a mapping of their own). Making one is the unsafe step;
+/// protecting its pages is then safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrackedPages {
+    base: usize,
+    len: usize,
+}
+
+impl TrackedPages {
+    /// The whole pages covering `ptr..ptr+len`, all of which must be mapped (checked: a
+    /// range with a hole, or past the address space, is an error).
+    ///
+    /// # Safety
+    /// The pages must be read-write memory of this process that stays mapped while this
+    /// value is used, whose writes while read-only a fault handler of ickpt's lets through,
+    /// and which holds nothing that must stay read-only or inaccessible (code, guard pages).
+    pub unsafe fn covering(ptr: usize, len: usize) -> io::Result<TrackedPages> {
+        let ps = super::page_size();
+        let base = ptr & !(ps - 1);
+        let too_big = || io::Error::from_raw_os_error(libc::ENOMEM);
+        let len = (ptr.checked_add(len).ok_or_else(too_big)? - base)
+            .checked_next_multiple_of(ps)
+            .ok_or_else(too_big)?;
+        check_mapped(base, len)?;
+        Ok(TrackedPages { base, len })
+    }
+
+    /// `len` bytes of whole pages at `base`, unchecked (for a fault handler that has only
+    /// the address; signal-safe).
+    ///
+    /// # Safety
+    /// As [`covering`](Self::covering), and `base` and `len` are page-aligned.
+    pub unsafe fn from_raw_parts(base: usize, len: usize) -> TrackedPages {
+        TrackedPages { base, len }
+    }
+
+    /// First byte of the first page.
+    pub fn base(&self) -> usize {
+        self.base
+    }
+
+    /// Bytes covered, a whole number of pages.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Set every page to `prot`. Signal-safe.
+    pub fn protect(&self, prot: Protection) -> io::Result<()> {
+        protect(self.base, self.len, prot.bits())
+    }
+
+    /// Set `count` pages from page `first` to `prot`; pages outside these are refused
+    /// (EINVAL). Signal-safe.
+    pub fn protect_pages(&self, first: usize, count: usize, prot: Protection) -> io::Result<()> {
+        let ps = super::page_size();
+        match first.checked_add(count) {
+            Some(end) if end <= self.len / ps => {
+                protect(self.base + first * ps, count * ps, prot.bits())
+            }
+            _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+}
+
+/// Memory mapped for the application (`ickpt_malloc`): unmapped when dropped, or by
+/// [`Mapping::unmap`] to see the error.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a mapping is plain memory of the process, usable from any thread; this value
+// only owns the right to unmap it.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` only reads the address and length.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// `len` bytes of zeroed, private, anonymous memory (page-aligned).
+    pub fn new(len: usize) -> io::Result<Mapping> {
+        Ok(Mapping {
+            ptr: map_anonymous(len)?,
+            len,
+        })
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Unmap now, reporting failure.
+    pub fn unmap(self) -> io::Result<()> {
+        let me = std::mem::ManuallyDrop::new(self);
+        // SAFETY: made by `new`, unmapped once (drop will not run).
+        unsafe { unmap(me.ptr, me.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: made by `new` and unmapped only here or in `unmap`, which skips this.
+        let _ = unsafe { unmap(self.ptr, self.len) };
+    }
+}
 
 /// Map `len` bytes of zeroed, private, anonymous memory (page-aligned).
 pub fn map_anonymous(len: usize) -> io::Result<*mut u8> {
@@ -37,9 +172,9 @@ pub unsafe fn unmap(ptr: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Change protection of whole pages. Only the protection bits change: no memory is
-/// freed or aliased, so this is safe for any page-aligned range the caller tracks.
-pub fn protect(addr: usize, len: usize, prot: i32) -> io::Result<()> {
+/// Change protection of whole pages: through [`TrackedPages`] above `sys`, and for the guard
+/// page of an alternate signal stack (`altstack.rs`).
+pub(super) fn protect(addr: usize, len: usize, prot: i32) -> io::Result<()> {
     if len == 0 {
         return Ok(());
     }
@@ -52,13 +187,26 @@ pub fn protect(addr: usize, len: usize, prot: i32) -> io::Result<()> {
 }
 
 /// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
-pub const MADV_COLLAPSE: i32 = 25;
+const MADV_COLLAPSE: i32 = 25;
 
-/// madvise(2) on whole pages of the application's tracked memory. Only advice that keeps
-/// the contents is used (huge page hints), so no byte changes.
-pub fn advise(addr: usize, len: usize, advice: i32) -> io::Result<()> {
-    // SAFETY: madvise with THP advice on our own mapped pages changes how they are backed,
-    // never what they hold; a bad range is an error.
+/// Advice ickpt gives about memory: only kinds that change how pages are backed, never what
+/// they hold, so giving it for any range is safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// `MADV_HUGEPAGE`: back the range with huge pages where it can.
+    HugePages,
+    /// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
+    Collapse,
+}
+
+/// madvise(2) with advice that keeps the contents.
+pub fn advise(addr: usize, len: usize, advice: Advice) -> io::Result<()> {
+    let advice = match advice {
+        Advice::HugePages => libc::MADV_HUGEPAGE,
+        Advice::Collapse => MADV_COLLAPSE,
+    };
+    // SAFETY: this advice changes how pages are backed, never what they hold, and a bad
+    // range is an error.
     if unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) } != 0 {
         return Err(io::Error::last_os_error());
     }

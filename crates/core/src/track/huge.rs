@@ -90,10 +90,10 @@ impl HugeQueue {
             // while a collapse is still running.
             self.w[W_BUSY].store(1, SeqCst);
             self.w[W_TAIL].store(tail + 1, SeqCst);
-            let _ = mem::advise(start, len, libc::MADV_HUGEPAGE);
+            let _ = mem::advise(start, len, mem::Advice::HugePages);
             let done = (start..start + len)
                 .step_by(HUGE)
-                .filter(|&b| mem::advise(b, HUGE, mem::MADV_COLLAPSE).is_ok())
+                .filter(|&b| mem::advise(b, HUGE, mem::Advice::Collapse).is_ok())
                 .count();
             self.w[W_COLLAPSED].fetch_add(done as u64, SeqCst);
             self.w[W_BUSY].store(0, SeqCst);

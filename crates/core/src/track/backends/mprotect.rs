@@ -5,7 +5,8 @@
 // chains to the previous handler.
 #![allow(unsafe_code)]
 
-use crate::sys::{mem, page_size, signal, thread};
+use crate::sys::mem::Protection;
+use crate::sys::{page_size, signal, thread};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
 use crate::track::protocol::first_write::{self, Outcome};
@@ -49,7 +50,7 @@ impl first_write::Catch for Segv {
     }
 
     fn open(&mut self, r: &TrackedRegion, lo: usize, hi: usize) -> bool {
-        mem::protect(r.page_addr(lo), (hi - lo) * page_size(), mem::PROT_OPEN).is_ok()
+        r.mem.protect_pages(lo, hi - lo, Protection::Open).is_ok()
     }
 
     /// Splitting the mapping page by page can exhaust vm.max_map_count (ENOMEM). Give up
@@ -58,7 +59,7 @@ impl first_write::Catch for Segv {
     /// its scheduled pages read-only.
     fn open_whole(&mut self, r: &TrackedRegion) -> bool {
         r.protocol.wait_until_committed();
-        mem::protect(r.base, r.span_len(), mem::PROT_OPEN).is_ok()
+        r.mem.protect(Protection::Open).is_ok()
     }
 }
 
@@ -73,8 +74,8 @@ impl MprotectTracker {
 
     /// Write-protect a region already in the registry; on failure it leaves the registry.
     pub(crate) fn arm(r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        if let Err(e) = mem::protect(r.base, r.span_len(), mem::PROT_TRACKED) {
-            let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+        if let Err(e) = r.mem.protect(Protection::Tracked) {
+            let _ = r.mem.protect(Protection::Open);
             registry::remove(r);
             return Err(TrackError::Protect(e));
         }
@@ -117,7 +118,7 @@ impl Tracker for MprotectTracker {
 
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
         Self::mark_shared_pages_dirty(r, false);
-        let opened = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+        let opened = r.mem.protect(Protection::Open);
         registry::remove(r);
         opened.map_err(TrackError::Protect)
     }
@@ -133,12 +134,14 @@ impl Tracker for MprotectTracker {
         // new epoch. Nothing is lost either way.
         r.dirty.take_into(out);
         before_rearm(out);
-        mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)
+        r.mem
+            .protect(Protection::Tracked)
+            .map_err(TrackError::Protect)
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         Self::mark_shared_pages_dirty(r, false);
-        mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect)
+        r.mem.protect(Protection::Open).map_err(TrackError::Protect)
     }
 
     fn handler_intact(&self) -> Result<bool, TrackError> {

@@ -9,8 +9,9 @@
 //! writes cost the kernel's async fault again. A sync commit with a single-threaded
 //! application never meets its fence.
 
+use crate::sys::mem::Protection;
+use crate::sys::page_size;
 use crate::sys::userfault::Userfault;
-use crate::sys::{mem, page_size};
 use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
@@ -90,7 +91,9 @@ impl Tracker for UffdAsyncTracker {
         // Fence first: from here a write by any other thread traps and waits at the gate, so
         // none lands between the scan and the page states the commit sets below.
         let faults_before = r.dirty.faults();
-        mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)?;
+        r.mem
+            .protect(Protection::Tracked)
+            .map_err(TrackError::Protect)?;
         // Pages opened through the fence during the last commit, and the bits of a failed
         // commit put back: their pages are written-protected already or reported below.
         r.dirty.take_into(out);
@@ -100,7 +103,7 @@ impl Tracker for UffdAsyncTracker {
                 pages
             }
             Err(e) => {
-                let _ = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+                let _ = r.mem.protect(Protection::Open);
                 return Err(TrackError::Userfault(e));
             }
         };
@@ -110,7 +113,9 @@ impl Tracker for UffdAsyncTracker {
         // through the fence with a stale state: fence it again, or other threads' writes to
         // it would reach the version.
         if r.dirty.faults() != faults_before {
-            mem::protect(r.base, r.span_len(), mem::PROT_TRACKED).map_err(TrackError::Protect)?;
+            r.mem
+                .protect(Protection::Tracked)
+                .map_err(TrackError::Protect)?;
         }
         let mut unarmed = self.unarmed_list();
         let key = r as *const TrackedRegion as usize;
@@ -143,7 +148,7 @@ impl Tracker for UffdAsyncTracker {
         let lo = usize::from(shared_by_protection(0));
         let hi = r.npages - usize::from(r.npages > lo && shared_by_protection(r.npages - 1));
         if lo < hi {
-            let _ = mem::protect(r.page_addr(lo), (hi - lo) * page_size(), mem::PROT_OPEN);
+            let _ = r.mem.protect_pages(lo, hi - lo, Protection::Open);
         }
     }
 

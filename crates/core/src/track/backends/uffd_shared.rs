@@ -4,9 +4,10 @@
 // Unsafe allowed here (lib.rs fences it): PAGEMAP_SCAN writes its results into ickpt's own memory.
 #![allow(unsafe_code)]
 
+use crate::sys::mem::Protection;
+use crate::sys::page_size;
 use crate::sys::pagemap::{PageRegion, Pagemap};
 use crate::sys::userfault::Userfault;
-use crate::sys::{mem, page_size};
 use crate::track::backends::mprotect::MprotectTracker;
 use crate::track::memory::own_mem::OwnBytes;
 use crate::track::memory::region::TrackedRegion;
@@ -182,11 +183,11 @@ impl UffdRegions {
         }
         if self.forked() {
             registry::remove(r);
-            return mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect);
+            return r.mem.protect(Protection::Open).map_err(TrackError::Protect);
         }
         MprotectTracker::mark_shared_pages_dirty(r, false);
         let unregistered = self.uffd.unregister(r.base, r.span_len());
-        let opened = mem::protect(r.base, r.span_len(), mem::PROT_OPEN);
+        let opened = r.mem.protect(Protection::Open);
         registry::remove(r);
         // Neighbours of this engine sharing a page lost its registration with ours: register
         // them again. (Another engine's regions are not ours to register.)
@@ -209,6 +210,6 @@ impl UffdRegions {
         self.uffd
             .write_protect(r.base, r.span_len(), false)
             .map_err(TrackError::Userfault)?;
-        mem::protect(r.base, r.span_len(), mem::PROT_OPEN).map_err(TrackError::Protect)
+        r.mem.protect(Protection::Open).map_err(TrackError::Protect)
     }
 }

@@ -1,6 +1,7 @@
 //! A region of application memory whose pages are tracked.
 
-use crate::sys::{mem, page_size};
+use crate::sys::mem::TrackedPages;
+use crate::sys::page_size;
 use crate::track::acck::AcckState;
 use crate::track::memory::bitmap::AtomicBitmap;
 use crate::track::protocol::pages::PageStates;
@@ -21,6 +22,8 @@ pub struct TrackedRegion {
     /// First byte of the first covering page.
     pub base: usize,
     pub npages: usize,
+    /// The covering pages, whose protection tracking changes.
+    pub(in crate::track) mem: TrackedPages,
     /// Pages written since the last collection, and the count of write faults taken.
     pub(in crate::track) dirty: AtomicBitmap,
     /// Commit protocol state and first-write record of each page.
@@ -35,30 +38,25 @@ pub struct TrackedRegion {
 }
 
 impl TrackedRegion {
-    /// A region over `len` bytes at `ptr`, which must all be mapped. Checked before anything
-    /// sized by `len` is allocated, so a bogus length is an error rather than an abort; and
-    /// since mprotect does not roll back, a range with a hole must never reach it (it would
-    /// leave the mapped part read-only and untracked).
+    /// Region `id` over the `len` bytes at `ptr`, whose covering pages are `pages` (made,
+    /// and checked mapped, before anything sized by `len` is allocated, so a bogus length is
+    /// an error rather than an abort; and since mprotect does not roll back, a range with a
+    /// hole must never reach it: it would leave the mapped part read-only and untracked).
     pub fn new(
         id: u64,
         ptr: usize,
         len: usize,
+        pages: TrackedPages,
         protocol: Arc<Protocol>,
     ) -> Result<Self, TrackError> {
-        let ps = page_size();
-        let base = ptr & !(ps - 1);
-        let not_mapped = || TrackError::NotMapped(std::io::Error::from_raw_os_error(libc::ENOMEM));
-        let span = (ptr.checked_add(len).ok_or_else(not_mapped)? - base)
-            .checked_next_multiple_of(ps)
-            .ok_or_else(not_mapped)?;
-        mem::check_mapped(base, span).map_err(TrackError::NotMapped)?;
-        let npages = span / ps;
+        let npages = pages.len() / page_size();
         Ok(TrackedRegion {
             id,
             user_ptr: ptr,
             user_len: len,
-            base,
+            base: pages.base(),
             npages,
+            mem: pages,
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
             pages: PageStates::new(npages).map_err(TrackError::OwnAlloc)?,
             acck: AcckState::new(npages, protocol.acck_n()).map_err(TrackError::OwnAlloc)?,
