@@ -73,9 +73,7 @@ fn unsafe_code_is_allowed_only_where_named() {
     assert_eq!(
         allowed,
         [
-            "engine/commit.rs",
             "engine/mod.rs",
-            "engine/restore_regions.rs",
             "track/backends/mprotect.rs",
             "track/backends/uffd.rs",
             "track/backends/uffd_shared.rs",

@@ -4,16 +4,12 @@
 //! committer thread (async) or on the caller (sync); the fault path competes for the same
 //! pages through the protocol (`track/protocol`).
 
-// Unsafe allowed here (lib.rs fences it): copies pages out of protected application memory
-// (`sys::mem::copy_out`).
-#![allow(unsafe_code)]
-
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
-use crate::sys::{mem, thread};
+use crate::sys::thread;
 use crate::track::protocol::committer::{Drain, Scheduled, Selector, Take};
 use crate::track::{OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
@@ -133,10 +129,9 @@ pub(super) fn run(job: Job) -> Outcome {
         let (ri, page) = match take {
             Take::Memory(ri, page) => {
                 if let Some(dst) = sink.slot() {
-                    // SAFETY: the page belongs to a region of this commit, which stays
-                    // tracked (mapped, readable) until the commit settles; it is FLUSHING,
-                    // so no writer can open it before we are done.
-                    unsafe { mem::copy_out(dst, regions[ri].tr.page_addr(page)) };
+                    // The region stays tracked (mapped, readable) until the commit settles;
+                    // the page is Flushing, so no writer can open it before we are done.
+                    regions[ri].tr.copy_page_out(page, dst);
                 }
                 (ri, page)
             }

@@ -1,7 +1,7 @@
 //! The engine: protected regions, their page protocol, and checkpoint / restore against a store.
 
 // Unsafe allowed here (lib.rs fences it): `protect` is an unsafe fn (the caller vouches for the
-// range), and `alloc`/`free` unmap what they mapped.
+// range), and the range becomes the region's `TrackedPages` on that promise.
 #![allow(unsafe_code)]
 
 mod checkpoint;

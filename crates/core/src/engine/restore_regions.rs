@@ -1,14 +1,9 @@
 //! Engine::restore: fill every protected region from a committed version.
 
-// Unsafe allowed here (lib.rs fences it): copies restored bytes into protected application memory
-// (`sys::mem::copy_in`).
-#![allow(unsafe_code)]
-
 use super::{Engine, RestoreInfo};
 use crate::error::{Error, Result};
 use crate::policy::Head;
 use crate::read::reverse_scan::reverse_scan;
-use crate::sys::mem;
 use crate::track::protocol::committer::give_back;
 use std::time::Instant;
 
@@ -51,13 +46,10 @@ impl Engine {
             });
         }
 
-        let targets: Vec<(usize, usize)> = newest
+        let targets: Vec<std::sync::Arc<crate::track::TrackedRegion>> = newest
             .regions
             .iter()
-            .map(|r| {
-                let t = &st.regions[&r.id].tr;
-                (t.user_ptr, t.user_len)
-            })
+            .map(|r| st.regions[&r.id].tr.clone())
             .collect();
         // From here memory matches no version until the scan completes, and opened regions
         // no longer record writes: forget the head first, so that whatever fails below, the
@@ -73,14 +65,9 @@ impl Engine {
                 .map_err(|e| super::region_error(&s.tr, e))?;
         }
         let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<()> {
-            let (ptr, len) = targets[li];
-            assert!(
-                off as usize + bytes.len() <= len,
-                "reverse scan stays inside the region"
-            );
-            // SAFETY: the target is a protected region (mapped, writable after
-            // open_for_restore) and the write stays within its length, asserted above.
-            unsafe { mem::copy_in(ptr + off as usize, bytes) };
+            // Writable after open_for_restore; the reverse scan stays inside the region
+            // (copy_in asserts it).
+            targets[li].copy_in(off as usize, bytes);
             Ok(())
         };
         let report = reverse_scan(&catalog, &chain, &|_| true, &mut sink, &mut |_, _| {})?;

@@ -38,7 +38,9 @@ impl TrackedPages {
     /// # Safety
     /// The pages must be read-write memory of this process that stays mapped while this
     /// value is used, whose writes while read-only a fault handler of ickpt's lets through,
-    /// and which holds nothing that must stay read-only or inaccessible (code, guard pages).
+    /// which holds nothing that must stay read-only or inaccessible (code, guard pages), and
+    /// to which no Rust reference is live while ickpt copies into it ([`copy_in`](Self::copy_in),
+    /// a restore).
     pub unsafe fn covering(ptr: usize, len: usize) -> io::Result<TrackedPages> {
         let ps = super::page_size();
         let base = ptr & !(ps - 1);
@@ -71,6 +73,26 @@ impl TrackedPages {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Copy `dst.len()` bytes at byte `offset` of these pages into `dst`.
+    pub fn copy_out(&self, offset: usize, dst: &mut [u8]) {
+        assert!(offset
+            .checked_add(dst.len())
+            .is_some_and(|end| end <= self.len));
+        // SAFETY: in bounds (asserted) of pages the maker vouched are mapped and readable.
+        unsafe { copy_out(dst, self.base + offset) }
+    }
+
+    /// Copy `src` to byte `offset` of these pages, which must be writable now.
+    pub fn copy_in(&self, offset: usize, src: &[u8]) {
+        assert!(offset
+            .checked_add(src.len())
+            .is_some_and(|end| end <= self.len));
+        // SAFETY: in bounds (asserted) of pages the maker vouched are ours, mapped, and not
+        // borrowed by Rust code while ickpt copies into them; `src` is not among them (a
+        // reference to them could not exist).
+        unsafe { copy_in(self.base + offset, src) }
     }
 
     /// Set every page to `prot`. Signal-safe.
@@ -213,21 +235,21 @@ pub fn advise(addr: usize, len: usize, advice: Advice) -> io::Result<()> {
     Ok(())
 }
 
-/// Copy `src` into application memory at `dst`.
+/// Copy `src` into application memory at `dst` (see [`TrackedPages::copy_in`]).
 ///
 /// # Safety
 /// `dst..dst+src.len()` must be writable memory the application handed to ickpt, and not
 /// overlap `src`.
-pub unsafe fn copy_in(dst: usize, src: &[u8]) {
+unsafe fn copy_in(dst: usize, src: &[u8]) {
     // SAFETY: the caller guarantees the destination is valid, writable and disjoint.
     unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
 }
 
-/// Copy application memory at `src` into `dst`.
+/// Copy application memory at `src` into `dst` (see [`TrackedPages::copy_out`]).
 ///
 /// # Safety
 /// `src..src+dst.len()` must be readable memory that stays mapped during the call.
-pub unsafe fn copy_out(dst: &mut [u8], src: usize) {
+unsafe fn copy_out(dst: &mut [u8], src: usize) {
     // SAFETY: the caller guarantees the source range is mapped and readable.
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) }
 }

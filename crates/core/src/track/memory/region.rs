@@ -84,6 +84,20 @@ impl TrackedRegion {
         self.base + page * page_size()
     }
 
+    /// Copy page `page` (of the covering pages) into `dst`, one page long.
+    pub fn copy_page_out(&self, page: usize, dst: &mut [u8]) {
+        self.mem.copy_out(page * page_size(), dst);
+    }
+
+    /// Copy `src` to byte `offset` of the region (not of its first page), which must be
+    /// writable now (`Tracker::open_for_restore`). Bytes outside the region are refused.
+    pub fn copy_in(&self, offset: usize, src: &[u8]) {
+        assert!(offset
+            .checked_add(src.len())
+            .is_some_and(|end| end <= self.user_len));
+        self.mem.copy_in(self.page_offset() + offset, src);
+    }
+
     /// Mappings the fault handler writes on this region's behalf; none may be protected.
     pub fn own_spans(&self) -> Vec<(usize, usize)> {
         let mut v = vec![self.dirty.span()];
