@@ -107,6 +107,7 @@ pub fn full_word(bits: usize, w: usize) -> u64 {
 }
 
 /// Whether bit `i` of a plain bitmap is set.
+#[inline]
 pub fn is_set(words: &[u64], i: usize) -> bool {
     words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
 }

@@ -26,6 +26,7 @@ pub enum PageState {
 }
 
 impl PageState {
+    #[inline]
     fn from_code(c: u8) -> PageState {
         match c {
             1 => PageState::Scheduled,
@@ -93,10 +94,12 @@ impl PageStates {
         PageState::from_code(self.state[page].load(SeqCst))
     }
 
+    #[inline]
     fn set(&self, page: usize, to: PageState) {
         self.state[page].store(to as u8, SeqCst);
     }
 
+    #[inline]
     fn change(&self, page: usize, from: PageState, to: PageState) -> bool {
         self.state[page]
             .compare_exchange(from as u8, to as u8, SeqCst, SeqCst)
@@ -106,11 +109,13 @@ impl PageStates {
     // ---- scheduling (gate closed) ----
 
     /// The commit being scheduled stores `page`.
+    #[inline]
     pub(in crate::track::protocol) fn schedule(&self, page: usize) {
         self.set(page, PageState::Scheduled);
     }
 
     /// The commit being scheduled does not store `page` (or the commit was abandoned).
+    #[inline]
     pub(in crate::track::protocol) fn leave_out(&self, page: usize) {
         self.set(page, PageState::Idle);
     }
@@ -118,11 +123,13 @@ impl PageStates {
     // ---- a first write (signal-safe) ----
 
     /// A writer claims scheduled `page` to copy it aside. False: someone changed it first.
+    #[inline]
     pub(in crate::track::protocol) fn start_copy(&self, page: usize) -> bool {
         self.change(page, PageState::Scheduled, PageState::Copying)
     }
 
     /// The writer's copy of `page` is in its slot.
+    #[inline]
     pub(in crate::track::protocol) fn copied(&self, page: usize) {
         self.set(page, PageState::Copied);
     }
@@ -131,17 +138,20 @@ impl PageStates {
 
     /// The committer claims scheduled `page` to copy it from application memory. False:
     /// a writer copied it aside, or it was taken by another route, first.
+    #[inline]
     pub(in crate::track::protocol) fn claim(&self, page: usize) -> bool {
         self.change(page, PageState::Scheduled, PageState::Flushing)
     }
 
     /// The committer has the bytes of `page` (claimed, or from its slot).
+    #[inline]
     pub(in crate::track::protocol) fn taken(&self, page: usize) {
         self.set(page, PageState::Taken);
     }
 
     /// Record the epoch's first write to `page`, `order`-th first write of the epoch.
     /// Later writers of the same page leave the first record alone. Signal-safe.
+    #[inline]
     pub(in crate::track::protocol) fn record(
         &self,
         page: usize,
@@ -155,6 +165,7 @@ impl PageStates {
     }
 
     /// The epoch's record for `page` (type, order), cleared for the next epoch.
+    #[inline]
     pub(in crate::track::protocol) fn take_access(&self, page: usize) -> (Access, u32) {
         let a = &self.access[page];
         if a.load(SeqCst) == 0 {
