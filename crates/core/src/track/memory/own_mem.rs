@@ -9,7 +9,8 @@
 // Unsafe allowed here (lib.rs fences it): ickpt's own mappings, which the signal handler writes.
 #![allow(unsafe_code)]
 
-use crate::sys::{mem, page_size};
+use crate::sys::mem::Mapping;
+use crate::sys::page_size;
 use std::io;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
@@ -28,9 +29,8 @@ unsafe impl ZeroValid for AtomicU64 {}
 
 /// A zeroed slice of `T` in a private mapping of its own.
 pub struct OwnSlice<T: ZeroValid> {
-    ptr: *mut T,
+    map: Mapping,
     len: usize,
-    map_len: usize,
     _t: PhantomData<T>,
 }
 
@@ -41,18 +41,16 @@ unsafe impl<T: ZeroValid> Sync for OwnSlice<T> {}
 
 impl<T: ZeroValid> OwnSlice<T> {
     pub fn new(len: usize) -> io::Result<Self> {
-        let (ptr, map_len) = map_bytes(len.max(1).checked_mul(size_of::<T>()))?;
         Ok(OwnSlice {
-            ptr: ptr.cast(),
+            map: map_bytes(len.max(1).checked_mul(size_of::<T>()))?,
             len,
-            map_len,
             _t: PhantomData,
         })
     }
 
     /// The mapping's address range, which no protected region may cover.
     pub fn span(&self) -> (usize, usize) {
-        (self.ptr as usize, self.ptr as usize + self.map_len)
+        span(&self.map)
     }
 }
 
@@ -61,61 +59,47 @@ impl<T: ZeroValid> std::ops::Deref for OwnSlice<T> {
     fn deref(&self) -> &[T] {
         // SAFETY: the mapping holds `len` zero-initialised (valid, per ZeroValid) `T`s,
         // lives as long as `self`, and is only accessed through shared references.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl<T: ZeroValid> Drop for OwnSlice<T> {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `new` and is released once, here.
-        let _ = unsafe { mem::unmap(self.ptr.cast(), self.map_len) };
+        unsafe { std::slice::from_raw_parts(self.map.ptr().cast::<T>(), self.len) }
     }
 }
 
 /// Raw bytes in a private mapping of their own (copy-on-write slots).
 pub struct OwnBytes {
-    ptr: *mut u8,
-    map_len: usize,
+    map: Mapping,
 }
-
-// SAFETY: plain memory; callers coordinate access to disjoint parts through atomics.
-unsafe impl Send for OwnBytes {}
-// SAFETY: as above.
-unsafe impl Sync for OwnBytes {}
 
 impl OwnBytes {
     pub fn new(len: usize) -> io::Result<Self> {
-        let (ptr, map_len) = map_bytes(Some(len.max(1)))?;
-        Ok(OwnBytes { ptr, map_len })
+        Ok(OwnBytes {
+            map: map_bytes(Some(len.max(1)))?,
+        })
     }
 
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.map.ptr()
     }
 
     pub fn span(&self) -> (usize, usize) {
-        (self.ptr as usize, self.ptr as usize + self.map_len)
+        span(&self.map)
     }
 
     /// The whole mapping (a multiple of the page size), for its one owner.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: the mapping is live and map_len bytes long; &mut self makes it exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.map_len) }
+        // SAFETY: the mapping is live and `len` bytes long; &mut self makes it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.map.ptr(), self.map.len()) }
     }
 }
 
-impl Drop for OwnBytes {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `new` and is released once, here.
-        let _ = unsafe { mem::unmap(self.ptr, self.map_len) };
-    }
-}
-
-fn map_bytes(bytes: Option<usize>) -> io::Result<(*mut u8, usize)> {
+/// A mapping of `bytes` rounded up to whole pages (unmapped when dropped).
+fn map_bytes(bytes: Option<usize>) -> io::Result<Mapping> {
     let map_len = bytes
         .and_then(|b| b.checked_next_multiple_of(page_size()))
         .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-    Ok((mem::map_anonymous(map_len)?, map_len))
+    Mapping::new(map_len)
+}
+
+fn span(m: &Mapping) -> (usize, usize) {
+    (m.ptr() as usize, m.ptr() as usize + m.len())
 }
 
 /// A fixed-capacity vector of plain values in a mapping of its own, for a thread of ickpt's
