@@ -84,16 +84,9 @@ pub fn versions(store: &dyn Store) -> Result<Vec<u64>> {
 pub fn infer_identity(store: &dyn Store) -> Result<Option<StoreId>> {
     let mut count: HashMap<[u8; 16], (usize, u64)> = HashMap::new();
     for v in versions(store)? {
-        let Ok(file) = store.open(&version_name(v)) else {
-            continue;
-        };
-        let mut b = [0u8; ickpt_format::HEADER_LEN];
-        if file.len() < b.len() as u64 || file.read_exact_at(&mut b, 0).is_err() {
-            continue;
-        }
-        if let Ok(Header {
+        if let Some(Header {
             store_id: Some(id), ..
-        }) = Header::decode(&b)
+        }) = read_header(store, v)
         {
             let e = count.entry(id).or_default();
             e.0 += 1;
@@ -104,6 +97,17 @@ pub fn infer_identity(store: &dyn Store) -> Result<Option<StoreId>> {
         .into_iter()
         .max_by_key(|&(_, rank)| rank)
         .map(|(id, _)| StoreId(id)))
+}
+
+/// Version `v`'s header alone, or None when it cannot be read or decoded (what only looks
+/// at headers skips such a file; opening it checked says what is wrong).
+fn read_header(store: &dyn Store, v: u64) -> Option<Header> {
+    let file = store.open(&version_name(v)).ok()?;
+    let mut b = [0u8; ickpt_format::HEADER_LEN];
+    if file.len() < b.len() as u64 || file.read_exact_at(&mut b, 0).is_err() {
+        return None;
+    }
+    Header::decode(&b).ok()
 }
 
 /// A store seen through its identity.
@@ -187,15 +191,10 @@ impl<'a> Catalog<'a> {
     fn binding_began(&self) -> Option<u64> {
         let own = self.id?;
         *self.bound_from.get_or_init(|| {
-            versions(self.store).ok()?.into_iter().find(|&v| {
-                let Ok(file) = self.store.open(&version_name(v)) else {
-                    return false;
-                };
-                let mut b = [0u8; ickpt_format::HEADER_LEN];
-                file.len() >= b.len() as u64
-                    && file.read_exact_at(&mut b, 0).is_ok()
-                    && Header::decode(&b).is_ok_and(|h| h.store_id == Some(own.0))
-            })
+            versions(self.store)
+                .ok()?
+                .into_iter()
+                .find(|&v| read_header(self.store, v).is_some_and(|h| h.store_id == Some(own.0)))
         })
     }
 
