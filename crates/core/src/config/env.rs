@@ -118,7 +118,7 @@ pub(crate) enum UffdSpin {
 }
 
 /// `ICKPT_UFFD_SPIN`: never | commit | burst (default) | always.
-pub(crate) fn uffd_spin() -> Result<UffdSpin, SettingError> {
+fn uffd_spin() -> Result<UffdSpin, SettingError> {
     Ok(parsed(
         "ICKPT_UFFD_SPIN",
         "never, commit, burst or always",
@@ -148,6 +148,8 @@ pub(crate) struct TestSwitches {
     pub fault: Option<Fault>,
     /// `ICKPT_RENAME`: how versions get their final names (auto probes the file system).
     pub rename: RenameMode,
+    /// `ICKPT_UFFD_SPIN`: when the uffd backend's handler thread polls.
+    pub uffd_spin: UffdSpin,
 }
 
 impl TestSwitches {
@@ -160,6 +162,7 @@ impl TestSwitches {
                 Fault::parse,
             )?,
             rename: rename()?,
+            uffd_spin: uffd_spin()?,
         })
     }
 }

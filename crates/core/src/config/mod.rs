@@ -112,9 +112,8 @@ impl Config {
         c.flush_order = o.flush_order.unwrap_or(c.flush_order);
         // A program's own bandwidth wins over the variable.
         c.bandwidth = c.bandwidth.or(o.bandwidth);
-        // Read again where they act (a uffd tracker's start; the kernel probe, once per
-        // process); checked here, at every open, before the store is touched.
-        env::uffd_spin()?;
+        // Read again by the kernel probe, once per process; checked here, at every open,
+        // before the store is touched.
         env::hidden_features()?;
         let test = TestSwitches::read()?;
         if c.fault.is_none() {

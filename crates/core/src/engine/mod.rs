@@ -15,6 +15,7 @@ mod versions;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
+use crate::config::env::UffdSpin;
 use crate::config::Config;
 use crate::error::{Error, RangeProblem, Result};
 use crate::policy::Head;
@@ -77,6 +78,7 @@ impl Engine {
     pub fn open(cfg: Config) -> Result<Engine> {
         // The environment is checked before the directory is touched.
         let (cfg, test) = Config::from_env(cfg)?;
+        let spin = test.uffd_spin;
         let mut store: Box<dyn Store> =
             Box::new(DirStore::open_write_on(&RealFs, &cfg.dir, test.rename)?);
         // 0 means unlimited, as in ickpt_config.
@@ -88,18 +90,18 @@ impl Engine {
             plan.arm(f);
             store = Box::new(FaultyStore::new(store, plan));
         }
-        Self::start(cfg, Arc::from(store))
+        Self::start(cfg, spin, Arc::from(store))
     }
 
     /// An engine over any store (tests use this to inject faults).
     pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
-        let (cfg, _) = Config::from_env(cfg)?;
-        Self::start(cfg, store)
+        let (cfg, test) = Config::from_env(cfg)?;
+        Self::start(cfg, test.uffd_spin, store)
     }
 
     /// Start tracking over `store` with `cfg`, the environment applied.
-    fn start(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
-        let tracker = track::select(cfg.backend)?;
+    fn start(cfg: Config, spin: UffdSpin, store: Arc<dyn Store>) -> Result<Engine> {
+        let tracker = track::select(cfg.backend, spin)?;
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
@@ -214,7 +216,6 @@ impl Engine {
             problem,
         };
         let refused = |e| match e {
-            track::TrackError::NotMapped(_) => bad(RangeProblem::NotMapped),
             track::TrackError::OwnMemory => bad(RangeProblem::OwnMemory),
             track::TrackError::SignalStack => bad(RangeProblem::SignalStack),
             other => other.into(),
@@ -229,7 +230,7 @@ impl Engine {
         );
         within_format_limits(&st, &tr)?;
         if owned.is_none() {
-            track::before_protect((tr.base, tr.span_end())).map_err(refused)?;
+            track::before_protect((tr.base(), tr.span_end())).map_err(refused)?;
         }
         // A new region is stored whole by the next checkpoint: no need to trap its writes
         // until that checkpoint arms it.
@@ -255,7 +256,7 @@ impl Engine {
         match self.tracker.detach(&slot.tr) {
             // Unmapped while protected (a checkpoint said so): it has left tracking all the
             // same, and nothing is left to make writable.
-            Err(_) if !mapped(&slot.tr) => Ok(()),
+            Err(_) if !slot.tr.still_mapped() => Ok(()),
             r => Ok(r?),
         }
     }
@@ -341,16 +342,11 @@ impl Engine {
     }
 }
 
-/// Whether all of `tr`'s covering pages are still mapped.
-fn mapped(tr: &TrackedRegion) -> bool {
-    crate::sys::mem::check_mapped(tr.base, tr.span_len()).is_ok()
-}
-
 /// A tracking failure on `tr`, named for what it is when its memory is gone: unmapped while
 /// protected (otherwise mprotect says only "Cannot allocate memory"). Allocates nothing (the
 /// gate may be closed).
 pub(crate) fn region_error(tr: &TrackedRegion, e: track::TrackError) -> Error {
-    if !mapped(tr) {
+    if !tr.still_mapped() {
         return Error::RegionUnmapped {
             id: tr.id,
             start: tr.user_ptr,

@@ -95,6 +95,11 @@ impl TrackedPages {
         unsafe { copy_in(self.base + offset, src) }
     }
 
+    /// Whether every page is still mapped.
+    pub fn mapped(&self) -> bool {
+        check_mapped(self.base, self.len).is_ok()
+    }
+
     /// Set every page to `prot`. Signal-safe.
     pub fn protect(&self, prot: Protection) -> io::Result<()> {
         protect(self.base, self.len, prot.bits())
@@ -256,7 +261,7 @@ unsafe fn copy_out(dst: &mut [u8], src: usize) {
 
 /// Fail unless every page of `addr..addr+len` (page-aligned) is mapped. msync(MS_ASYNC) on
 /// anonymous memory does no I/O and reports ENOMEM for any hole.
-pub fn check_mapped(addr: usize, len: usize) -> io::Result<()> {
+fn check_mapped(addr: usize, len: usize) -> io::Result<()> {
     // SAFETY: msync with MS_ASYNC only inspects the range; a bad range is an error.
     if unsafe { libc::msync(addr as *mut libc::c_void, len, libc::MS_ASYNC) } != 0 {
         return Err(io::Error::last_os_error());

@@ -7,6 +7,7 @@ mod huge;
 pub(crate) mod memory;
 pub(crate) mod protocol;
 
+use crate::config::env::UffdSpin;
 use crate::config::SettingError;
 use crate::sys::uffd::Features;
 pub use backends::{MprotectTracker, UffdAsyncTracker, UffdTracker};
@@ -86,8 +87,6 @@ impl Granularity {
 pub enum TrackError {
     #[error("memory overlaps protected region {0}")]
     Overlap(u64),
-    #[error("the range is not entirely mapped memory: {0}")]
-    NotMapped(#[source] std::io::Error),
     #[error("the range covers ickpt's own tracking memory; protect a smaller range")]
     OwnMemory,
     #[error("the range covers this thread's alternate signal stack, where the fault handler runs")]
@@ -185,19 +184,19 @@ pub fn auto_choice() -> Result<Backend, SettingError> {
 /// The backend `requested` resolves to on this kernel (`ICKPT_BACKEND` has overridden the
 /// request in `Config::from_env`, so tests can force every backend; `ICKPT_NO_UFFD` and
 /// `ICKPT_NO_PAGEMAP_SCAN` hide kernel features from the probe, so they can force each
-/// fallback of `auto` too).
+/// fallback of `auto` too). `spin`: how the uffd backend's handler thread waits.
 ///
 /// `auto` takes uffd-async where the kernel has it (the cheapest first write, and system
 /// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
 /// round trip costs more than a signal, so it is chosen only on request.
-pub fn select(requested: Backend) -> Result<Arc<dyn Tracker>, TrackError> {
+pub(crate) fn select(requested: Backend, spin: UffdSpin) -> Result<Arc<dyn Tracker>, TrackError> {
     let f = features()?;
     let missing = |name| TrackError::Unavailable(name, f.notes.join("; "));
     Ok(match requested {
         Backend::Mprotect => Arc::new(MprotectTracker::new()?),
         Backend::UffdAsync if f.uffd_wp_async() => Arc::new(UffdAsyncTracker::new()?),
         Backend::UffdAsync => return Err(missing("uffd-async")),
-        Backend::Uffd if f.uffd_wp() => Arc::new(UffdTracker::new()?),
+        Backend::Uffd if f.uffd_wp() => Arc::new(UffdTracker::new(spin)?),
         Backend::Uffd => return Err(missing("uffd")),
         // A userfaultfd the probe could open but this engine cannot (descriptor limit)
         // falls back too.

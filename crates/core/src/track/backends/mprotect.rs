@@ -93,8 +93,8 @@ impl MprotectTracker {
                 continue;
             }
             // Only pages both spans cover: at most the first and last of `o`.
-            let first = (r.base.max(o.base) - o.base) / ps;
-            let end = (r.span_end().min(o.span_end()) - o.base) / ps;
+            let first = (r.base().max(o.base()) - o.base()) / ps;
+            let end = (r.span_end().min(o.span_end()) - o.base()) / ps;
             for page in first..end {
                 o.dirty.set(page);
             }

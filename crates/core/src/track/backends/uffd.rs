@@ -101,7 +101,7 @@ impl Unfaulted {
 }
 
 impl UffdTracker {
-    pub fn new() -> Result<Self, TrackError> {
+    pub(crate) fn new(spin: UffdSpin) -> Result<Self, TrackError> {
         let uffd = Userfault::for_events().map_err(TrackError::Userfault)?;
         let shared = Arc::new(Shared {
             regions: UffdRegions::new(uffd, Backend::Uffd)?,
@@ -111,7 +111,7 @@ impl UffdTracker {
             drains_done: AtomicU64::new(0),
             pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
-            spin: crate::config::env::uffd_spin()?,
+            spin,
             protocol: OnceLock::new(),
             started: Barrier::new(2),
         });
@@ -303,7 +303,12 @@ impl Catch for UffdCatch<'_> {
 
     fn open_whole(&mut self, r: &TrackedRegion) -> bool {
         // Not while a commit still needs the scheduled pages protected; tried again later.
-        !r.protocol.committing() && self.sh.uffd().release_quietly(r.base, r.span_len()).is_ok()
+        !r.protocol.committing()
+            && self
+                .sh
+                .uffd()
+                .release_quietly(r.base(), r.span_len())
+                .is_ok()
     }
 
     fn finish(&mut self, addr: usize) {
@@ -367,7 +372,7 @@ impl Tracker for UffdTracker {
             Unfaulted::Entries(buf) => {
                 let mut buf = buf.lock().unwrap_or_else(|e| e.into_inner());
                 self.shared.pagemap.present_unprotected(
-                    r.base,
+                    r.base(),
                     r.span_end(),
                     page_size(),
                     buf.as_mut_slice(),
@@ -378,7 +383,7 @@ impl Tracker for UffdTracker {
         found.map_err(TrackError::Userfault)?;
         before_rearm(out);
         self.uffd()
-            .write_protect(r.base, r.span_len(), true)
+            .write_protect(r.base(), r.span_len(), true)
             .map_err(TrackError::Userfault)
     }
 

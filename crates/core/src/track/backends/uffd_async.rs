@@ -53,7 +53,7 @@ impl UffdAsyncTracker {
             }
             registry::with_regions_containing(r.page_addr(page), |o| {
                 if !std::ptr::eq(o, r) {
-                    o.dirty.set((r.page_addr(page) - o.base) / ps);
+                    o.dirty.set((r.page_addr(page) - o.base()) / ps);
                 }
             });
         }

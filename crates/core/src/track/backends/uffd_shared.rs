@@ -64,7 +64,7 @@ impl Scanner {
         // SAFETY: the buffer is ickpt's own mapping, which the registry keeps untracked.
         let pages = unsafe {
             self.pagemap.take_written(
-                r.base,
+                r.base(),
                 r.span_end(),
                 page_size(),
                 runs,
@@ -150,7 +150,7 @@ impl UffdRegions {
         self.check_owner()?;
         r.set_mechanism(self.mech);
         registry::insert(r.clone(), own)?;
-        if let Err(e) = self.uffd.register_wp(r.base, r.span_len()) {
+        if let Err(e) = self.uffd.register_wp(r.base(), r.span_len()) {
             if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EBUSY)) {
                 registry::remove(r);
                 return Err(TrackError::Userfault(e));
@@ -165,8 +165,8 @@ impl UffdRegions {
             return Ok(());
         }
         if armed {
-            if let Err(e) = self.uffd.write_protect(r.base, r.span_len(), true) {
-                let _ = self.uffd.unregister(r.base, r.span_len());
+            if let Err(e) = self.uffd.write_protect(r.base(), r.span_len(), true) {
+                let _ = self.uffd.unregister(r.base(), r.span_len());
                 registry::remove(r);
                 return Err(TrackError::Userfault(e));
             }
@@ -186,14 +186,14 @@ impl UffdRegions {
             return r.mem.protect(Protection::Open).map_err(TrackError::Protect);
         }
         MprotectTracker::mark_shared_pages_dirty(r, false);
-        let unregistered = self.uffd.unregister(r.base, r.span_len());
+        let unregistered = self.uffd.unregister(r.base(), r.span_len());
         let opened = r.mem.protect(Protection::Open);
         registry::remove(r);
         // Neighbours of this engine sharing a page lost its registration with ours: register
         // them again. (Another engine's regions are not ours to register.)
         for o in registry::neighbours_sharing_pages(r) {
             if o.mech.load(SeqCst) == self.mech as u8 && Arc::ptr_eq(&o.protocol, &r.protocol) {
-                let _ = self.uffd.register_wp(o.base, o.span_len());
+                let _ = self.uffd.register_wp(o.base(), o.span_len());
             }
         }
         unregistered.map_err(TrackError::Userfault)?;
@@ -208,7 +208,7 @@ impl UffdRegions {
         }
         MprotectTracker::mark_shared_pages_dirty(r, false);
         self.uffd
-            .write_protect(r.base, r.span_len(), false)
+            .write_protect(r.base(), r.span_len(), false)
             .map_err(TrackError::Userfault)?;
         r.mem.protect(Protection::Open).map_err(TrackError::Protect)
     }

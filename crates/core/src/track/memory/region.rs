@@ -19,10 +19,9 @@ pub struct TrackedRegion {
     /// The application's pointer and length, any alignment.
     pub user_ptr: usize,
     pub user_len: usize,
-    /// First byte of the first covering page.
-    pub base: usize,
+    /// Covering pages (`mem`'s length over the page size), kept for the fault path.
     pub npages: usize,
-    /// The covering pages, whose protection tracking changes.
+    /// The covering pages, whose protection tracking changes; the region's base and span.
     pub(in crate::track) mem: TrackedPages,
     /// Pages written since the last collection, and the count of write faults taken.
     pub(in crate::track) dirty: AtomicBitmap,
@@ -54,7 +53,6 @@ impl TrackedRegion {
             id,
             user_ptr: ptr,
             user_len: len,
-            base: pages.base(),
             npages,
             mem: pages,
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
@@ -65,23 +63,35 @@ impl TrackedRegion {
         })
     }
 
+    /// First byte of the first covering page.
+    #[inline]
+    pub fn base(&self) -> usize {
+        self.mem.base()
+    }
+
     /// Offset of the region's first byte within its first page.
     pub fn page_offset(&self) -> usize {
-        self.user_ptr - self.base
+        self.user_ptr - self.base()
     }
 
     /// Length of the covering pages in bytes.
     pub fn span_len(&self) -> usize {
-        self.npages * page_size()
+        self.mem.len()
     }
 
     /// One past the last covering byte.
     pub fn span_end(&self) -> usize {
-        self.base + self.span_len()
+        self.base() + self.span_len()
     }
 
     pub fn page_addr(&self, page: usize) -> usize {
-        self.base + page * page_size()
+        self.base() + page * page_size()
+    }
+
+    /// Whether every covering page is still mapped (a region unmapped while protected
+    /// is named as such).
+    pub fn still_mapped(&self) -> bool {
+        self.mem.mapped()
     }
 
     /// Copy page `page` (of the covering pages) into `dst`, one page long.
@@ -132,6 +142,6 @@ impl TrackedRegion {
     }
 
     pub fn contains(&self, addr: usize) -> bool {
-        addr >= self.base && addr < self.span_end()
+        addr >= self.base() && addr < self.span_end()
     }
 }

@@ -119,7 +119,7 @@ pub fn insert(region: Arc<TrackedRegion>, extra: &[(usize, usize)]) -> Result<()
     {
         return Err(TrackError::Overlap(o.id));
     }
-    let span = (region.base, region.span_end());
+    let span = (region.base(), region.span_end());
     let mut own = regions
         .iter()
         .chain(std::iter::once(&region))
@@ -146,7 +146,7 @@ pub fn remove(region: &Arc<TrackedRegion>) {
         t[0].store(0, Ordering::SeqCst);
         t[1].store(region.span_end() as u64, Ordering::SeqCst);
         t[2].store(0, Ordering::SeqCst);
-        t[0].store(region.base as u64, Ordering::SeqCst);
+        t[0].store(region.base() as u64, Ordering::SeqCst);
     }
     let mut regions = snapshot_regions();
     regions.retain(|o| !Arc::ptr_eq(o, region));
@@ -160,7 +160,7 @@ pub fn neighbours_sharing_pages(region: &TrackedRegion) -> Vec<Arc<TrackedRegion
     snapshot_regions()
         .into_iter()
         .filter(|o| !std::ptr::eq(Arc::as_ptr(o), region))
-        .filter(|o| o.base < region.span_end() && region.base < o.span_end())
+        .filter(|o| o.base() < region.span_end() && region.base() < o.span_end())
         .collect()
 }
 
@@ -185,7 +185,7 @@ pub fn with_regions_containing(addr: usize, mut f: impl FnMut(&TrackedRegion)) -
     if !p.is_null() {
         // SAFETY: the snapshot stays alive while the in-flight count includes us.
         let regions = unsafe { &(*p).regions };
-        let mut i = regions.partition_point(|r| r.base <= addr);
+        let mut i = regions.partition_point(|r| r.base() <= addr);
         while i > 0 {
             i -= 1;
             let r = &regions[i];

@@ -51,7 +51,7 @@ impl Selector {
     /// `priority`: pages the adaptive order takes before the rest, as (region index, page).
     pub fn new(regions: &[Scheduled], priority: Vec<(u32, usize)>) -> Self {
         let mut by_address: Vec<usize> = (0..regions.len()).collect();
-        by_address.sort_unstable_by_key(|&i| regions[i].tr.base);
+        by_address.sort_unstable_by_key(|&i| regions[i].tr.base());
         Selector {
             priority,
             next_priority: 0,
@@ -185,9 +185,7 @@ impl Drop for Drain<'_> {
                 self.protocol.cow.free(slot);
             }
             for r in self.regions {
-                for page in 0..r.tr.npages {
-                    r.tr.pages.leave_out(page);
-                }
+                leave_out_all(&r.tr);
             }
             self.release();
         }
@@ -196,6 +194,13 @@ impl Drop for Drain<'_> {
                 give_back(&r.tr, &r.bits);
             }
         }
+    }
+}
+
+/// Every page of `tr` out of the commit (it was abandoned): Idle.
+fn leave_out_all(tr: &TrackedRegion) {
+    for page in 0..tr.npages {
+        tr.pages.leave_out(page);
     }
 }
 
@@ -210,9 +215,7 @@ pub(crate) fn unschedule<'a>(
     failed: (&TrackedRegion, &[u64]),
 ) {
     for tr in all {
-        for page in 0..tr.npages {
-            tr.pages.leave_out(page);
-        }
+        leave_out_all(tr);
     }
     for r in collected {
         give_back(&r.tr, &r.bits);

@@ -276,7 +276,7 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
             Enter::Gate => return stop = Some(Outcome::Gate),
             Enter::Full => return stop = Some(Outcome::Failed),
         }
-        let page = (addr - r.base) / ps;
+        let page = (addr - r.base()) / ps;
         if let Decision::Wait { brief } = r.protocol.decide(r, page, tid) {
             if !c.wait(r, page, brief) {
                 stop = Some(Outcome::Wait);
@@ -292,7 +292,7 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
             let shared = regions > 1;
             let mut ok = true;
             registry::with_regions_containing(addr, |r| {
-                ok &= open(r, (addr - r.base) / ps, shared, c)
+                ok &= open(r, (addr - r.base()) / ps, shared, c)
             });
             if ok {
                 c.finish(addr);
