@@ -154,7 +154,7 @@ fn open_store(s: &StoreArgs) -> Result<ickpt::store::DirStore, Box<dyn std::erro
 
 /// The version named, or the newest one a restore accepts; versions passed over on the way
 /// are reported on stderr (a stray or damaged newest file must not hide the intact ones).
-fn pick_version(catalog: &Catalog<'_>, v: Option<u64>) -> Result<u64, ickpt::Error> {
+fn pick_version(catalog: &Catalog<'_>, v: Option<u64>) -> Result<u64, ickpt::ReadError> {
     if let Some(v) = v {
         return Ok(v);
     }
@@ -167,9 +167,9 @@ fn pick_version(catalog: &Catalog<'_>, v: Option<u64>) -> Result<u64, ickpt::Err
     }
     let dir = catalog.store().describe("");
     Err(if versions.is_empty() {
-        ickpt::Error::NoCheckpoint { dir }
+        ickpt::ReadError::NoCheckpoint { dir }
     } else {
-        ickpt::Error::NoRestorable {
+        ickpt::ReadError::NoRestorable {
             dir,
             tried: versions.len(),
             newest: "see above".into(),

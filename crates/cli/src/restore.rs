@@ -19,7 +19,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
         None => catalog.versions()?.into_iter().rev().collect(),
     };
     if candidates.is_empty() {
-        return Err(ickpt::Error::NoCheckpoint {
+        return Err(ickpt::ReadError::NoCheckpoint {
             dir: store.describe(""),
         }
         .into());
@@ -41,7 +41,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
             }
         }
     }
-    Err(ickpt::Error::NoRestorable {
+    Err(ickpt::ReadError::NoRestorable {
         dir: store.describe(""),
         tried: candidates.len(),
         newest: newest_error.unwrap_or_default(),
@@ -50,7 +50,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
 }
 
 fn is_damage(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.downcast_ref::<ickpt::Error>()
+    e.downcast_ref::<ickpt::ReadError>()
         .is_some_and(|e| e.is_damage())
 }
 
@@ -92,9 +92,10 @@ fn restore_region(
     file.set_len(length)
         .map_err(|e| format!("{}: {e}", out.display()))?;
     let pb = progress::bytes_bar("restoring");
-    let mut sink = |_: usize, off: u64, bytes: &[u8]| -> ickpt::Result<()> {
+    // Not a ReadError: the output failing is no reason to pass over to an older version.
+    let mut sink = |_: usize, off: u64, bytes: &[u8]| -> Result<(), Box<dyn std::error::Error>> {
         file.write_all_at(bytes, off)
-            .map_err(|e| ickpt::Error::io(out.display().to_string(), "write", e))
+            .map_err(|e| ickpt::FileError::new(out.display().to_string(), "write", e).into())
     };
     let ps = chain[0].meta.page_size() as u64;
     let report = reverse_scan(

@@ -202,7 +202,13 @@ fn a_flipped_byte_is_reported_with_file_and_offset_and_restore_refuses() {
     let e = Engine::open(Config::new(&dir)).unwrap();
     e.alloc(1, PAGES * PS).unwrap();
     let err = e.restore(4).unwrap_err();
-    assert!(matches!(err, ickpt::Error::Corrupt { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            ickpt::RestoreError::Read(ickpt::ReadError::Corrupt { .. })
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -233,8 +239,12 @@ fn a_flipped_header_byte_and_a_truncated_file_are_rejected() {
     assert!(ls.contains("DAMAGED"), "{ls}");
     let e = Engine::open(Config::new(&dir)).unwrap();
     e.alloc(1, PAGES * PS).unwrap();
-    assert!(matches!(e.restore(4), Err(ickpt::Error::Corrupt { .. })));
-    assert!(matches!(e.restore(3), Err(ickpt::Error::Corrupt { .. })));
+    for v in [4, 3] {
+        assert!(matches!(
+            e.restore(v),
+            Err(ickpt::RestoreError::Read(ickpt::ReadError::Corrupt { .. }))
+        ));
+    }
     e.restore(1).unwrap();
 }
 
@@ -252,7 +262,10 @@ fn a_deleted_middle_increment_breaks_the_chain_and_says_so() {
     let p = e.alloc(1, PAGES * PS).unwrap();
     let err = e.restore(4).unwrap_err();
     assert!(
-        matches!(err, ickpt::Error::ChainBroken { missing: 2, .. }),
+        matches!(
+            err,
+            ickpt::RestoreError::Read(ickpt::ReadError::ChainBroken { missing: 2, .. })
+        ),
         "{err}"
     );
     e.restore(1).unwrap();
@@ -270,7 +283,7 @@ fn not_a_store_is_refused_with_a_hint() {
     assert!(text(&out).contains("not an ickpt store"), "{}", text(&out));
     assert!(matches!(
         Engine::open(Config::new(&dir)),
-        Err(ickpt::Error::Store(
+        Err(ickpt::InitError::Store(
             ickpt::store::OpenError::NotAStore { .. }
         ))
     ));

@@ -38,6 +38,9 @@ pub mod track;
 
 pub use config::{Config, SettingError};
 pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
-pub use error::{Error, RangeProblem, Result, VERIFY_HINT};
+pub use error::{
+    CheckpointError, Error, FileError, ForkedChild, GcError, InitError, ProtectError, RangeProblem,
+    ReadError, RegionError, RestoreError, Result, VERIFY_HINT,
+};
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

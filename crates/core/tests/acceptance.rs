@@ -8,7 +8,7 @@ use common::scratch_dir;
 use ickpt::format::{Kind, NewVersion, RegionEntry, VersionLayout};
 use ickpt::read::catalog::Catalog;
 use ickpt::store::{version_name, DirStore};
-use ickpt::{Config, Engine, Error};
+use ickpt::{Config, Engine, ReadError, RestoreError};
 use std::path::{Path, PathBuf};
 
 const PS: usize = 4096;
@@ -46,7 +46,7 @@ fn run(dir: &Path, seed: u8, from: u64, to: u64) {
 }
 
 /// What a restore of `v` gives in a fresh engine over `dir`, or its error.
-fn restore(dir: &Path, v: u64) -> Result<Vec<u8>, Error> {
+fn restore(dir: &Path, v: u64) -> Result<Vec<u8>, RestoreError> {
     let e = Engine::open(Config::new(dir)).unwrap();
     let p = e.alloc(1, PAGES * PS).unwrap();
     e.restore(v)?;
@@ -102,7 +102,9 @@ fn a_version_from_another_store_never_joins_a_chain() {
     assert!(p2.what.contains("another store"), "{p2:?}");
     assert!(matches!(
         restore(&a, 3),
-        Err(Error::ChainBroken { .. }) | Err(Error::Foreign { .. })
+        Err(RestoreError::Read(
+            ReadError::ChainBroken { .. } | ReadError::Foreign { .. }
+        ))
     ));
     assert_eq!(restore(&a, 1).unwrap(), contents(0x11, 1));
 
@@ -337,7 +339,13 @@ fn damage_to_the_newest_version_or_its_full_base_leaves_older_versions_reachable
     assert_eq!(e.latest().unwrap(), None);
     e.alloc(1, PAGES * PS).unwrap();
     let err = e.restore_latest().unwrap_err();
-    assert!(matches!(err, Error::NoRestorable { tried: 3, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            RestoreError::Read(ReadError::NoRestorable { tried: 3, .. })
+        ),
+        "{err}"
+    );
     drop(e);
     let report = assert_verify_agrees_with_restore(&dir);
     assert_eq!(report.problems.len(), 3);

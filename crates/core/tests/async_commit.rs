@@ -9,7 +9,7 @@ use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::read::catalog;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store, StoreWriter};
-use ickpt::{Config, Engine, Error};
+use ickpt::{CheckpointError, Config, Engine, FileError};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::io;
@@ -167,7 +167,10 @@ fn a_failed_async_commit_is_reported_by_wait_and_loses_nothing() {
     // Writes during the failing commit must not block or be lost.
     buf.slice_mut()[9 * PS + 1] = 4;
     let err = e.wait().unwrap_err();
-    assert!(matches!(err, Error::NoSpace { .. }), "{err}");
+    assert!(
+        matches!(err, CheckpointError::File(FileError::NoSpace { .. })),
+        "{err}"
+    );
     assert_eq!(catalog::versions(e.store()).unwrap(), vec![1]);
     assert!(
         e.wait().unwrap().is_some_and(|i| i.version == 1),
@@ -195,7 +198,10 @@ fn a_failed_async_commit_is_reported_by_the_next_checkpoint() {
     plan.arm(Fault::IoErrorAfter(0));
     e.checkpoint().unwrap();
     buf.slice_mut()[PS] = 1;
-    assert!(matches!(e.checkpoint(), Err(Error::Io { .. })));
+    assert!(matches!(
+        e.checkpoint(),
+        Err(CheckpointError::File(FileError::Io { .. }))
+    ));
     let v = e.checkpoint().unwrap().version;
     e.wait().unwrap();
     assert_eq!(catalog::versions(e.store()).unwrap(), vec![v]);
@@ -444,7 +450,7 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         };
         let err = failed.expect_err("the commit panicked");
         match &err {
-            Error::CommitPanicked { version, message } => {
+            CheckpointError::CommitPanicked { version, message } => {
                 assert_eq!(*version, v1 + 1, "{mode:?}");
                 assert_eq!(message, "a store bug", "{mode:?}");
             }
@@ -456,7 +462,7 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
             "{msg}"
         );
         assert_eq!(
-            ickpt::capi::code_of(&err),
+            ickpt::capi::code_of(&err.into()),
             ickpt::capi::ickpt_result::ICKPT_ERR_INTERNAL
         );
         buf.slice_mut()[0] = 7;

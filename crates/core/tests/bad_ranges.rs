@@ -3,16 +3,16 @@
 
 mod common;
 use common::{scratch_dir, Buf};
-use ickpt::{Config, Engine, Error, RangeProblem};
+use ickpt::{Config, Engine, ProtectError, RangeProblem};
 
 const PS: usize = 4096;
 
 /// Refused as memory that is not all mapped, naming the region.
-fn assert_not_mapped(r: ickpt::Result<()>) {
+fn assert_not_mapped(r: Result<(), ProtectError>) {
     assert!(
         matches!(
             r,
-            Err(Error::BadRange {
+            Err(ProtectError::BadRange {
                 id: 1,
                 problem: RangeProblem::NotMapped,
                 ..

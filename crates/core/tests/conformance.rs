@@ -8,7 +8,7 @@
 
 mod common;
 use common::{scratch_dir, Buf};
-use ickpt::{Backend, Config, Engine, Error};
+use ickpt::{Backend, CheckpointError, Config, Engine, ProtectError, RegionError, RestoreError};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -372,23 +372,40 @@ fn a_forked_child_cannot_take_its_parents_written_pages(b: Backend) {
     // SAFETY: the child only calls the engine, writes its own copy of `buf`, and _exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let refused = |r: Result<(), Error>| matches!(r, Err(Error::ForkedChild));
         let other = Buf::new(PS);
-        type Op<'a> = &'a dyn Fn() -> Result<(), Error>;
-        let checks: [(i32, Op); 8] = [
-            (10, &|| e.checkpoint().map(drop)),
-            (11, &|| e.wait().map(drop)),
-            (12, &|| e.restore(v1).map(drop)),
-            (13, &|| e.unprotect(1)),
+        // Each operation's error type has its own "forked child" refusal.
+        type Refused<'a> = &'a dyn Fn() -> bool;
+        let checks: [(i32, Refused); 8] = [
+            (10, &|| {
+                matches!(e.checkpoint(), Err(CheckpointError::Forked(_)))
+            }),
+            (11, &|| matches!(e.wait(), Err(CheckpointError::Forked(_)))),
+            (12, &|| {
+                matches!(e.restore(v1), Err(RestoreError::Forked(_)))
+            }),
+            (13, &|| {
+                matches!(e.unprotect(1), Err(ProtectError::Forked(_)))
+            }),
             // SAFETY: refused before any byte is protected.
-            (14, &|| unsafe { e.protect(2, other.ptr, other.len) }),
-            (15, &|| e.alloc(3, PS).map(drop)),
-            (16, &|| e.free(buf.ptr)),
-            (17, &|| e.collect_garbage().map(drop)),
+            (14, &|| unsafe {
+                matches!(
+                    e.protect(2, other.ptr, other.len),
+                    Err(ProtectError::Forked(_))
+                )
+            }),
+            (15, &|| {
+                matches!(e.alloc(3, PS), Err(ProtectError::Forked(_)))
+            }),
+            (16, &|| {
+                matches!(e.free(buf.ptr), Err(ProtectError::Forked(_)))
+            }),
+            (17, &|| {
+                matches!(e.collect_garbage(), Err(ickpt::GcError::Forked(_)))
+            }),
         ];
         let code = checks
             .iter()
-            .find(|(_, op)| !refused(op()))
+            .find(|(_, refused)| !refused())
             .map_or(0, |(code, _)| *code);
         // Its own copy of the memory is the child's to write, and dropping the engine here
         // must neither wait for the parent's threads nor touch the parent's store.
@@ -445,7 +462,7 @@ fn memory_unmapped_while_protected_is_named_in_the_error(b: Backend) {
     drop(gone);
     let err = e.checkpoint().expect_err("the memory of region 7 is gone");
     assert!(
-        matches!(err, Error::RegionUnmapped { id: 7, start: s, end: t } if s == start && t == end),
+        matches!(err, CheckpointError::Region(RegionError::Unmapped { id: 7, start: s, end: t }) if s == start && t == end),
         "{err:?}"
     );
     let msg = err.to_string();
@@ -458,7 +475,7 @@ fn memory_unmapped_while_protected_is_named_in_the_error(b: Backend) {
         assert!(msg.contains(want), "{want:?} missing from: {msg}");
     }
     assert_eq!(
-        ickpt::capi::code_of(&err),
+        ickpt::capi::code_of(&err.into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_TRACKING
     );
     // Unprotecting it is the way on; the other region lost nothing.

@@ -6,7 +6,7 @@ use common::{scratch_dir, Buf};
 use ickpt::format::Kind;
 use ickpt::read::catalog;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
-use ickpt::{Config, Engine, Error};
+use ickpt::{CheckpointError, Config, Engine, FileError};
 use std::sync::Arc;
 
 const PS: usize = 4096;
@@ -32,7 +32,7 @@ fn temp_files(dir: &std::path::Path) -> usize {
         .count()
 }
 
-fn check_fault(fault: Fault, expect: fn(&Error) -> bool, first_fails: bool) {
+fn check_fault(fault: Fault, expect: fn(&CheckpointError) -> bool, first_fails: bool) {
     let dir = scratch_dir("faults");
     let plan = FaultPlan::new();
     let mut buf = Buf::new(32 * PS);
@@ -113,11 +113,11 @@ fn check_fault(fault: Fault, expect: fn(&Error) -> bool, first_fails: bool) {
     );
 }
 
-fn no_space(e: &Error) -> bool {
-    matches!(e, Error::NoSpace { .. })
+fn no_space(e: &CheckpointError) -> bool {
+    matches!(e, CheckpointError::File(FileError::NoSpace { .. }))
 }
-fn io(e: &Error) -> bool {
-    matches!(e, Error::Io { .. })
+fn io(e: &CheckpointError) -> bool {
+    matches!(e, CheckpointError::File(FileError::Io { .. }))
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod common;
 use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::read::catalog;
-use ickpt::{Config, Engine, Error};
+use ickpt::{Config, Engine, ProtectError, ReadError, RestoreError};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -258,7 +258,7 @@ impl World {
                     let other = Live::new(*id, len, *offset);
                     // SAFETY: `other` is mapped; the call fails before tracking anything.
                     let r = unsafe { self.engine().protect(*id, other.ptr(), len) };
-                    assert!(matches!(r, Err(Error::RegionExists(_))), "{r:?}");
+                    assert!(matches!(r, Err(ProtectError::RegionExists(_))), "{r:?}");
                     return;
                 }
                 let l = Live::new(*id, len, *offset);
@@ -273,7 +273,7 @@ impl World {
                 }
                 None => assert!(matches!(
                     self.engine().unprotect(*id),
-                    Err(Error::UnknownRegion(_))
+                    Err(ProtectError::UnknownRegion(_))
                 )),
             },
             Op::Write { writes, threads } => self.write(writes, *threads, false),
@@ -307,10 +307,13 @@ impl World {
                         .all(|(id, m)| self.live.get(id).is_some_and(|l| l.len == m.len()));
                 let r = self.engine().restore(v);
                 if !on_disk.contains(&v) {
-                    assert!(matches!(r, Err(Error::NotFound { .. })), "v{v}: {r:?}");
+                    assert!(
+                        matches!(r, Err(RestoreError::Read(ReadError::NotFound { .. }))),
+                        "v{v}: {r:?}"
+                    );
                 } else if !shapes_match {
                     assert!(
-                        matches!(r, Err(Error::RegionMismatch { .. })),
+                        matches!(r, Err(RestoreError::RegionMismatch { .. })),
                         "v{v}: {r:?}"
                     );
                 } else {

@@ -1,7 +1,7 @@
 mod common;
 use common::{scratch_dir, Buf};
 use ickpt::format::Kind;
-use ickpt::{Config, Engine, Error};
+use ickpt::{Config, Engine, ProtectError, RangeProblem, ReadError, RestoreError};
 
 const PS: usize = 4096;
 
@@ -72,16 +72,16 @@ fn restore_checks_regions_before_writing() {
     unsafe { e.protect(7, a.ptr, 3 * PS).unwrap() };
     assert!(matches!(
         e.restore(1),
-        Err(Error::RegionMismatch { id: 7, .. })
+        Err(RestoreError::RegionMismatch { id: 7, .. })
     ));
     e.unprotect(7).unwrap();
     assert!(matches!(
         e.restore(1),
-        Err(Error::RegionMismatch { id: 7, .. })
+        Err(RestoreError::RegionMismatch { id: 7, .. })
     ));
     assert!(matches!(
         e.restore(99),
-        Err(Error::NotFound { version: 99, .. })
+        Err(RestoreError::Read(ReadError::NotFound { version: 99, .. }))
     ));
 }
 
@@ -137,4 +137,37 @@ fn a_bandwidth_limited_store_keeps_every_byte() {
     a.slice_mut().fill(0);
     e.restore(v).unwrap();
     assert!(a.slice() == &expect[..]);
+}
+
+/// An overlap is refused by `protect` with its own error type, naming the new region, its
+/// memory and the region it overlaps; the C API reports it as REGION_EXISTS.
+#[test]
+fn an_overlap_names_both_regions() {
+    let dir = scratch_dir("overlap");
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    let a = Buf::new(2 * PS);
+    // SAFETY: `a` outlives the engine.
+    unsafe { e.protect(1, a.ptr, PS).unwrap() };
+    // SAFETY: as above; refused before anything is protected.
+    let err = unsafe { e.protect(2, a.ptr.add(100), 10) }.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProtectError::BadRange {
+                id: 2,
+                problem: RangeProblem::Overlaps(1),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    let at = format!("{:#x}", a.ptr as usize + 100);
+    for want in ["region 2", at.as_str(), "overlaps protected region 1"] {
+        assert!(msg.contains(want), "{want:?} missing from: {msg}");
+    }
+    assert_eq!(
+        ickpt::capi::code_of(&err.into()),
+        ickpt::capi::ickpt_result::ICKPT_ERR_REGION_EXISTS
+    );
 }

@@ -5,7 +5,7 @@
 
 mod common;
 use common::scratch_dir;
-use ickpt::{Config, Engine, Error, SettingError};
+use ickpt::{Config, Engine, InitError, SettingError};
 
 fn refused(var: &str, value: &str) -> SettingError {
     let dir = scratch_dir("settings-env");
@@ -17,9 +17,9 @@ fn refused(var: &str, value: &str) -> SettingError {
         Ok(_) => panic!("{var}={value:?} was accepted"),
     };
     let s = match &err {
-        Error::Setting(s) => s.clone(),
-        Error::Track(ickpt::track::TrackError::Setting(s)) => s.clone(),
-        Error::Store(ickpt::store::OpenError::Setting(s)) => s.clone(),
+        InitError::Setting(s) => s.clone(),
+        InitError::Tracking(ickpt::track::TrackError::Setting(s)) => s.clone(),
+        InitError::Store(ickpt::store::OpenError::Setting(s)) => s.clone(),
         other => panic!("{var}={value:?}: not a setting error: {other:?}"),
     };
     assert_eq!(s.name, var, "{err}");
@@ -27,7 +27,7 @@ fn refused(var: &str, value: &str) -> SettingError {
     assert!(msg.contains(var) && msg.contains(value), "{msg}");
     assert!(msg.contains("expected"), "{msg}");
     assert_eq!(
-        ickpt::capi::code_of(&err),
+        ickpt::capi::code_of(&err.into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
     );
     assert!(!dir.exists(), "{var}: the directory was touched");

@@ -186,7 +186,7 @@ fn a_file_as_the_store_path_says_so() {
     }
     let e = Engine::open(Config::new(&dir)).err().expect("refused");
     assert_eq!(
-        ickpt::capi::code_of(&e),
+        ickpt::capi::code_of(&e.into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_NOT_A_STORE
     );
 }

@@ -58,7 +58,7 @@ fn process_wide_settings() {
     assert!(matches!(err, OpenError::Setting { .. }), "{err}");
     assert!(err.to_string().contains("ICKPT_RENAME"), "{err}");
     assert_eq!(
-        ickpt::capi::code_of(&ickpt::Error::Store(err)),
+        ickpt::capi::code_of(&ickpt::InitError::Store(err).into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
     );
     let store = rename_setting("link").unwrap();

@@ -40,7 +40,7 @@ struct Case {
     plain_write: Duration,
 }
 
-fn engine(dir: &Path, full_every: u32) -> ickpt::Result<Engine> {
+fn engine(dir: &Path, full_every: u32) -> Result<Engine, ickpt::InitError> {
     let mut c = Config::new(dir);
     c.full_every = full_every;
     c.keep_chains = 1;

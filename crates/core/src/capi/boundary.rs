@@ -3,7 +3,7 @@
 use super::engine_lock::EngineLock;
 use super::types::{code_of, ickpt_result};
 use crate::engine::Engine;
-use crate::error::Error;
+use crate::error::{Error, ForkedChild};
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -45,14 +45,17 @@ pub fn guard(f: impl FnOnce() -> Result<(), Error>) -> ickpt_result {
 }
 
 /// Run `f` on the process's engine, or fail with ICKPT_ERR_NOT_INITIALIZED.
-pub fn with_engine<T>(
+pub fn with_engine<T, E>(
     engine: &'static EngineLock<Option<(u32, Engine)>>,
-    f: impl FnOnce(&Engine) -> Result<T, Error>,
-) -> Result<T, Error> {
+    f: impl FnOnce(&Engine) -> Result<T, E>,
+) -> Result<T, Error>
+where
+    Error: From<E>,
+{
     let g = engine.read();
     match &*g {
-        Some((pid, e)) if *pid == std::process::id() => f(e),
-        Some(_) => Err(Error::ForkedChild),
+        Some((pid, e)) if *pid == std::process::id() => Ok(f(e)?),
+        Some(_) => Err(ForkedChild.into()),
         None => Err(Error::NotInitialized),
     }
 }

@@ -16,7 +16,7 @@ pub use types::*;
 
 use crate::config::{Config, SettingError};
 use crate::engine::Engine;
-use crate::error::Error;
+use crate::error::{Error, ForkedChild, ReadError};
 use crate::track::{Backend, Granularity};
 use boundary::{guard, with_engine};
 use engine_lock::EngineLock;
@@ -293,11 +293,11 @@ pub extern "C" fn ickpt_finalize() -> ickpt_result {
                 // call has reported yet) failed, say so, after finalizing all the same.
                 let last = e.wait();
                 drop(e);
-                last.map(drop)
+                Ok(last.map(drop)?)
             }
             Some(inherited) => {
                 std::mem::forget(inherited);
-                Err(Error::ForkedChild)
+                Err(ForkedChild.into())
             }
             None => Err(Error::NotInitialized),
         }
@@ -368,14 +368,10 @@ pub extern "C" fn ickpt_checkpoint(info: *mut ickpt_checkpoint_info) -> ickpt_re
 #[no_mangle]
 pub extern "C" fn ickpt_wait(info: *mut ickpt_checkpoint_info) -> ickpt_result {
     guard(|| {
-        let last = with_engine(&ENGINE, |e| {
-            e.wait()?.ok_or_else(|| Error::NoCheckpoint {
-                dir: e.config().dir.display().to_string(),
-            })
-        });
+        let last = with_engine(&ENGINE, |e| e.wait()?.ok_or_else(|| no_checkpoint(e)));
         match last {
             Ok(i) => write_info(info, &i),
-            Err(Error::NoCheckpoint { .. }) if info.is_null() => {}
+            Err(Error::Read(ReadError::NoCheckpoint { .. })) if info.is_null() => {}
             Err(e) => return Err(e),
         }
         Ok(())
@@ -395,7 +391,7 @@ fn write_info(info: *mut ickpt_checkpoint_info, i: &crate::CheckpointInfo) {
 /// `ickpt_restore_latest`, which moves on to an older version if a page turns out damaged.
 #[no_mangle]
 pub extern "C" fn ickpt_latest(version: *mut u64) -> ickpt_result {
-    guard(|| found_version(version, |e| e.latest()))
+    guard(|| found_version(version, |e| Ok(e.latest()?)))
 }
 
 /// Write the version `pick` finds to `*out`, or fail with ICKPT_ERR_NOT_FOUND naming the
@@ -405,12 +401,16 @@ fn found_version(
     pick: impl FnOnce(&Engine) -> Result<Option<u64>, Error>,
 ) -> Result<(), Error> {
     let out = out_ptr(out, "version")?;
-    *out = with_engine(&ENGINE, |e| {
-        pick(e)?.ok_or_else(|| Error::NoCheckpoint {
-            dir: e.config().dir.display().to_string(),
-        })
-    })?;
+    *out = with_engine(&ENGINE, |e| pick(e)?.ok_or_else(|| no_checkpoint(e)))?;
     Ok(())
+}
+
+/// The store of `e` holds no version (to say so, or to pass over it when asking is all).
+fn no_checkpoint(e: &Engine) -> Error {
+    ReadError::NoCheckpoint {
+        dir: e.config().dir.display().to_string(),
+    }
+    .into()
 }
 
 /// Fill every protected region from `version`. The protected regions must match the
@@ -475,7 +475,7 @@ pub extern "C" fn ickpt_check_version(version: u64) -> ickpt_result {
 pub extern "C" fn ickpt_get_stats(out: *mut ickpt_stats) -> ickpt_result {
     guard(|| {
         let out = out_ptr(out, "out")?;
-        let s = with_engine(&ENGINE, |e| Ok(e.stats()))?;
+        let s = with_engine(&ENGINE, |e| Ok::<_, Error>(e.stats()))?;
         *out = ickpt_stats::from(&s);
         Ok(())
     })

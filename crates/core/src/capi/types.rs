@@ -1,8 +1,12 @@
 //! Types and constants of the C ABI, laid out as `include/ickpt.h` declares them.
 
 use crate::engine::{CheckpointInfo, Stats};
-use crate::error::Error;
+use crate::error::{
+    CheckpointError, Error, FileError, InitError, ProtectError, RangeProblem, ReadError,
+    RegionError, RestoreError,
+};
 use crate::store::dir::OpenError;
+use crate::track::TrackError;
 use ickpt_format::{CommitMode, Kind};
 use std::ffi::{c_char, CStr};
 
@@ -243,48 +247,127 @@ fn kind_code(k: Kind) -> u32 {
     }
 }
 
-/// The result code for an error.
+/// The result code for an error: the one place errors meet the C API's codes. An
+/// operation's error is mapped by its own function below, the shared parts (a file, a
+/// region, the tracker) by theirs.
 pub fn code_of(e: &Error) -> ickpt_result {
     use ickpt_result::*;
     match e {
-        // A setting ickpt cannot use, wherever it was found.
-        Error::Setting(_)
-        | Error::Null { .. }
-        | Error::BadRange { .. }
-        | Error::AllocSize { .. }
-        | Error::NotAllocated { .. }
-        | Error::VersionsExhausted { .. }
-        | Error::Store(OpenError::Setting(_))
-        | Error::Track(crate::track::TrackError::Setting(_)) => ICKPT_ERR_INVALID_ARGUMENT,
-        Error::NotInitialized | Error::ForkedChild => ICKPT_ERR_NOT_INITIALIZED,
+        Error::Init(e) => init_code(e),
+        Error::Protect(e) => protect_code(e),
+        Error::Checkpoint(e) => checkpoint_code(e),
+        Error::Restore(e) => restore_code(e),
+        Error::Read(e) => read_code(e),
+        Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
-        Error::UnknownRegion(_) => ICKPT_ERR_UNKNOWN_REGION,
-        Error::RegionExists(_) => ICKPT_ERR_REGION_EXISTS,
-        Error::Track(crate::track::TrackError::Overlap(_)) => ICKPT_ERR_REGION_EXISTS,
-        Error::RegionMismatch { .. } => ICKPT_ERR_REGION_MISMATCH,
-        Error::NotFound { .. } | Error::NoCheckpoint { .. } => ICKPT_ERR_NOT_FOUND,
-        Error::Corrupt { .. }
-        | Error::ChainBroken { .. }
-        | Error::Foreign { .. }
-        | Error::NoRestorable { .. } => ICKPT_ERR_CORRUPT,
-        Error::Io { .. } | Error::OutOfFiles { .. } => ICKPT_ERR_IO,
-        Error::NoSpace { .. } => ICKPT_ERR_NO_SPACE,
-        Error::Store(
-            OpenError::NotAStore { .. }
-            | OpenError::Missing { .. }
-            | OpenError::NoSuchDir { .. }
-            | OpenError::NotADirectory { .. }
-            | OpenError::Symlink { .. }
-            | OpenError::Unsafe { .. }
-            | OpenError::BadMarker { .. },
-        ) => ICKPT_ERR_NOT_A_STORE,
-        Error::Store(OpenError::Locked { .. }) => ICKPT_ERR_STORE_LOCKED,
-        Error::Store(OpenError::Io { .. } | OpenError::NotWritable { .. }) => ICKPT_ERR_IO,
-        Error::Track(_)
-        | Error::HandlerReplaced
-        | Error::CommitAborted { .. }
-        | Error::RegionUnmapped { .. } => ICKPT_ERR_TRACKING,
-        Error::CommitPanicked { .. } => ICKPT_ERR_INTERNAL,
+    }
+}
+
+fn init_code(e: &InitError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        InitError::Setting(_) => ICKPT_ERR_INVALID_ARGUMENT,
+        InitError::Store(e) => open_code(e),
+        InitError::File(e) => file_code(e),
+        InitError::Read(e) => read_code(e),
+        InitError::Tracking(e) => track_code(e),
+    }
+}
+
+fn open_code(e: &OpenError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        OpenError::Setting(_) => ICKPT_ERR_INVALID_ARGUMENT,
+        OpenError::NotAStore { .. }
+        | OpenError::Missing { .. }
+        | OpenError::NoSuchDir { .. }
+        | OpenError::NotADirectory { .. }
+        | OpenError::Symlink { .. }
+        | OpenError::Unsafe { .. }
+        | OpenError::BadMarker { .. } => ICKPT_ERR_NOT_A_STORE,
+        OpenError::Locked { .. } => ICKPT_ERR_STORE_LOCKED,
+        OpenError::Io { .. } | OpenError::NotWritable { .. } => ICKPT_ERR_IO,
+    }
+}
+
+fn protect_code(e: &ProtectError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        ProtectError::BadRange {
+            problem: RangeProblem::Overlaps(_),
+            ..
+        }
+        | ProtectError::RegionExists(_) => ICKPT_ERR_REGION_EXISTS,
+        ProtectError::BadRange { .. }
+        | ProtectError::AllocSize { .. }
+        | ProtectError::NotAllocated { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        ProtectError::Map { .. } | ProtectError::Unmap { .. } => ICKPT_ERR_IO,
+        ProtectError::UnknownRegion(_) => ICKPT_ERR_UNKNOWN_REGION,
+        ProtectError::Region(e) => region_code(e),
+        ProtectError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
+fn checkpoint_code(e: &CheckpointError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        CheckpointError::File(e) => file_code(e),
+        CheckpointError::Region(e) => region_code(e),
+        CheckpointError::Tracking(e) => track_code(e),
+        // A stray name in the store the user must move out (the message says which).
+        CheckpointError::VersionsExhausted { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        CheckpointError::HandlerReplaced | CheckpointError::CommitAborted { .. } => {
+            ICKPT_ERR_TRACKING
+        }
+        CheckpointError::CommitPanicked { .. } => ICKPT_ERR_INTERNAL,
+        CheckpointError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
+fn restore_code(e: &RestoreError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        RestoreError::Read(e) => read_code(e),
+        RestoreError::RegionMismatch { .. } => ICKPT_ERR_REGION_MISMATCH,
+        RestoreError::Region(e) => region_code(e),
+        RestoreError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
+fn read_code(e: &ReadError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        ReadError::NotFound { .. } | ReadError::NoCheckpoint { .. } => ICKPT_ERR_NOT_FOUND,
+        ReadError::Corrupt { .. }
+        | ReadError::ChainBroken { .. }
+        | ReadError::Foreign { .. }
+        | ReadError::NoRestorable { .. } => ICKPT_ERR_CORRUPT,
+        ReadError::OutOfFiles { .. } => ICKPT_ERR_IO,
+        ReadError::File(e) => file_code(e),
+    }
+}
+
+fn file_code(e: &FileError) -> ickpt_result {
+    match e {
+        FileError::NoSpace { .. } => ickpt_result::ICKPT_ERR_NO_SPACE,
+        FileError::Io { .. } => ickpt_result::ICKPT_ERR_IO,
+    }
+}
+
+fn region_code(e: &RegionError) -> ickpt_result {
+    match e {
+        RegionError::Unmapped { .. } => ickpt_result::ICKPT_ERR_TRACKING,
+        RegionError::Tracking { source, .. } => track_code(source),
+    }
+}
+
+fn track_code(e: &TrackError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        TrackError::Setting(_) => ICKPT_ERR_INVALID_ARGUMENT,
+        TrackError::Overlap(_) => ICKPT_ERR_REGION_EXISTS,
+        _ => ICKPT_ERR_TRACKING,
     }
 }
 

@@ -2,7 +2,7 @@
 //! before returning (sync) or in the background (async).
 
 use super::{CheckpointInfo, Engine};
-use crate::error::{Error, Result};
+use crate::error::CheckpointError;
 use ickpt_format::CommitMode;
 use std::time::Instant;
 
@@ -13,15 +13,19 @@ impl Engine {
     /// [`Engine::wait`] reports the commit); a checkpoint still committing is waited for
     /// first, and if it failed its error is returned here and nothing new starts. On error
     /// nothing committed is touched and the pages stay dirty for the next attempt.
-    pub fn checkpoint(&self) -> Result<CheckpointInfo> {
+    pub fn checkpoint(&self) -> Result<CheckpointInfo, CheckpointError> {
         let started = Instant::now();
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         if let Some(e) = st.unreported.take() {
             return Err(e);
         }
-        if !self.tracker.handler_intact()? {
-            return Err(Error::HandlerReplaced);
+        if !self
+            .tracker
+            .handler_intact()
+            .map_err(CheckpointError::Tracking)?
+        {
+            return Err(CheckpointError::HandlerReplaced);
         }
         let _owner = self.protocol.become_owner();
         let job = self.schedule(&mut st, started)?;

@@ -5,7 +5,7 @@
 //! pages through the protocol (`track/protocol`).
 
 use super::{gc, CheckpointInfo, Phases};
-use crate::error::{Error, Result};
+use crate::error::{CheckpointError, FileError};
 use crate::policy::Head;
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
@@ -56,7 +56,7 @@ pub(crate) struct Job {
 
 /// What a finished commit hands back to the engine.
 pub(crate) struct Outcome {
-    pub result: Result<CheckpointInfo>,
+    pub result: Result<CheckpointInfo, CheckpointError>,
     pub head: Head,
     pub ids: Vec<u64>,
 }
@@ -162,7 +162,7 @@ pub(super) fn run(job: Job) -> Outcome {
     head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
     sink.write(&trailer);
     if protocol.poisoned() && sink.err.is_none() {
-        sink.err = Some(Error::CommitAborted { version });
+        sink.err = Some(CheckpointError::CommitAborted { version });
     }
     phases.write = sink.write_time;
     let result = sink.commit(&mut phases).map(|bytes| {
@@ -198,7 +198,7 @@ pub(super) fn run(job: Job) -> Outcome {
 /// After the first error nothing more is written, but pages are still accepted.
 struct Sink<'a> {
     w: Option<Box<dyn StoreWriter>>,
-    err: Option<Error>,
+    err: Option<CheckpointError>,
     file: String,
     buf: &'a mut [u8],
     fill: usize,
@@ -212,7 +212,7 @@ impl<'a> Sink<'a> {
         let file = store.describe(name);
         let (w, err) = match store.create(name) {
             Ok(w) => (Some(w), None),
-            Err(e) => (None, Some(Error::io(&file, "create", e))),
+            Err(e) => (None, Some(FileError::new(&file, "create", e).into())),
         };
         Sink {
             w,
@@ -268,19 +268,20 @@ impl<'a> Sink<'a> {
         let t = Instant::now();
         match w.write_all(data) {
             Ok(()) => self.bytes += data.len() as u64,
-            Err(e) => self.err = Some(Error::io(&self.file, "write", e)),
+            Err(e) => self.err = Some(FileError::new(&self.file, "write", e).into()),
         }
         self.write_time += t.elapsed();
     }
 
     /// Make the version durable and visible; returns the file's size.
-    fn commit(mut self, phases: &mut Phases) -> Result<u64> {
+    fn commit(mut self, phases: &mut Phases) -> Result<u64, CheckpointError> {
         if let Some(e) = self.err.take() {
             return Err(e);
         }
         let w = self.w.take().expect("a writer when there is no error");
         let t = Instant::now();
-        w.commit().map_err(|e| Error::io(&self.file, "commit", e))?;
+        w.commit()
+            .map_err(|e| FileError::new(&self.file, "commit", e))?;
         phases.commit = t.elapsed();
         Ok(self.bytes)
     }

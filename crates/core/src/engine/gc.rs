@@ -1,14 +1,14 @@
 //! Garbage collection of chains older than the configured number of full versions.
 
 use super::Engine;
-use crate::error::{Error, Result};
+use crate::error::{FileError, GcError};
 use crate::policy;
 use crate::read::catalog::Catalog;
 use crate::store::version_name;
 
 impl Engine {
     /// Delete versions no restore of a kept chain can need. Returns what was deleted.
-    pub fn collect_garbage(&self) -> Result<Vec<u64>> {
+    pub fn collect_garbage(&self) -> Result<Vec<u64>, GcError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let head = st.head.map(|h| h.version);
@@ -26,7 +26,7 @@ pub(super) fn collect(
     catalog: &Catalog<'_>,
     keep_chains: u32,
     head: Option<u64>,
-) -> Result<Vec<u64>> {
+) -> Result<Vec<u64>, GcError> {
     let known: Vec<_> = catalog
         .survey(None)?
         .into_iter()
@@ -41,7 +41,7 @@ pub(super) fn collect(
         let name = version_name(v);
         store
             .remove(&name)
-            .map_err(|e| Error::io(store.describe(&name), "remove", e))?;
+            .map_err(|e| FileError::new(store.describe(&name), "remove", e))?;
     }
     Ok(doomed)
 }

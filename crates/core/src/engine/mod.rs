@@ -17,7 +17,9 @@ pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
 use crate::config::env::UffdSpin;
 use crate::config::Config;
-use crate::error::{Error, RangeProblem, Result};
+use crate::error::{
+    CheckpointError, FileError, ForkedChild, InitError, ProtectError, RangeProblem, RegionError,
+};
 use crate::policy::Head;
 use crate::read::catalog;
 use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
@@ -48,7 +50,7 @@ pub(crate) struct State {
     /// The commit running in the background (async mode).
     pub pending: Option<std::thread::JoinHandle<commit::Outcome>>,
     /// A background commit's failure not yet returned to the application.
-    pub unreported: Option<Error>,
+    pub unreported: Option<CheckpointError>,
 }
 
 pub struct Engine {
@@ -75,7 +77,7 @@ pub struct Engine {
 
 impl Engine {
     /// Open (or create) the store directory and start tracking with the configured backend.
-    pub fn open(cfg: Config) -> Result<Engine> {
+    pub fn open(cfg: Config) -> Result<Engine, InitError> {
         // The environment is checked before the directory is touched.
         let (cfg, test) = Config::from_env(cfg)?;
         let spin = test.uffd_spin;
@@ -94,13 +96,13 @@ impl Engine {
     }
 
     /// An engine over any store (tests use this to inject faults).
-    pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine> {
+    pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine, InitError> {
         let (cfg, test) = Config::from_env(cfg)?;
         Self::start(cfg, test.uffd_spin, store)
     }
 
     /// Start tracking over `store` with `cfg`, the environment applied.
-    fn start(cfg: Config, spin: UffdSpin, store: Arc<dyn Store>) -> Result<Engine> {
+    fn start(cfg: Config, spin: UffdSpin, store: Arc<dyn Store>) -> Result<Engine, InitError> {
         let tracker = track::select(cfg.backend, spin)?;
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.
@@ -171,9 +173,9 @@ impl Engine {
 
     /// The state, for an operation that writes to the store or changes tracking: refused in a
     /// forked child (the parent's store and its threads are not the child's).
-    fn lock_for_change(&self) -> Result<MutexGuard<'_, State>> {
+    fn lock_for_change(&self) -> Result<MutexGuard<'_, State>, ForkedChild> {
         if self.forked() {
-            return Err(Error::ForkedChild);
+            return Err(ForkedChild);
         }
         Ok(self.lock())
     }
@@ -189,9 +191,9 @@ impl Engine {
     /// # Safety
     /// `ptr..ptr+len` must be readable and writable memory of this process that stays mapped
     /// until it is unprotected (or the engine dropped).
-    pub unsafe fn protect(&self, id: u64, ptr: *mut u8, len: usize) -> Result<()> {
+    pub unsafe fn protect(&self, id: u64, ptr: *mut u8, len: usize) -> Result<(), ProtectError> {
         if ptr.is_null() || len == 0 {
-            return Err(Error::BadRange {
+            return Err(ProtectError::BadRange {
                 id,
                 start: ptr as usize,
                 len,
@@ -204,12 +206,18 @@ impl Engine {
     /// Track `len` bytes at `ptr` as region `id`; `owned`: the mapping `alloc` made for it
     /// (unmapped if the region is refused). Callers vouch for the range: `protect`'s caller
     /// by its contract, `alloc` by having mapped it.
-    fn insert(&self, id: u64, ptr: usize, len: usize, owned: Option<Mapping>) -> Result<()> {
+    fn insert(
+        &self,
+        id: u64,
+        ptr: usize,
+        len: usize,
+        owned: Option<Mapping>,
+    ) -> Result<(), ProtectError> {
         let mut st = self.lock_for_change()?;
         if st.regions.contains_key(&id) {
-            return Err(Error::RegionExists(id));
+            return Err(ProtectError::RegionExists(id));
         }
-        let bad = |problem| Error::BadRange {
+        let bad = |problem| ProtectError::BadRange {
             id,
             start: ptr,
             len,
@@ -218,7 +226,8 @@ impl Engine {
         let refused = |e| match e {
             track::TrackError::OwnMemory => bad(RangeProblem::OwnMemory),
             track::TrackError::SignalStack => bad(RangeProblem::SignalStack),
-            other => other.into(),
+            track::TrackError::Overlap(other) => bad(RangeProblem::Overlaps(other)),
+            source => RegionError::Tracking { id, source }.into(),
         };
         // SAFETY: read-write memory of this process, mapped until it is unprotected (the
         // callers vouch, see above); tracking lets its writes through, and the registry
@@ -248,30 +257,33 @@ impl Engine {
 
     /// Stop tracking region `id`. Its pages are absent from later versions, so a restore of
     /// a later version does not bring them back.
-    pub fn unprotect(&self, id: u64) -> Result<()> {
+    pub fn unprotect(&self, id: u64) -> Result<(), ProtectError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
-        let slot = st.regions.remove(&id).ok_or(Error::UnknownRegion(id))?;
+        let slot = st
+            .regions
+            .remove(&id)
+            .ok_or(ProtectError::UnknownRegion(id))?;
         st.stats.keep_counts_of(&slot.tr);
         match self.tracker.detach(&slot.tr) {
             // Unmapped while protected (a checkpoint said so): it has left tracking all the
             // same, and nothing is left to make writable.
             Err(_) if !slot.tr.still_mapped() => Ok(()),
-            r => Ok(r?),
+            r => r.map_err(|e| region_error(&slot.tr, e).into()),
         }
     }
 
     /// Allocate `size` bytes of zeroed, page-aligned memory tracked as region `id`
     /// (paper 000's malloc_protected).
-    pub fn alloc(&self, id: u64, size: usize) -> Result<*mut u8> {
-        let refused = |why| Error::AllocSize { id, size, why };
+    pub fn alloc(&self, id: u64, size: usize) -> Result<*mut u8, ProtectError> {
+        let refused = |why| ProtectError::AllocSize { id, size, why };
         if size == 0 {
             return Err(refused("a size of 0 cannot be protected"));
         }
         let len = size
             .checked_next_multiple_of(page_size())
             .ok_or_else(|| refused("larger than the address space"))?;
-        let m = Mapping::new(len).map_err(|e| Error::io("anonymous memory", "mmap", e))?;
+        let m = Mapping::new(len).map_err(|source| ProtectError::Map { id, len, source })?;
         let p = m.ptr();
         // A refused region drops the mapping, unmapping it.
         self.insert(id, p as usize, size, Some(m))?;
@@ -279,7 +291,7 @@ impl Engine {
     }
 
     /// Release memory from [`Engine::alloc`] (paper 000's free_protected).
-    pub fn free(&self, ptr: *mut u8) -> Result<()> {
+    pub fn free(&self, ptr: *mut u8) -> Result<(), ProtectError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let id = st
@@ -287,15 +299,21 @@ impl Engine {
             .iter()
             .find(|(_, s)| s.owned.as_ref().is_some_and(|m| m.ptr() == ptr))
             .map(|(id, _)| *id)
-            .ok_or(Error::NotAllocated { ptr: ptr as usize })?;
+            .ok_or(ProtectError::NotAllocated { ptr: ptr as usize })?;
         let slot = st.regions.remove(&id).expect("found above");
         st.stats.keep_counts_of(&slot.tr);
-        self.tracker.detach(&slot.tr)?;
+        self.tracker
+            .detach(&slot.tr)
+            .map_err(|e| region_error(&slot.tr, e))?;
         // The caller hands the memory back for good.
         slot.owned
             .expect("owned")
             .unmap()
-            .map_err(|e| Error::io("anonymous memory", "munmap", e))
+            .map_err(|source| ProtectError::Unmap {
+                id,
+                ptr: ptr as usize,
+                source,
+            })
     }
 
     pub fn stats(&self) -> Stats {
@@ -345,15 +363,18 @@ impl Engine {
 /// A tracking failure on `tr`, named for what it is when its memory is gone: unmapped while
 /// protected (otherwise mprotect says only "Cannot allocate memory"). Allocates nothing (the
 /// gate may be closed).
-pub(crate) fn region_error(tr: &TrackedRegion, e: track::TrackError) -> Error {
+pub(crate) fn region_error(tr: &TrackedRegion, e: track::TrackError) -> RegionError {
     if !tr.still_mapped() {
-        return Error::RegionUnmapped {
+        return RegionError::Unmapped {
             id: tr.id,
             start: tr.user_ptr,
             end: tr.user_ptr + tr.user_len,
         };
     }
-    e.into()
+    RegionError::Tracking {
+        id: tr.id,
+        source: e,
+    }
 }
 
 impl Engine {
@@ -402,8 +423,8 @@ impl Drop for Engine {
 /// The identity this engine writes into its versions: the one the store records; else the
 /// one its files carry (a marker lost or written before format 3), recorded now; else a new
 /// one for a new store.
-fn settle_identity(store: &dyn Store) -> Result<StoreId> {
-    let io = |op, e| Error::io(store.describe(""), op, e);
+fn settle_identity(store: &dyn Store) -> Result<StoreId, InitError> {
+    let io = |op, e| FileError::new(store.describe(""), op, e);
     if let Some(id) = store
         .identity()
         .map_err(|e| io("reading the store's identity", e))?
@@ -422,9 +443,9 @@ fn settle_identity(store: &dyn Store) -> Result<StoreId> {
 
 /// A version must stay readable: the reader refuses more regions or pages than the format's
 /// limits (docs/FORMAT.md), so protecting more is refused here, before any version exists.
-fn within_format_limits(st: &State, new: &TrackedRegion) -> Result<()> {
+fn within_format_limits(st: &State, new: &TrackedRegion) -> Result<(), ProtectError> {
     use ickpt_format::limits::{MAX_PAGES, MAX_REGIONS};
-    let bad = |problem| Error::BadRange {
+    let bad = |problem| ProtectError::BadRange {
         id: new.id,
         start: new.user_ptr,
         len: new.user_len,

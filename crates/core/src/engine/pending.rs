@@ -2,14 +2,14 @@
 
 use super::commit::{self, Outcome};
 use super::{Engine, State};
-use crate::error::{Error, Result};
+use crate::error::CheckpointError;
 use crate::sys::thread;
 use ickpt_format::{CommitMode, Kind};
 
 impl Engine {
     /// Commit `job` as the mode says: here and now (sync), or on a committer thread while
     /// the caller returns (async; falls back to here if no thread can be started).
-    pub(super) fn launch(&self, st: &mut State, job: commit::Job) -> Result<()> {
+    pub(super) fn launch(&self, st: &mut State, job: commit::Job) -> Result<(), CheckpointError> {
         if self.cfg.mode == CommitMode::Async {
             let (tx, rx) = std::sync::mpsc::channel();
             let protocol = self.protocol.clone();
@@ -35,7 +35,7 @@ impl Engine {
         // every page and put the dirty bits back by the time it is caught.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit::run(job))) {
             Ok(outcome) => self.apply(st, outcome),
-            Err(panic) => self.fail(st, Error::commit_panicked(version, &*panic)),
+            Err(panic) => self.fail(st, CheckpointError::commit_panicked(version, &*panic)),
         }
         match st.unreported.take() {
             Some(e) => Err(e),
@@ -51,7 +51,7 @@ impl Engine {
                 Ok(outcome) => self.apply(st, outcome),
                 Err(panic) => {
                     let version = st.next_version - 1;
-                    self.fail(st, Error::commit_panicked(version, &*panic))
+                    self.fail(st, CheckpointError::commit_panicked(version, &*panic))
                 }
             }
         }
@@ -95,7 +95,7 @@ impl Engine {
     }
 
     /// A commit failed: kept for the next `checkpoint` or `wait` to report.
-    fn fail(&self, st: &mut State, e: Error) {
+    fn fail(&self, st: &mut State, e: CheckpointError) {
         st.previous = None;
         st.stats.failed_checkpoints += 1;
         st.unreported = Some(e);
@@ -103,7 +103,7 @@ impl Engine {
 
     /// Block until the checkpoint in flight (async mode) is committed; returns the newest
     /// committed checkpoint of this engine, or the error that made the last one fail.
-    pub fn wait(&self) -> Result<Option<super::CheckpointInfo>> {
+    pub fn wait(&self) -> Result<Option<super::CheckpointInfo>, CheckpointError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         match st.unreported.take() {

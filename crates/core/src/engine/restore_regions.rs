@@ -1,7 +1,7 @@
 //! Engine::restore: fill every protected region from a committed version.
 
 use super::{Engine, RestoreInfo};
-use crate::error::{Error, Result};
+use crate::error::RestoreError;
 use crate::policy::Head;
 use crate::read::reverse_scan::reverse_scan;
 use crate::track::protocol::committer::give_back;
@@ -11,7 +11,7 @@ impl Engine {
     /// Restore every protected region from `version`. The regions protected now must be
     /// exactly the regions of that version, with the same lengths; this is checked before
     /// any byte is written. Afterwards the next checkpoint is an increment of `version`.
-    pub fn restore(&self, version: u64) -> Result<RestoreInfo> {
+    pub fn restore(&self, version: u64) -> Result<RestoreInfo, RestoreError> {
         let started = Instant::now();
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
@@ -21,13 +21,13 @@ impl Engine {
         for r in &newest.regions {
             match st.regions.get(&r.id) {
                 None => {
-                    return Err(Error::RegionMismatch {
+                    return Err(RestoreError::RegionMismatch {
                         id: r.id,
                         what: format!("version {version} holds it but it is not protected now; protect it (with {} bytes) before restoring", r.length),
                     })
                 }
                 Some(s) if s.tr.user_len as u64 != r.length => {
-                    return Err(Error::RegionMismatch {
+                    return Err(RestoreError::RegionMismatch {
                         id: r.id,
                         what: format!(
                             "size mismatch: protected with {} bytes, version {version} holds {} bytes",
@@ -40,7 +40,7 @@ impl Engine {
         }
         let held: std::collections::HashSet<u64> = newest.regions.iter().map(|r| r.id).collect();
         if let Some(id) = st.regions.keys().find(|id| !held.contains(id)) {
-            return Err(Error::RegionMismatch {
+            return Err(RestoreError::RegionMismatch {
                 id: *id,
                 what: format!("protected now but absent from version {version}; restoring would leave it undefined (unprotect it first)"),
             });
@@ -64,7 +64,7 @@ impl Engine {
                 .open_for_restore(&s.tr)
                 .map_err(|e| super::region_error(&s.tr, e))?;
         }
-        let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<()> {
+        let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<(), RestoreError> {
             // Writable after open_for_restore; the reverse scan stays inside the region
             // (copy_in asserts it).
             targets[li].copy_in(off as usize, bytes);
@@ -84,7 +84,7 @@ impl Engine {
             if let Err(e) = collected {
                 // What the collect took stays dirty: the next checkpoint stores it.
                 give_back(&s.tr, &scratch);
-                return Err(super::region_error(&s.tr, e));
+                return Err(super::region_error(&s.tr, e).into());
             }
             // Same in-page offset: the stored pages line up with this process's pages, so the
             // chain continues. Otherwise the next checkpoint stores the region whole.

@@ -4,7 +4,7 @@
 
 use super::commit::Job;
 use super::{Engine, Phases, State};
-use crate::error::{Error, Result};
+use crate::error::CheckpointError;
 use crate::policy::{self, Head};
 use crate::sys::page_size;
 use crate::track::protocol::{
@@ -18,12 +18,16 @@ impl Engine {
     /// Build the commit job for the next version. The gate is closed throughout, so no
     /// writer sees a page between re-protection and scheduling: the version is memory as
     /// it stood when the gate closed, whatever is written afterwards.
-    pub(super) fn schedule(&self, st: &mut State, requested: Instant) -> Result<Job> {
+    pub(super) fn schedule(
+        &self,
+        st: &mut State,
+        requested: Instant,
+    ) -> Result<Job, CheckpointError> {
         let version = st.next_version;
         if version > ickpt_format::limits::MAX_VERSION {
             // Numbering follows the highest name in the store, so one stray name near the
             // limit would make every later version a file no reader accepts: say so.
-            return Err(Error::VersionsExhausted {
+            return Err(CheckpointError::VersionsExhausted {
                 version,
                 max: ickpt_format::limits::MAX_VERSION,
                 dir: self.store.describe(""),
@@ -111,7 +115,7 @@ impl Engine {
             for r in &regions {
                 self.tracker.release(&r.tr);
             }
-            return Err(e);
+            return Err(e.into());
         }
         drop(gate);
 

@@ -3,7 +3,7 @@
 //! intact versions before it.
 
 use super::{Engine, RestoreInfo};
-use crate::error::{Error, Result};
+use crate::error::{ReadError, RestoreError};
 use crate::read::catalog::{Catalog, Surveyed};
 
 impl Engine {
@@ -15,13 +15,13 @@ impl Engine {
     /// The newest version a restore accepts: its file and its whole chain pass every check
     /// (page data is checked as a restore reads it; [`Engine::restore_latest`] moves on to an
     /// older version when a page fails). Higher-numbered files that fail are passed over.
-    pub fn latest(&self) -> Result<Option<u64>> {
+    pub fn latest(&self) -> Result<Option<u64>, ReadError> {
         self.catalog().newest_restorable()
     }
 
     /// Every version file in the store, oldest first, with what keeps it from being restored
     /// (its own file, or its chain), if anything. Page data is not read: `verify` does that.
-    pub fn versions(&self) -> Result<Vec<Surveyed>> {
+    pub fn versions(&self) -> Result<Vec<Surveyed>, ReadError> {
         self.catalog().survey(None)
     }
 
@@ -29,7 +29,7 @@ impl Engine {
     /// version fails its checks or a page of its chain turns out damaged. `Ok(None)` when
     /// the store holds no version at all. A mismatch between the protected regions and the
     /// version's is the caller's to fix, so it is returned at once.
-    pub fn restore_latest(&self) -> Result<Option<RestoreInfo>> {
+    pub fn restore_latest(&self) -> Result<Option<RestoreInfo>, RestoreError> {
         let versions = self.catalog().versions()?;
         if versions.is_empty() {
             return Ok(None);
@@ -45,10 +45,10 @@ impl Engine {
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::NoRestorable {
+        Err(RestoreError::Read(ReadError::NoRestorable {
             dir: self.store.describe(""),
             tried,
             newest: newest_error.unwrap_or_default(),
-        })
+        }))
     }
 }

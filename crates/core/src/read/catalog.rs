@@ -7,7 +7,9 @@
 //! full. Restore, `verify`, `ls`, the newest-restorable search and garbage collection all
 //! decide through these functions, so "verify OK" means a restore succeeds with these bytes.
 
-use crate::error::{Error, Result};
+use crate::error::{FileError, ReadError};
+
+type Result<T, E = ReadError> = std::result::Result<T, E>;
 use crate::store::{parse_version_name, version_name, Store, StoreFile, StoreId};
 use ickpt_format::{
     read_meta, CommitStats, Footer, FormatError, Header, Kind, RegionEntry, VersionMeta,
@@ -72,7 +74,7 @@ impl Summary {
 pub fn versions(store: &dyn Store) -> Result<Vec<u64>> {
     let names = store
         .list()
-        .map_err(|e| Error::io(store.describe(""), "listing", e))?;
+        .map_err(|e| ReadError::io(store.describe(""), "listing", e))?;
     let mut v: Vec<u64> = names.iter().filter_map(|n| parse_version_name(n)).collect();
     v.sort_unstable();
     Ok(v)
@@ -128,10 +130,10 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn of(e: &Error, file: String) -> Problem {
+    fn of(e: &ReadError, file: String) -> Problem {
         let (file, offset) = match e {
-            Error::Corrupt { file, source } => (file.clone(), source.offset()),
-            Error::Foreign { file, .. } => (file.clone(), Some(64)),
+            ReadError::Corrupt { file, source } => (file.clone(), source.offset()),
+            ReadError::Foreign { file, .. } => (file.clone(), Some(64)),
             _ => (file, None),
         };
         Problem {
@@ -167,7 +169,7 @@ impl<'a> Catalog<'a> {
     pub fn new(store: &'a dyn Store) -> Result<Self> {
         let id = match store
             .identity()
-            .map_err(|e| Error::io(store.describe(""), "reading the store's identity", e))?
+            .map_err(|e| ReadError::io(store.describe(""), "reading the store's identity", e))?
         {
             Some(id) => Some(id),
             None => infer_identity(store)?,
@@ -205,9 +207,9 @@ impl<'a> Catalog<'a> {
         let file = self
             .store
             .open(&name)
-            .map_err(|e| Error::io(self.store.describe(&name), "open", e))?;
+            .map_err(|e| ReadError::io(self.store.describe(&name), "open", e))?;
         if file.len() != ov.bytes() {
-            return Err(Error::format(
+            return Err(ReadError::format(
                 self.store.describe(&name),
                 FormatError::Corrupt {
                     offset: 0,
@@ -246,16 +248,16 @@ impl<'a> Catalog<'a> {
             // Listed but not there to open (a dangling link, or removed meanwhile): name it.
             let listed = || self.versions().is_ok_and(|v| v.contains(&version));
             if e.kind() == std::io::ErrorKind::NotFound && !listed() {
-                Error::NotFound {
+                ReadError::NotFound {
                     version,
                     dir: self.store.describe(""),
                     available: self.available(),
                 }
             } else {
-                Error::io(self.store.describe(&name), "open", e)
+                ReadError::io(self.store.describe(&name), "open", e)
             }
         })?;
-        let corrupt = |source| Error::format(self.store.describe(&name), source);
+        let corrupt = |source| ReadError::format(self.store.describe(&name), source);
         let meta = read_meta(&*file, file.len()).map_err(corrupt)?;
         if meta.header.version != version {
             return Err(corrupt(FormatError::Corrupt {
@@ -265,7 +267,7 @@ impl<'a> Catalog<'a> {
         }
         match (meta.header.store_id, self.id) {
             (Some(found), Some(own)) if found != own.0 => {
-                return Err(Error::Foreign {
+                return Err(ReadError::Foreign {
                     file: self.store.describe(&name),
                     found: StoreId(found),
                     own,
@@ -309,16 +311,16 @@ impl<'a> Catalog<'a> {
         let mut next = version;
         loop {
             let v = self.open(next).map_err(|e| match (e, out.last()) {
-                (Error::NotFound { .. }, Some(child)) => Error::ChainBroken {
+                (ReadError::NotFound { .. }, Some(child)) => ReadError::ChainBroken {
                     version,
                     missing: child.meta.header.parent,
                     dir: self.store.describe(""),
                 },
                 // Not damage: every version of a chain this long would fail alike.
-                (Error::Io { source, .. }, _)
+                (ReadError::File(FileError::Io { source, .. }), _)
                     if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
                 {
-                    Error::OutOfFiles {
+                    ReadError::OutOfFiles {
                         version,
                         open: out.len(),
                     }
@@ -407,7 +409,7 @@ impl<'a> Catalog<'a> {
             let checked = self.open(s.version).and_then(|ov| {
                 let file = ov.file().expect("open holds the file");
                 ickpt_format::verify_data(&ov.meta, file, &mut |d, _| progress(before + d, total))
-                    .map_err(|e| Error::format(self.describe(s.version), e))
+                    .map_err(|e| ReadError::format(self.describe(s.version), e))
             });
             before += n;
             progress(before, total);
@@ -487,7 +489,7 @@ pub fn check_link(
     describe: &dyn Fn(u64) -> String,
 ) -> Result<()> {
     let (c, p) = (&child.header, &parent.header);
-    let bad = |offset: u64, what: String| Error::Corrupt {
+    let bad = |offset: u64, what: String| ReadError::Corrupt {
         file: describe(c.version),
         source: FormatError::Corrupt { offset, what },
     };

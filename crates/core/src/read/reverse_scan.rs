@@ -1,7 +1,7 @@
 //! Restart by reverse scan (paper 002, Fig. 5): from the newest version back to its full
 //! version, each page is taken from the newest version that stored it and read exactly once.
 
-use crate::error::{Error, Result};
+use crate::error::ReadError;
 use crate::read::catalog::{Catalog, OpenVersion};
 use crate::store::version_name;
 use ickpt_format::{FormatError, RegionEntry};
@@ -12,7 +12,8 @@ const READ_CHUNK: usize = 8 << 20;
 
 /// Receives restored bytes: (index into the newest version's region table, byte offset in
 /// the region, bytes). Every byte of every selected region is delivered exactly once.
-pub type Sink<'a> = &'a mut dyn FnMut(usize, u64, &[u8]) -> Result<()>;
+/// Its error (a restore's, or a tool's writing files) ends the scan and is returned.
+pub type Sink<'a, E> = &'a mut dyn FnMut(usize, u64, &[u8]) -> Result<(), E>;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScanReport {
@@ -25,13 +26,13 @@ pub struct ScanReport {
 /// deliver the regions of its newest version selected by `want` to `sink`. Each version's
 /// file is opened while it is scanned, then closed: a chain of any length needs one
 /// descriptor.
-pub fn reverse_scan(
+pub fn reverse_scan<E: From<ReadError>>(
     catalog: &Catalog<'_>,
     chain: &[OpenVersion],
     want: &dyn Fn(&RegionEntry) -> bool,
-    sink: Sink<'_>,
+    sink: Sink<'_, E>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<ScanReport> {
+) -> Result<ScanReport, E> {
     let newest = &chain.first().expect("a chain has a newest version").meta;
     let ps = newest.page_size() as usize;
     let live: Vec<Option<&RegionEntry>> = newest
@@ -77,13 +78,14 @@ pub fn reverse_scan(
             }
         };
         if meta.page_size() as usize != ps {
-            return Err(Error::format(
+            return Err(ReadError::format(
                 &file,
                 FormatError::Corrupt {
                     offset: 12,
                     what: "page size differs from the newer versions of its chain".into(),
                 },
-            ));
+            )
+            .into());
         }
         // Which live region each of this version's regions is, if it is the same incarnation.
         let mut map = Vec::with_capacity(meta.regions.len());
@@ -95,13 +97,14 @@ pub fn reverse_scan(
             if let Some(li) = m {
                 let l = live[li].expect("matched");
                 if l.length != r.length || l.page_offset != r.page_offset {
-                    return Err(Error::format(
+                    return Err(ReadError::format(
                         &file,
                         FormatError::Corrupt {
                             offset: 0,
                             what: format!("region {} changes shape within one incarnation", r.id),
                         },
-                    ));
+                    )
+                    .into());
                 }
             }
             map.push(m);
@@ -133,22 +136,22 @@ pub fn reverse_scan(
                 let data = &mut buf[..n * ps];
                 reader
                     .read_exact_at(data, offset)
-                    .map_err(|e| Error::io(&file, "read", e))?;
+                    .map_err(|e| ReadError::io(&file, "read", e))?;
                 for (k, page_bytes) in data.chunks_exact(ps).enumerate() {
                     let p = page + k;
                     let computed = ickpt_format::crc(page_bytes);
                     if computed != crcs[i + k] {
-                        return Err(Error::format(&file, FormatError::Corrupt {
+                        return Err(ReadError::format(&file, FormatError::Corrupt {
                             offset: offset + (k * ps) as u64,
                             what: format!(
                                 "page {p} of region {} fails its checksum (stored {:08x}, computed {computed:08x})",
                                 region.id, crcs[i + k]
                             ),
-                        }));
+                        }).into());
                     }
-                    deliver(region, ps, p as u64, page_bytes, &mut |off, b| {
-                        sink(li, off, b)
-                    })?;
+                    if let Some((off, b)) = inside(region, ps, p as u64, page_bytes) {
+                        sink(li, off, b)?;
+                    }
                     done[p / 64] |= 1 << (p % 64);
                 }
                 read_here += n as u64;
@@ -170,7 +173,7 @@ pub fn reverse_scan(
                 (got != r.page_count(ps as u32)).then_some(r)
             })
             .expect("some region is incomplete");
-        return Err(Error::format(
+        return Err(ReadError::format(
             catalog
                 .store()
                 .describe(&version_name(chain[chain.len() - 1].version)),
@@ -181,26 +184,22 @@ pub fn reverse_scan(
                     region.id
                 ),
             },
-        ));
+        )
+        .into());
     }
     Ok(report)
 }
 
-/// Hand the part of stored page `page` that lies inside the region to `out`.
-fn deliver(
-    r: &RegionEntry,
-    ps: usize,
-    page: u64,
-    bytes: &[u8],
-    out: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
-) -> Result<()> {
+/// The part of stored page `page` that lies inside the region: (offset in the region,
+/// bytes), or None when none does.
+fn inside<'b>(r: &RegionEntry, ps: usize, page: u64, bytes: &'b [u8]) -> Option<(u64, &'b [u8])> {
     let page_start = (page * ps as u64) as i128 - r.page_offset as i128;
     let lo = page_start.max(0);
     let hi = (page_start + ps as i128).min(r.length as i128);
     if lo >= hi {
-        return Ok(());
+        return None;
     }
     let from = (lo - page_start) as usize;
     let to = (hi - page_start) as usize;
-    out(lo as u64, &bytes[from..to])
+    Some((lo as u64, &bytes[from..to]))
 }

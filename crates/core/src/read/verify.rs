@@ -1,7 +1,7 @@
 //! Whole-store verification: every version's metadata and page checksums, and every chain,
 //! through the same checks a restore makes (`catalog`), one file open at a time.
 
-use crate::error::Error;
+use crate::error::ReadError;
 use crate::read::catalog::Catalog;
 use crate::store::Store;
 
@@ -31,7 +31,7 @@ pub struct Report {
 pub fn verify_store(
     store: &dyn Store,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<Report, Error> {
+) -> Result<Report, ReadError> {
     let catalog = Catalog::new(store)?;
     let surveyed = catalog.survey(Some(progress))?;
     let mut report = Report::default();

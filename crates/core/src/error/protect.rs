@@ -1,0 +1,74 @@
+//! `protect`, `unprotect`, `alloc` and `free`: the memory asked for, and the region it
+//! would become, are named in every message.
+
+use super::{ForkedChild, RegionError};
+use std::io;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ProtectError {
+    /// `protect` or `alloc` refused the memory asked for.
+    #[error("region {id}: memory at {start:#x}+{len} {problem}")]
+    BadRange {
+        id: u64,
+        start: usize,
+        len: usize,
+        problem: RangeProblem,
+    },
+    #[error("allocation of {size} bytes for region {id}: {why}")]
+    AllocSize {
+        id: u64,
+        size: usize,
+        why: &'static str,
+    },
+    #[error("allocation of {len} bytes for region {id}: mmap failed: {source}")]
+    Map {
+        id: u64,
+        len: usize,
+        #[source]
+        source: io::Error,
+    },
+    #[error("freeing region {id} at {ptr:#x}: munmap failed: {source}")]
+    Unmap {
+        id: u64,
+        ptr: usize,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{ptr:#x} was not returned by ickpt_malloc (or was freed already)")]
+    NotAllocated { ptr: usize },
+    #[error("region {0} is not protected")]
+    UnknownRegion(u64),
+    #[error("region {0} is already protected; unprotect it first")]
+    RegionExists(u64),
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    #[error(transparent)]
+    Forked(#[from] ForkedChild),
+}
+
+/// Why `protect` or `alloc` refused a range.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RangeProblem {
+    #[error("is empty or at address 0: protect needs a non-NULL pointer and a non-zero length")]
+    Empty,
+    #[error("is not entirely mapped")]
+    NotMapped,
+    #[error("overlaps protected region {0}")]
+    Overlaps(u64),
+    #[error("covers ickpt's own tracking memory; protect a smaller range")]
+    OwnMemory,
+    #[error("covers this thread's alternate signal stack, where ickpt's fault handler runs")]
+    SignalStack,
+    #[error(
+        "cannot be protected: {max} regions are protected already, the most one version can hold"
+    )]
+    TooManyRegions { max: u64 },
+    #[error("cannot be protected: protected memory would span {pages} pages, more than the {max} one version can hold ({gib} GiB of {page_size}-byte pages)")]
+    TooManyPages {
+        pages: u64,
+        max: u64,
+        gib: u64,
+        page_size: usize,
+    },
+}

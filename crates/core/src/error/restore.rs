@@ -1,0 +1,24 @@
+//! `restore` and `restore_latest`: the version's files, or the regions they go into.
+
+use super::{ForkedChild, ReadError, RegionError};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RestoreError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The protected regions are not the version's (checked before any byte is written).
+    #[error("region {id}: {what}")]
+    RegionMismatch { id: u64, what: String },
+    #[error(transparent)]
+    Region(#[from] RegionError),
+    #[error(transparent)]
+    Forked(#[from] ForkedChild),
+}
+
+impl RestoreError {
+    /// Whether an older version may still restore (see [`ReadError::is_damage`]).
+    pub fn is_damage(&self) -> bool {
+        matches!(self, RestoreError::Read(e) if e.is_damage())
+    }
+}
