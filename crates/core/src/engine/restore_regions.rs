@@ -77,12 +77,11 @@ impl Engine {
         let same_pages = newest.page_size() as usize == crate::sys::page_size();
         for r in &newest.regions {
             let s = st.regions.get_mut(&r.id).expect("checked above");
-            let collected = self
+            let rearmed = self
                 .tracker
-                .collect(&s.tr, &mut scratch, &mut |_| s.tr.monitor_every_piece());
-            self.tracker.release(&s.tr);
-            if let Err(e) = collected {
-                // What the collect took stays dirty: the next checkpoint stores it.
+                .rearm_after_restore(&s.tr, &mut scratch, &mut |_| s.tr.monitor_every_piece());
+            if let Err(e) = rearmed {
+                // What was taken stays dirty: the next checkpoint stores it.
                 give_back(&s.tr, &scratch);
                 return Err(super::region_error(&s.tr, e).into());
             }

@@ -126,6 +126,14 @@ pub fn rename_at(dir: &File, from: &OsStr, to: &OsStr, noreplace: bool) -> io::R
     check(unsafe { libc::renameat2(d, f.as_ptr(), d, t.as_ptr(), flags) })
 }
 
+/// Start writing `len` bytes of `f` at `offset` to the device without waiting for them
+/// (sync_file_range, SYNC_FILE_RANGE_WRITE). Only a hint: it makes nothing durable.
+pub fn start_writeback(f: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (offset, len) = (offset as libc::off64_t, len as libc::off64_t);
+    // SAFETY: a plain system call on an open descriptor; no memory is passed.
+    check(unsafe { libc::sync_file_range(f.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) })
+}
+
 /// linkat(2) within `dir`, never following a link at `from`; EEXIST when `to` exists.
 pub fn link_at(dir: &File, from: &OsStr, to: &OsStr) -> io::Result<()> {
     let (f, t) = (c_name(from)?, c_name(to)?);

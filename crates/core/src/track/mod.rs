@@ -140,11 +140,35 @@ pub trait Tracker: Send + Sync {
     /// pages are taken, or it failed). Called after every `collect`.
     fn release(&self, _r: &TrackedRegion) {}
     /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking
-    /// resumes at the next `collect`.
+    /// resumes with [`Tracker::rearm_after_restore`].
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;
+    /// A restore has written `r`: track writes again from here, its memory the new
+    /// baseline. `out` and `before_rearm` as in `collect` (the bits are the restore's own
+    /// writes, which no version needs). No commit runs, so a backend needs no fence here.
+    fn rearm_after_restore(
+        &self,
+        r: &TrackedRegion,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Result<(), TrackError> {
+        collect_and_release(self, r, out, before_rearm)
+    }
     /// False when something replaced the mechanism behind ickpt's back (for mprotect: the
     /// application installed its own SIGSEGV handler after ickpt started).
     fn handler_intact(&self) -> Result<bool, TrackError>;
+}
+
+/// Re-arm `r` as a commit does, then release it at once: what a restore does unless the
+/// backend has a cheaper way ([`Tracker::rearm_after_restore`]).
+pub(crate) fn collect_and_release(
+    t: &(impl Tracker + ?Sized),
+    r: &TrackedRegion,
+    out: &mut Vec<u64>,
+    before_rearm: &mut dyn FnMut(&[u64]),
+) -> Result<(), TrackError> {
+    let collected = t.collect(r, out, before_rearm);
+    t.release(r);
+    collected
 }
 
 /// What this kernel offers for tracking, probed once per process, less what the
