@@ -31,7 +31,7 @@ pub struct Args {
 struct Case {
     pct: usize,
     /// Median of each phase: collect, copy, write, commit.
-    phases: [Duration; 4],
+    phases: [Duration; 5],
     pages: usize,
     ckpt_bytes: u64,
     ckpt: Duration,
@@ -69,7 +69,7 @@ pub fn run(a: &Args) -> CmdResult {
     for pct in [1usize, 10, 50, 100] {
         let n = (pages * pct / 100).max(1);
         let (mut ck, mut pl, mut tw, mut pw) = (vec![], vec![], vec![], vec![]);
-        let mut ph: [Vec<Duration>; 4] = Default::default();
+        let mut ph: [Vec<Duration>; 5] = Default::default();
         let mut ckpt_bytes = 0;
         for rep in 0..reps {
             let list = random_pages(pages, n, (pct * 1000 + rep) as u64);
@@ -92,7 +92,10 @@ pub fn run(a: &Args) -> CmdResult {
             );
             ck.push(info.duration);
             let p = &info.phases;
-            for (v, d) in ph.iter_mut().zip([p.collect, p.copy, p.write, p.commit]) {
+            for (v, d) in ph
+                .iter_mut()
+                .zip([p.collect, p.copy, p.release, p.write, p.commit])
+            {
                 v.push(d);
             }
             ckpt_bytes = info.bytes;
@@ -176,7 +179,8 @@ pub fn run(a: &Args) -> CmdResult {
                     "dirty_percent": c.pct, "pages": c.pages, "checkpoint_bytes": c.ckpt_bytes,
                     "checkpoint_ms": ms(c.ckpt), "plain_write_ms": ms(c.plain),
                     "phases_ms": {"collect": ms(c.phases[0]), "copy_and_crc": ms(c.phases[1]),
-                                  "write": ms(c.phases[2]), "commit": ms(c.phases[3])},
+                                  "release": ms(c.phases[2]), "write": ms(c.phases[3]),
+                                  "commit": ms(c.phases[4])},
                     "ratio": c.ckpt.as_secs_f64() / c.plain.as_secs_f64(),
                     "tracked_first_write_ns_per_page": c.tracked_write.as_nanos() as f64 / c.pages as f64,
                     "plain_write_ns_per_page": c.plain_write.as_nanos() as f64 / c.pages as f64,
@@ -252,7 +256,14 @@ pub fn run(a: &Args) -> CmdResult {
         })
         .collect();
     human::table(
-        &["DIRTY", "COLLECT", "COPY+CRC", "WRITE", "COMMIT(FSYNC)"],
+        &[
+            "DIRTY",
+            "COLLECT",
+            "COPY+CRC",
+            "RELEASE",
+            "WRITE",
+            "COMMIT(FSYNC)",
+        ],
         &rows,
     );
     println!(

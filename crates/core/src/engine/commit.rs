@@ -147,9 +147,14 @@ pub(super) fn run(job: Job) -> Outcome {
         sink.seal(ri, page, &mut layout);
         done += 1;
     }
+    let t = Instant::now();
     let (counts, peak) = drain.end_commit();
+    phases.release = t.elapsed();
     sink.flush();
-    phases.copy = started.elapsed().saturating_sub(sink.write_time);
+    phases.copy = started
+        .elapsed()
+        .saturating_sub(sink.write_time)
+        .saturating_sub(phases.release);
 
     stats.commit_ns = requested.elapsed().as_nanos() as u64;
     stats.wait_ns = counts.wait_ns;

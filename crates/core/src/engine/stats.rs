@@ -27,6 +27,9 @@ pub struct Phases {
     pub collect: Duration,
     /// Copying pages into the staging buffer and checksumming them.
     pub copy: Duration,
+    /// Handing the regions back to their tracker once every page is taken: for uffd-async,
+    /// lifting the fence `collect` set (the rest of the fence's cost is in `collect`).
+    pub release: Duration,
     /// Handing bytes to the store (page cache for a local directory).
     pub write: Duration,
     /// Making the version durable and visible: fsync, rename, directory fsync.
