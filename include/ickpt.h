@@ -169,7 +169,8 @@ typedef struct ickpt_config {
   uint32_t flush_order;
   /**
    * Bytes of copy-on-write buffer for pages written while their commit runs (default
-   * 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
+   * 16 MiB; 0: such writes wait for the committer; at most 1024 GiB). ICKPT_COW_BYTES
+   * overrides.
    */
   uint64_t cow_bytes;
   /**

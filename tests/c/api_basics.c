@@ -127,6 +127,12 @@ static void check_bad_init(void) {
     CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
     CHECK(setenv("ICKPT_DIR", "", 1) == 0);
     CHECK_RC(ickpt_init(NULL), ICKPT_ERR_INVALID_ARGUMENT);
+    /* ICKPT_DIR not valid UTF-8: refused when it is the directory; unread, so harmless,
+       when cfg->dir names one (review: it failed such a program too). */
+    CHECK(setenv("ICKPT_DIR", "\xff\xfe", 1) == 0);
+    CHECK_RC(ickpt_init(NULL), ICKPT_ERR_INVALID_ARGUMENT);
+    OK(test_init(test_subdir("named-despite-env"), 0));
+    OK(ickpt_finalize());
     CHECK(unsetenv("ICKPT_DIR") == 0);
 
     /* struct_size must be a size ickpt_config can have (config_size.c tests the others). */
@@ -152,6 +158,7 @@ static void check_bad_init(void) {
     REFUSED(granularity, 7);
     REFUSED(acck_pieces_log2, 0);
     REFUSED(huge_pages, 2);
+    REFUSED(cow_bytes, UINT64_MAX);
 #undef REFUSED
 
     /* A failed init leaves the library uninitialised. */

@@ -5,9 +5,9 @@
 //! since the previous checkpoint are stored. `docs/design.md` explains the parts.
 
 // Unsafe code is fenced: denied here, allowed in the system-call layer (`sys`), the C API
-// (`capi`: raw pointers from C), and, each saying why at its top, the few files that work on
-// raw memory (the engine's copies in and out of protected memory, the fault path's
-// lock-free structures, the copy-on-write pool). Anything new that wants `unsafe` belongs in
+// (`capi`: raw pointers from C), and, each saying why at its top, the few files that must
+// (`Engine::protect`'s caller-vouched range, the fault path's lock-free structures, ickpt's
+// own mappings, the copy-on-write pool; `tests/layering.rs` pins the list). Anything new that wants `unsafe` belongs in
 // `sys` behind a safe function.
 #![deny(unsafe_code)]
 
@@ -40,7 +40,7 @@ pub use config::{Config, SettingError};
 pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, InitError, ProtectError, RangeProblem,
-    ReadError, RegionError, RestoreError, Result, VERIFY_HINT,
+    ReadError, RegionError, RestoreError, VERIFY_HINT,
 };
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

@@ -44,6 +44,8 @@ fn a_child_forked_during_an_ickpt_call_can_start_its_own() {
     init(&dir, 1 << 20);
     let mut p = std::ptr::null_mut();
     assert_eq!(ickpt_malloc(1, 4 << 20, &mut p), ickpt_result::ICKPT_OK);
+    // SAFETY: 4 MiB from ickpt_malloc.
+    unsafe { p.cast::<u8>().add(12345).write_volatile(0xA5) };
     assert_eq!(
         ickpt_checkpoint(std::ptr::null_mut()),
         ickpt_result::ICKPT_OK
@@ -70,7 +72,21 @@ fn a_child_forked_during_an_ickpt_call_can_start_its_own() {
             // SAFETY: initialised just above.
             let mut cfg = unsafe { cfg.assume_init() };
             cfg.dir = child_dir.as_ptr();
-            ickpt_init(&cfg) == ickpt_result::ICKPT_OK && ickpt_finalize() == ickpt_result::ICKPT_OK
+            ickpt_init(&cfg) == ickpt_result::ICKPT_OK
+                && {
+                    // abi.md rule 11: memory from the parent's ickpt_malloc stays valid, with
+                    // its bytes, and writable in the child once its ickpt_init let the
+                    // inherited engine go (review: dropping it unmapped that memory; the
+                    // child's new engine then mapped its own memory there, zeroed).
+                    let q = p.cast::<u8>();
+                    // SAFETY: 4 MiB from ickpt_malloc, inherited through fork.
+                    unsafe {
+                        let kept = q.add(12345).read_volatile() == 0xA5;
+                        q.add(12345).write_volatile(0x5A);
+                        kept && q.add(12345).read_volatile() == 0x5A
+                    }
+                }
+                && ickpt_finalize() == ickpt_result::ICKPT_OK
         };
         // SAFETY: ends the child without the parent's test harness.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
@@ -80,7 +96,7 @@ fn a_child_forked_during_an_ickpt_call_can_start_its_own() {
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the child's ickpt_init failed or hung (status {status:#x})"
+        "the child's ickpt_init failed or hung, or its inherited memory was lost (status {status:#x})"
     );
     assert_eq!(waiter.join().unwrap(), ickpt_result::ICKPT_OK);
     assert_eq!(ickpt_finalize(), ickpt_result::ICKPT_OK);

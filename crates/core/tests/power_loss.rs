@@ -40,7 +40,7 @@ impl Memory {
         }
     }
 
-    fn protect(&self, e: &Engine) -> ickpt::Result<()> {
+    fn protect(&self, e: &Engine) -> Result<(), ickpt::ProtectError> {
         for (b, &(id, _)) in self.bufs.iter().zip(&REGIONS) {
             // SAFETY: the buffers outlive every engine they are protected in (engines are
             // dropped first).

@@ -66,7 +66,7 @@ fn a_closed_store_reopens_at_once_while_a_spawned_child_shares_its_lock() {
             libc::_exit(0)
         };
     }
-    // SAFETY: the parent's copy of the write end: dropping it releases the child.
+    // SAFETY: closing the parent's copy of the read end, which it never reads.
     unsafe { libc::close(pipe[0]) };
     drop(store);
     let reopened = DirStore::open_write(&dir);

@@ -264,17 +264,19 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 );
             }
         }
-        c.dir = dir
-            .map(std::path::PathBuf::from)
-            .or(crate::config::env::dir()?)
-            .filter(|d| !d.as_os_str().is_empty())
-            .ok_or_else(|| {
-                SettingError::new(
-                    "cfg->dir",
-                    "NULL",
-                    "a store directory: set cfg->dir or ICKPT_DIR",
-                )
-            })?;
+        // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never
+        // fails on a variable it does not use.
+        let dir = match dir {
+            Some(d) => Some(std::path::PathBuf::from(d)),
+            None => crate::config::env::dir()?,
+        };
+        c.dir = dir.filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| {
+            SettingError::new(
+                "cfg->dir",
+                "NULL",
+                "a store directory: set cfg->dir or ICKPT_DIR",
+            )
+        })?;
         *slot = Some((std::process::id(), Engine::open(c)?));
         Ok(())
     })

@@ -96,7 +96,8 @@ pub struct ickpt_config {
     /// ICKPT_FLUSH_ADAPTIVE (default) or ICKPT_FLUSH_ADDRESS; ICKPT_FLUSH_ORDER overrides.
     pub flush_order: u32,
     /// Bytes of copy-on-write buffer for pages written while their commit runs (default
-    /// 16 MiB; 0: such writes wait for the committer). ICKPT_COW_BYTES overrides.
+    /// 16 MiB; 0: such writes wait for the committer; at most 1024 GiB). ICKPT_COW_BYTES
+    /// overrides.
     pub cow_bytes: u64,
     /// ICKPT_GRANULARITY_PAGE (default) or ICKPT_GRANULARITY_ADAPTIVE; ICKPT_GRANULARITY
     /// ("page"/"adaptive") overrides.
@@ -294,18 +295,23 @@ fn open_code(e: &OpenError) -> ickpt_result {
 fn protect_code(e: &ProtectError) -> ickpt_result {
     use ickpt_result::*;
     match e {
-        ProtectError::BadRange {
-            problem: RangeProblem::Overlaps(_),
-            ..
+        ProtectError::BadRange { problem, .. } => range_code(problem),
+        ProtectError::RegionExists(_) => ICKPT_ERR_REGION_EXISTS,
+        ProtectError::AllocSize { .. } | ProtectError::NotAllocated { .. } => {
+            ICKPT_ERR_INVALID_ARGUMENT
         }
-        | ProtectError::RegionExists(_) => ICKPT_ERR_REGION_EXISTS,
-        ProtectError::BadRange { .. }
-        | ProtectError::AllocSize { .. }
-        | ProtectError::NotAllocated { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         ProtectError::Map { .. } | ProtectError::Unmap { .. } => ICKPT_ERR_IO,
         ProtectError::UnknownRegion(_) => ICKPT_ERR_UNKNOWN_REGION,
         ProtectError::Region(e) => region_code(e),
         ProtectError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
+/// Memory `protect` refuses: overlapping a region is a region that exists.
+fn range_code(p: &RangeProblem) -> ickpt_result {
+    match p {
+        RangeProblem::Overlaps(_) => ickpt_result::ICKPT_ERR_REGION_EXISTS,
+        _ => ickpt_result::ICKPT_ERR_INVALID_ARGUMENT,
     }
 }
 
@@ -365,8 +371,7 @@ fn region_code(e: &RegionError) -> ickpt_result {
 fn track_code(e: &TrackError) -> ickpt_result {
     use ickpt_result::*;
     match e {
-        TrackError::Setting(_) => ICKPT_ERR_INVALID_ARGUMENT,
-        TrackError::Overlap(_) => ICKPT_ERR_REGION_EXISTS,
+        TrackError::Refused(problem) => range_code(problem),
         _ => ICKPT_ERR_TRACKING,
     }
 }

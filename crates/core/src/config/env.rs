@@ -8,6 +8,7 @@
 
 use super::SettingError;
 use crate::store::{parse_size, Fault, RenameMode};
+use crate::sys::uffd::Hidden;
 use crate::track::{Backend, Granularity};
 use ickpt_format::{CommitMode, FlushOrder};
 use std::path::PathBuf;
@@ -39,14 +40,18 @@ fn parsed<T>(
     }
 }
 
-/// A switch: unset or `0` is off, `1` is on.
-fn switch(name: &'static str) -> Result<bool, SettingError> {
-    Ok(parsed(name, "0 or 1", |v| match v {
+/// `0` or `1`.
+fn zero_one(v: &str) -> Option<bool> {
+    match v {
         "0" => Some(false),
         "1" => Some(true),
         _ => None,
-    })?
-    .unwrap_or(false))
+    }
+}
+
+/// A switch: unset or `0` is off, `1` is on.
+fn switch(name: &'static str) -> Result<bool, SettingError> {
+    Ok(parsed(name, "0 or 1", zero_one)?.unwrap_or(false))
 }
 
 /// The settings that override `Config` fields (see `Config::from_env`).
@@ -66,9 +71,15 @@ impl Overrides {
     pub fn read() -> Result<Overrides, SettingError> {
         Ok(Overrides {
             mode: parsed("ICKPT_MODE", "sync or async", CommitMode::parse)?,
-            cow_bytes: parsed("ICKPT_COW_BYTES", "a size such as 16M or 0", |v| {
-                parse_size(v).and_then(|b| usize::try_from(b).ok())
-            })?,
+            cow_bytes: parsed(
+                "ICKPT_COW_BYTES",
+                "a size such as 16M or 0, at most 1024G",
+                |v| {
+                    parse_size(v)
+                        .filter(|&b| b <= super::MAX_COW_BYTES)
+                        .and_then(|b| usize::try_from(b).ok())
+                },
+            )?,
             fault_around: parsed("ICKPT_FAULT_AROUND", "a page count from 1 to 4096", |v| {
                 v.parse().ok().filter(|n| (1..=4096).contains(n))
             })?,
@@ -76,11 +87,7 @@ impl Overrides {
             acck_pieces_log2: parsed("ICKPT_ACCK_PIECES", "log2 of pieces, 1 to 16", |v| {
                 v.parse().ok().filter(|n| (1..=16).contains(n))
             })?,
-            huge_pages: parsed("ICKPT_HUGE_PAGES", "0 or 1", |v| match v {
-                "0" => Some(false),
-                "1" => Some(true),
-                _ => None,
-            })?,
+            huge_pages: parsed("ICKPT_HUGE_PAGES", "0 or 1", zero_one)?,
             flush_order: parsed(
                 "ICKPT_FLUSH_ORDER",
                 "address or adaptive",
@@ -150,6 +157,8 @@ pub(crate) struct TestSwitches {
     pub rename: RenameMode,
     /// `ICKPT_UFFD_SPIN`: when the uffd backend's handler thread polls.
     pub uffd_spin: UffdSpin,
+    /// `ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: kernel features hidden from the probe.
+    pub hide: Hidden,
 }
 
 impl TestSwitches {
@@ -163,6 +172,7 @@ impl TestSwitches {
             )?,
             rename: rename()?,
             uffd_spin: uffd_spin()?,
+            hide: hidden_features()?,
         })
     }
 }
@@ -179,6 +189,9 @@ pub(crate) fn rename() -> Result<RenameMode, SettingError> {
 
 /// `ICKPT_NO_UFFD` and `ICKPT_NO_PAGEMAP_SCAN`: hide userfaultfd, or PAGEMAP_SCAN, from
 /// the kernel probe, forcing each fallback on any kernel (tests; `ickpt probe` shows them).
-pub(crate) fn hidden_features() -> Result<(bool, bool), SettingError> {
-    Ok((switch("ICKPT_NO_UFFD")?, switch("ICKPT_NO_PAGEMAP_SCAN")?))
+pub(crate) fn hidden_features() -> Result<Hidden, SettingError> {
+    Ok(Hidden {
+        uffd: switch("ICKPT_NO_UFFD")?,
+        scan: switch("ICKPT_NO_PAGEMAP_SCAN")?,
+    })
 }

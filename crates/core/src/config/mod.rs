@@ -47,7 +47,8 @@ pub struct Config {
     /// Emulate storage of this many bytes per second (experiments; `ICKPT_BANDWIDTH` sets
     /// it too, e.g. `200M`). None: as fast as the directory's device.
     pub bandwidth: Option<u64>,
-    /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too).
+    /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too,
+    /// for `Engine::open`, which makes the store it can put the fault in).
     pub fault: Option<Fault>,
     /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
     /// pages are scheduled, and a committer thread writes them while the application runs
@@ -73,6 +74,9 @@ pub struct Config {
     /// ACCK makes released 2 MiB-aligned spans huge pages. `ICKPT_HUGE_PAGES` overrides.
     pub huge_pages: bool,
 }
+
+/// The largest copy-on-write buffer ickpt accepts.
+pub(crate) const MAX_COW_BYTES: u64 = 1 << 40;
 
 impl Config {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
@@ -112,13 +116,7 @@ impl Config {
         c.flush_order = o.flush_order.unwrap_or(c.flush_order);
         // A program's own bandwidth wins over the variable.
         c.bandwidth = c.bandwidth.or(o.bandwidth);
-        // Read again by the kernel probe, once per process; checked here, at every open,
-        // before the store is touched.
-        env::hidden_features()?;
         let test = TestSwitches::read()?;
-        if c.fault.is_none() {
-            c.fault = test.fault;
-        }
         c.check()?;
         Ok((c, test))
     }
@@ -139,6 +137,15 @@ impl Config {
             if v == 0 {
                 return Err(SettingError::new(name, "0", "at least 1"));
             }
+        }
+        // Sized into slots before anything is mapped: a value near 2^64 would overflow that
+        // sum rather than fail to map with a message naming the setting.
+        if self.cow_bytes as u64 > MAX_COW_BYTES {
+            return Err(SettingError::new(
+                "cow_bytes",
+                self.cow_bytes.to_string(),
+                "at most 1024G",
+            ));
         }
         Ok(())
     }

@@ -118,7 +118,7 @@ pub(super) fn run(job: Job) -> Outcome {
         // Write a full batch before claiming the next page: a page claimed first would stay
         // FLUSHING, and a writer wanting it would wait, for the whole write.
         sink.make_room();
-        let Some(take) = sel.next(&regions, &ids, &protocol) else {
+        let Some(take) = sel.next(&protocol) else {
             // Only pages a writer is still copying into a slot are left: a memcpy away.
             thread::yield_now();
             continue;

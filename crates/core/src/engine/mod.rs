@@ -25,6 +25,7 @@ use crate::read::catalog;
 use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
 use crate::sys::mem::{Mapping, TrackedPages};
 use crate::sys::page_size;
+use crate::sys::uffd::Hidden;
 use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -80,30 +81,35 @@ impl Engine {
     pub fn open(cfg: Config) -> Result<Engine, InitError> {
         // The environment is checked before the directory is touched.
         let (cfg, test) = Config::from_env(cfg)?;
-        let spin = test.uffd_spin;
+        let (spin, hide) = (test.uffd_spin, test.hide);
         let mut store: Box<dyn Store> =
             Box::new(DirStore::open_write_on(&RealFs, &cfg.dir, test.rename)?);
         // 0 means unlimited, as in ickpt_config.
         if let Some(rate) = cfg.bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        if let Some(f) = cfg.fault {
+        if let Some(f) = cfg.fault.or(test.fault) {
             let plan = FaultPlan::new();
             plan.arm(f);
             store = Box::new(FaultyStore::new(store, plan));
         }
-        Self::start(cfg, spin, Arc::from(store))
+        Self::start(cfg, spin, hide, Arc::from(store))
     }
 
     /// An engine over any store (tests use this to inject faults).
     pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine, InitError> {
         let (cfg, test) = Config::from_env(cfg)?;
-        Self::start(cfg, test.uffd_spin, store)
+        Self::start(cfg, test.uffd_spin, test.hide, store)
     }
 
     /// Start tracking over `store` with `cfg`, the environment applied.
-    fn start(cfg: Config, spin: UffdSpin, store: Arc<dyn Store>) -> Result<Engine, InitError> {
-        let tracker = track::select(cfg.backend, spin)?;
+    fn start(
+        cfg: Config,
+        spin: UffdSpin,
+        hide: Hidden,
+        store: Arc<dyn Store>,
+    ) -> Result<Engine, InitError> {
+        let tracker = track::select(cfg.backend, spin, hide)?;
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
@@ -224,9 +230,7 @@ impl Engine {
             problem,
         };
         let refused = |e| match e {
-            track::TrackError::OwnMemory => bad(RangeProblem::OwnMemory),
-            track::TrackError::SignalStack => bad(RangeProblem::SignalStack),
-            track::TrackError::Overlap(other) => bad(RangeProblem::Overlaps(other)),
+            track::TrackError::Refused(problem) => bad(problem),
             source => RegionError::Tracking { id, source }.into(),
         };
         // SAFETY: read-write memory of this process, mapped until it is unprotected (the
@@ -398,8 +402,10 @@ impl Drop for Engine {
             std::mem::forget(st.pending.take());
             std::mem::forget(self.huge_worker.take());
             std::mem::forget(self.store.clone());
-            for slot in st.regions.values() {
+            for slot in st.regions.values_mut() {
                 let _ = self.tracker.detach(&slot.tr);
+                // Not unmapped when the slot drops: the child keeps using it.
+                std::mem::forget(slot.owned.take());
             }
             return;
         }

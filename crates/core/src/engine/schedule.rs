@@ -112,8 +112,10 @@ impl Engine {
             );
             drop(gate);
             // After the gate: release may allocate (a writer held there may hold malloc's lock).
-            for r in &regions {
-                self.tracker.release(&r.tr);
+            // The failed region too: every collect is followed by a release, so no region is
+            // left fenced (each write a signal) until the next checkpoint.
+            for r in regions.iter().map(|r| &r.tr).chain([tr]) {
+                self.tracker.release(r);
             }
             return Err(e.into());
         }

@@ -61,5 +61,3 @@ pub enum Error {
     #[error(transparent)]
     Forked(#[from] ForkedChild),
 }
-
-pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -360,7 +360,7 @@ fn restore(catalog: &Catalog<'_>, chain: &[OpenVersion], verified: bool, some_re
         .map(|r| vec![None; r.length as usize])
         .collect();
     let want = |r: &ickpt_format::RegionEntry| selected_ids.contains(&r.id);
-    let mut sink = |i: usize, off: u64, bytes: &[u8]| -> crate::Result<()> {
+    let mut sink = |i: usize, off: u64, bytes: &[u8]| -> Result<(), crate::ReadError> {
         assert!(selected(i), "region index {i} delivered but not selected");
         let region = &mut got[i];
         let end = off as usize + bytes.len();

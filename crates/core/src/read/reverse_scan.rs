@@ -4,6 +4,7 @@
 use crate::error::ReadError;
 use crate::read::catalog::{Catalog, OpenVersion};
 use crate::store::version_name;
+use crate::track::bitmap;
 use ickpt_format::{FormatError, RegionEntry};
 use std::collections::HashMap;
 
@@ -127,7 +128,7 @@ pub fn reverse_scan<E: From<ReadError>>(
                 let mut n = 1;
                 while i + n < crcs.len() && n < chunk_pages {
                     let p = page + n;
-                    if done[p / 64] & (1 << (p % 64)) != 0 {
+                    if bitmap::is_set(done, p) {
                         break;
                     }
                     n += 1;
@@ -152,7 +153,7 @@ pub fn reverse_scan<E: From<ReadError>>(
                     if let Some((off, b)) = inside(region, ps, p as u64, page_bytes) {
                         sink(li, off, b)?;
                     }
-                    done[p / 64] |= 1 << (p % 64);
+                    bitmap::set(done, p);
                 }
                 read_here += n as u64;
                 remaining -= n as u64;

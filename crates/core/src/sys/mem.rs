@@ -118,8 +118,8 @@ impl TrackedPages {
     }
 }
 
-/// Memory mapped for the application (`ickpt_malloc`): unmapped when dropped, or by
-/// [`Mapping::unmap`] to see the error.
+/// Anonymous memory: the application's (`ickpt_malloc`) or ickpt's own (`OwnSlice`,
+/// `OwnBytes`). Unmapped when dropped, or by [`Mapping::unmap`] to see the error.
 #[derive(Debug)]
 pub struct Mapping {
     ptr: *mut u8,
@@ -129,7 +129,9 @@ pub struct Mapping {
 // SAFETY: a mapping is plain memory of the process, usable from any thread; this value
 // only owns the right to unmap it.
 unsafe impl Send for Mapping {}
-// SAFETY: as above; `&Mapping` only reads the address and length.
+// SAFETY: as above; `&Mapping` only reads the address and length. Writing the memory
+// through its pointer from several threads is the owner's to coordinate (`OwnBytes`' users
+// write disjoint parts, claimed through atomics; `OwnSlice` holds atomics).
 unsafe impl Sync for Mapping {}
 
 impl Mapping {

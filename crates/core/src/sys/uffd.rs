@@ -39,26 +39,35 @@ impl Features {
     }
 }
 
-/// Probe the kernel. `hide_uffd` reports no userfaultfd and `hide_scan` no PAGEMAP_SCAN
-/// (`ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: they force each fallback, so tests cover it on
-/// any kernel). `track::features` probes once per process.
-pub fn probe(hide_uffd: bool, hide_scan: bool) -> Features {
-    if hide_uffd {
-        return Features {
-            notes: vec!["ICKPT_NO_UFFD is set".into()],
-            ..Features::default()
-        };
+impl Features {
+    /// These features less what `hide` hides (`ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: they
+    /// force each fallback, so tests cover it on any kernel).
+    pub fn hiding(&self, hide: Hidden) -> Features {
+        if hide.uffd {
+            return Features {
+                notes: vec!["ICKPT_NO_UFFD is set".into()],
+                ..Features::default()
+            };
+        }
+        let mut f = self.clone();
+        if hide.scan {
+            f.pagemap_scan = false;
+            f.notes
+                .push("PAGEMAP_SCAN: ICKPT_NO_PAGEMAP_SCAN is set".into());
+        }
+        f
     }
-    let mut f = probe_kernel();
-    if hide_scan {
-        f.pagemap_scan = false;
-        f.notes
-            .push("PAGEMAP_SCAN: ICKPT_NO_PAGEMAP_SCAN is set".into());
-    }
-    f
 }
 
-fn probe_kernel() -> Features {
+/// Kernel features a test hides from ickpt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hidden {
+    pub uffd: bool,
+    pub scan: bool,
+}
+
+/// Probe the kernel (`track::kernel_features` does, once per process).
+pub fn probe() -> Features {
     let mut f = Features::default();
     match Userfault::supported_features() {
         Ok((bits, kernel_faults)) => {
@@ -90,7 +99,7 @@ mod tests {
 
     #[test]
     fn the_probe_answers_and_explains_what_is_missing() {
-        let f = probe_kernel();
+        let f = probe();
         if !f.userfaultfd || !f.pagemap_scan {
             assert!(!f.notes.is_empty(), "{f:?}");
         }

@@ -9,7 +9,7 @@ pub(crate) mod protocol;
 
 use crate::config::env::UffdSpin;
 use crate::config::SettingError;
-use crate::sys::uffd::Features;
+use crate::sys::uffd::{Features, Hidden};
 pub use backends::{MprotectTracker, UffdAsyncTracker, UffdTracker};
 pub(crate) use memory::bitmap;
 pub(crate) use memory::own_mem::OwnBytes;
@@ -85,20 +85,16 @@ impl Granularity {
 
 #[derive(Debug, Error)]
 pub enum TrackError {
-    #[error("memory overlaps protected region {0}")]
-    Overlap(u64),
-    #[error("the range covers ickpt's own tracking memory; protect a smaller range")]
-    OwnMemory,
-    #[error("the range covers this thread's alternate signal stack, where the fault handler runs")]
-    SignalStack,
+    /// The range cannot be tracked (overlap, ickpt's own memory, the signal stack): the
+    /// engine reports it as the protect call's `BadRange`.
+    #[error("the memory {0}")]
+    Refused(crate::error::RangeProblem),
     #[error("allocating tracking memory failed: {0}")]
     OwnAlloc(#[source] std::io::Error),
     #[error("changing page protection failed: {0}")]
     Protect(#[source] std::io::Error),
     #[error("installing the SIGSEGV handler failed: {0}")]
     Signal(#[source] std::io::Error),
-    #[error(transparent)]
-    Setting(#[from] SettingError),
     #[error("this engine belongs to the parent process; a forked child must start its own")]
     ForkedChild,
     #[error("userfaultfd failed: {0}")]
@@ -121,7 +117,8 @@ pub trait Tracker: Send + Sync {
     /// with the collected bits (the engine sets page states there, so that no write can
     /// reach a re-armed page before its state says whether a commit needs it). On error,
     /// `out` holds what was taken so far: the caller gives it back
-    /// (`protocol::committer::give_back`), trackers never do.
+    /// (`protocol::committer::give_back`), trackers never do; and the caller still calls
+    /// `release`, which lifts whatever the failed collect left raised.
     fn collect(
         &self,
         r: &TrackedRegion,
@@ -151,41 +148,30 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        collect_and_release(self, r, out, before_rearm)
+        let collected = self.collect(r, out, before_rearm);
+        self.release(r);
+        collected
     }
     /// False when something replaced the mechanism behind ickpt's back (for mprotect: the
     /// application installed its own SIGSEGV handler after ickpt started).
     fn handler_intact(&self) -> Result<bool, TrackError>;
 }
 
-/// Re-arm `r` as a commit does, then release it at once: what a restore does unless the
-/// backend has a cheaper way ([`Tracker::rearm_after_restore`]).
-pub(crate) fn collect_and_release(
-    t: &(impl Tracker + ?Sized),
-    r: &TrackedRegion,
-    out: &mut Vec<u64>,
-    before_rearm: &mut dyn FnMut(&[u64]),
-) -> Result<(), TrackError> {
-    let collected = t.collect(r, out, before_rearm);
-    t.release(r);
-    collected
+/// What this kernel offers for tracking, probed once per process.
+fn kernel_features() -> &'static Features {
+    static F: OnceLock<Features> = OnceLock::new();
+    F.get_or_init(crate::sys::uffd::probe)
 }
 
-/// What this kernel offers for tracking, probed once per process, less what the
-/// `ICKPT_NO_UFFD` and `ICKPT_NO_PAGEMAP_SCAN` switches hide (a malformed switch is an error).
-pub fn features() -> Result<&'static Features, SettingError> {
-    static F: OnceLock<Result<Features, SettingError>> = OnceLock::new();
-    F.get_or_init(|| {
-        let (hide_uffd, hide_scan) = crate::config::env::hidden_features()?;
-        Ok(crate::sys::uffd::probe(hide_uffd, hide_scan))
-    })
-    .as_ref()
-    .map_err(Clone::clone)
+/// What this kernel offers for tracking, less what the `ICKPT_NO_UFFD` and
+/// `ICKPT_NO_PAGEMAP_SCAN` switches hide now (a malformed switch is an error). The kernel is
+/// probed once; the switches are read at each call, as `Engine::open` reads them.
+pub fn features() -> Result<Features, SettingError> {
+    Ok(kernel_features().hiding(crate::config::env::hidden_features()?))
 }
 
-/// The backends this kernel offers (as probed; the ICKPT_NO_* switches hide features).
-pub fn available() -> Result<Vec<Backend>, SettingError> {
-    let f = features()?;
+/// The backends `f` offers.
+fn offered(f: &Features) -> Vec<Backend> {
     let mut v = vec![Backend::Mprotect];
     if f.uffd_wp() {
         v.push(Backend::Uffd);
@@ -193,16 +179,25 @@ pub fn available() -> Result<Vec<Backend>, SettingError> {
     if f.uffd_wp_async() {
         v.push(Backend::UffdAsync);
     }
-    Ok(v)
+    v
+}
+
+/// The backends this kernel offers (less what the ICKPT_NO_* switches hide).
+pub fn available() -> Result<Vec<Backend>, SettingError> {
+    Ok(offered(&features()?))
 }
 
 /// What `auto` takes on this kernel (see [`select`]).
 pub fn auto_choice() -> Result<Backend, SettingError> {
-    Ok(if features()?.uffd_wp_async() {
+    Ok(auto_of(&features()?))
+}
+
+fn auto_of(f: &Features) -> Backend {
+    if f.uffd_wp_async() {
         Backend::UffdAsync
     } else {
         Backend::Mprotect
-    })
+    }
 }
 
 /// The backend `requested` resolves to on this kernel (`ICKPT_BACKEND` has overridden the
@@ -213,14 +208,18 @@ pub fn auto_choice() -> Result<Backend, SettingError> {
 /// `auto` takes uffd-async where the kernel has it (the cheapest first write, and system
 /// calls may write into tracked memory), and mprotect otherwise: the uffd handler thread's
 /// round trip costs more than a signal, so it is chosen only on request.
-pub(crate) fn select(requested: Backend, spin: UffdSpin) -> Result<Arc<dyn Tracker>, TrackError> {
-    let f = features()?;
+pub(crate) fn select(
+    requested: Backend,
+    spin: UffdSpin,
+    hide: Hidden,
+) -> Result<Arc<dyn Tracker>, TrackError> {
+    let f = &kernel_features().hiding(hide);
     let missing = |name| TrackError::Unavailable(name, f.notes.join("; "));
     Ok(match requested {
         Backend::Mprotect => Arc::new(MprotectTracker::new()?),
         Backend::UffdAsync if f.uffd_wp_async() => Arc::new(UffdAsyncTracker::new()?),
         Backend::UffdAsync => return Err(missing("uffd-async")),
-        Backend::Uffd if f.uffd_wp() => Arc::new(UffdTracker::new(spin)?),
+        Backend::Uffd if f.uffd_wp() => Arc::new(UffdTracker::new(spin, f.pagemap_scan)?),
         Backend::Uffd => return Err(missing("uffd")),
         // A userfaultfd the probe could open but this engine cannot (descriptor limit)
         // falls back too.

@@ -86,12 +86,9 @@ impl MprotectTracker {
     /// since their writes to those shared pages will no longer trap. `protection_only`: only
     /// neighbours that page protection tracks (opening with mprotect leaves the others'
     /// tracking alone).
-    pub(crate) fn mark_shared_pages_dirty(r: &TrackedRegion, protection_only: bool) {
+    pub(crate) fn mark_shared_pages_dirty(r: &TrackedRegion) {
         let ps = page_size();
         for o in registry::neighbours_sharing_pages(r) {
-            if protection_only && !o.tracked_by_protection() {
-                continue;
-            }
             // Only pages both spans cover: at most the first and last of `o`.
             let first = (r.base().max(o.base()) - o.base()) / ps;
             let end = (r.span_end().min(o.span_end()) - o.base()) / ps;
@@ -117,7 +114,7 @@ impl Tracker for MprotectTracker {
     }
 
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        Self::mark_shared_pages_dirty(r, false);
+        Self::mark_shared_pages_dirty(r);
         let opened = r.mem.protect(Protection::Open);
         registry::remove(r);
         opened.map_err(TrackError::Protect)
@@ -140,7 +137,7 @@ impl Tracker for MprotectTracker {
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
-        Self::mark_shared_pages_dirty(r, false);
+        Self::mark_shared_pages_dirty(r);
         r.mem.protect(Protection::Open).map_err(TrackError::Protect)
     }
 

@@ -21,6 +21,7 @@ use crate::sys::pagemap::Pagemap;
 use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
 use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
+use crate::track::memory::bitmap;
 use crate::track::memory::own_mem::{OwnArray, OwnBytes};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::first_write::{self, Catch, Outcome};
@@ -101,7 +102,7 @@ impl Unfaulted {
 }
 
 impl UffdTracker {
-    pub(crate) fn new(spin: UffdSpin) -> Result<Self, TrackError> {
+    pub(crate) fn new(spin: UffdSpin, pagemap_scan: bool) -> Result<Self, TrackError> {
         let uffd = Userfault::for_events().map_err(TrackError::Userfault)?;
         let shared = Arc::new(Shared {
             regions: UffdRegions::new(uffd, Backend::Uffd)?,
@@ -117,7 +118,7 @@ impl UffdTracker {
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
-        let unfaulted = if crate::track::features()?.pagemap_scan {
+        let unfaulted = if pagemap_scan {
             Unfaulted::Scan(Scanner::new()?)
         } else {
             Unfaulted::Entries(Mutex::new(
@@ -376,7 +377,7 @@ impl Tracker for UffdTracker {
                     r.span_end(),
                     page_size(),
                     buf.as_mut_slice(),
-                    |p| out[p / 64] |= 1 << (p % 64),
+                    |p| bitmap::set(out, p),
                 )
             }
         };

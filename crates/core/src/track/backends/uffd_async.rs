@@ -16,14 +16,11 @@ use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
 use crate::track::{Backend, TrackError, Tracker};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub struct UffdAsyncTracker {
     regions: UffdRegions,
     scanner: Scanner,
-    /// Regions attached unarmed and not collected yet: their first scan reports every page
-    /// present, which were not first writes of an epoch, so it counts no faults.
-    unarmed: Mutex<Vec<usize>>,
 }
 
 impl UffdAsyncTracker {
@@ -32,12 +29,32 @@ impl UffdAsyncTracker {
         Ok(UffdAsyncTracker {
             regions: UffdRegions::new(uffd, Backend::UffdAsync)?,
             scanner: Scanner::new()?,
-            unarmed: Mutex::new(Vec::new()),
         })
     }
 
-    fn unarmed_list(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
-        self.unarmed.lock().unwrap_or_else(|e| e.into_inner())
+    /// Take `r` off being unarmed (attached unarmed, not collected since); whether it was.
+    /// Its first scan reports every present page, which were no first writes of an epoch,
+    /// so it counts no faults.
+    fn take_unarmed(r: &TrackedRegion) -> bool {
+        r.unarmed.swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Move `r`'s written pages into `out` (with the bits already set aside: pages opened
+    /// through the fence, a failed commit's) and write-protect them again in the same scan;
+    /// then `before_rearm`. Returns how many pages the scan found.
+    fn take_written(
+        r: &TrackedRegion,
+        scanner: &Scanner,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Result<u64, TrackError> {
+        r.dirty.take_into(out);
+        let (written, edges) = scanner
+            .written(r, out, true)
+            .map_err(TrackError::Userfault)?;
+        Self::share_edge_pages(r, edges);
+        before_rearm(out);
+        Ok(written)
     }
 
     /// A written page `r` shares with a neighbour was write-protected again by `r`'s scan, so
@@ -67,15 +84,11 @@ impl Tracker for UffdAsyncTracker {
 
     fn attach(&self, r: &Arc<TrackedRegion>, armed: bool) -> Result<(), TrackError> {
         self.regions.attach(r, armed, &[self.scanner.span()])?;
-        if !armed {
-            self.unarmed_list().push(Arc::as_ptr(r) as usize);
-        }
+        r.unarmed.store(!armed, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError> {
-        self.unarmed_list()
-            .retain(|&k| k != Arc::as_ptr(r) as usize);
         self.regions.detach(r)
     }
 
@@ -95,19 +108,10 @@ impl Tracker for UffdAsyncTracker {
             .protect(Protection::Tracked)
             .map_err(TrackError::Protect)?;
         // Pages opened through the fence during the last commit, and the bits of a failed
-        // commit put back: their pages are written-protected already or reported below.
-        r.dirty.take_into(out);
-        let written = match self.scanner.written(r, out, true) {
-            Ok((pages, edges)) => {
-                Self::share_edge_pages(r, edges);
-                pages
-            }
-            Err(e) => {
-                let _ = r.mem.protect(Protection::Open);
-                return Err(TrackError::Userfault(e));
-            }
-        };
-        before_rearm(out);
+        // commit put back: their pages are written-protected already or reported by the scan.
+        // On failure the caller's `release` lifts the fence, keeping an edge page a neighbour
+        // tracks by protection fenced (opening the whole region here would not).
+        let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
         // This thread's own writes pass the gate. One that landed on a region page since the
         // fence (its heap shares a page with a tracked buffer, as `out` may) opened that page
         // through the fence with a stale state: fence it again, or other threads' writes to
@@ -117,11 +121,7 @@ impl Tracker for UffdAsyncTracker {
                 .protect(Protection::Tracked)
                 .map_err(TrackError::Protect)?;
         }
-        let mut unarmed = self.unarmed_list();
-        let key = r as *const TrackedRegion as usize;
-        if unarmed.contains(&key) {
-            unarmed.retain(|&k| k != key);
-        } else {
+        if !Self::take_unarmed(r) {
             r.dirty.count_faults(written);
         }
         Ok(())
@@ -165,19 +165,12 @@ impl Tracker for UffdAsyncTracker {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        if r.tracked_by_protection() {
-            return crate::track::collect_and_release(self, r, out, before_rearm);
+        if let Some(done) = self.regions.collect_common(r, out, before_rearm) {
+            return done;
         }
-        self.regions.check_owner()?;
-        r.dirty.take_into(out);
-        let (_, edges) = self
-            .scanner
-            .written(r, out, true)
-            .map_err(TrackError::Userfault)?;
-        Self::share_edge_pages(r, edges);
-        before_rearm(out);
-        self.unarmed_list()
-            .retain(|&k| k != r as *const TrackedRegion as usize);
+        // The restore's own writes: not first writes of an epoch, so no fault is counted.
+        Self::take_written(r, &self.scanner, out, before_rearm)?;
+        Self::take_unarmed(r);
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use crate::sys::page_size;
 use crate::sys::pagemap::{PageRegion, Pagemap};
 use crate::sys::userfault::Userfault;
 use crate::track::backends::mprotect::MprotectTracker;
+use crate::track::memory::bitmap;
 use crate::track::memory::own_mem::OwnBytes;
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
@@ -73,7 +74,7 @@ impl Scanner {
                     edges[0] |= lo == 0;
                     edges[1] |= hi > last;
                     for p in lo..hi {
-                        out[p / 64] |= 1 << (p % 64);
+                        bitmap::set(out, p);
                     }
                 },
             )
@@ -185,14 +186,14 @@ impl UffdRegions {
             registry::remove(r);
             return r.mem.protect(Protection::Open).map_err(TrackError::Protect);
         }
-        MprotectTracker::mark_shared_pages_dirty(r, false);
+        MprotectTracker::mark_shared_pages_dirty(r);
         let unregistered = self.uffd.unregister(r.base(), r.span_len());
         let opened = r.mem.protect(Protection::Open);
         registry::remove(r);
         // Neighbours of this engine sharing a page lost its registration with ours: register
         // them again. (Another engine's regions are not ours to register.)
         for o in registry::neighbours_sharing_pages(r) {
-            if o.mech.load(SeqCst) == self.mech as u8 && Arc::ptr_eq(&o.protocol, &r.protocol) {
+            if o.tracked_by(self.mech) && Arc::ptr_eq(&o.protocol, &r.protocol) {
                 let _ = self.uffd.register_wp(o.base(), o.span_len());
             }
         }
@@ -206,7 +207,7 @@ impl UffdRegions {
         if r.tracked_by_protection() {
             return self.fence.open_for_restore(r);
         }
-        MprotectTracker::mark_shared_pages_dirty(r, false);
+        MprotectTracker::mark_shared_pages_dirty(r);
         self.uffd
             .write_protect(r.base(), r.span_len(), false)
             .map_err(TrackError::Userfault)?;

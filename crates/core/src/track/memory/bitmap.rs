@@ -112,6 +112,12 @@ pub fn is_set(words: &[u64], i: usize) -> bool {
     words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
 }
 
+/// Set bit `i` of a plain bitmap (which must have room for it).
+#[inline]
+pub fn set(words: &mut [u64], i: usize) {
+    words[i / 64] |= 1 << (i % 64);
+}
+
 /// The first set bit at or after `from`.
 pub fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
     let mut w = from / 64;

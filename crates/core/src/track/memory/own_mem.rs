@@ -85,7 +85,7 @@ impl OwnBytes {
 
     /// The whole mapping (a multiple of the page size), for its one owner.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: the mapping is live and `len` bytes long; &mut self makes it exclusive.
+        // SAFETY: the mapping is live and `map.len()` bytes long; &mut self makes it exclusive.
         unsafe { std::slice::from_raw_parts_mut(self.map.ptr(), self.map.len()) }
     }
 }

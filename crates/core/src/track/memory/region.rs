@@ -7,7 +7,7 @@ use crate::track::memory::bitmap::AtomicBitmap;
 use crate::track::protocol::pages::PageStates;
 use crate::track::protocol::Protocol;
 use crate::track::{Backend, TrackError};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// One protected region. The fault handler reaches it through the registry and touches
@@ -34,6 +34,9 @@ pub struct TrackedRegion {
     /// Which mechanism tracks it (`Backend` as u8), set when a tracker attaches it: a
     /// neighbour sharing a page needs to know whether page protection is what tracks it.
     pub(in crate::track) mech: AtomicU8,
+    /// Attached unarmed and not collected since (uffd-async: its first scan reports every
+    /// present page, which were no first writes of an epoch).
+    pub(in crate::track) unarmed: AtomicBool,
 }
 
 impl TrackedRegion {
@@ -60,6 +63,7 @@ impl TrackedRegion {
             acck: AcckState::new(npages, protocol.acck_n()).map_err(TrackError::OwnAlloc)?,
             protocol,
             mech: AtomicU8::new(0),
+            unarmed: AtomicBool::new(false),
         })
     }
 
@@ -136,9 +140,14 @@ impl TrackedRegion {
         self.mech.store(b as u8, Ordering::SeqCst);
     }
 
+    /// Whether `b` tracks this region's writes now (see [`Self::set_mechanism`]).
+    pub fn tracked_by(&self, b: Backend) -> bool {
+        self.mech.load(Ordering::SeqCst) == b as u8
+    }
+
     /// Whether page protection (mprotect) tracks this region's writes.
     pub fn tracked_by_protection(&self) -> bool {
-        self.mech.load(Ordering::SeqCst) == Backend::Mprotect as u8
+        self.tracked_by(Backend::Mprotect)
     }
 
     pub fn contains(&self, addr: usize) -> bool {

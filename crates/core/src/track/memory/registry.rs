@@ -12,6 +12,7 @@
 // a raw pointer.
 #![allow(unsafe_code)]
 
+use crate::error::RangeProblem;
 use crate::track::memory::own_mem::OwnSlice;
 use crate::track::memory::region::TrackedRegion;
 use crate::track::TrackError;
@@ -117,7 +118,7 @@ pub fn insert(region: Arc<TrackedRegion>, extra: &[(usize, usize)]) -> Result<()
         .iter()
         .find(|o| o.user_ptr < end && start < o.user_ptr + o.user_len)
     {
-        return Err(TrackError::Overlap(o.id));
+        return Err(TrackError::Refused(RangeProblem::Overlaps(o.id)));
     }
     let span = (region.base(), region.span_end());
     let mut own = regions
@@ -128,7 +129,7 @@ pub fn insert(region: Arc<TrackedRegion>, extra: &[(usize, usize)]) -> Result<()
         .chain(crate::sys::altstack::spans())
         .chain(extra.iter().copied());
     if own.any(|s| intersects(s, span)) {
-        return Err(TrackError::OwnMemory);
+        return Err(TrackError::Refused(RangeProblem::OwnMemory));
     }
     let at = regions.partition_point(|o| o.user_ptr < region.user_ptr);
     regions.insert(at, region);

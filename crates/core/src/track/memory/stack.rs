@@ -12,6 +12,7 @@
 //! Memory on *another* thread's stack is that thread's business: it needs an alternate
 //! signal stack of its own (it protected something on its own stack, or called sigaltstack).
 
+use crate::error::RangeProblem;
 use crate::sys::altstack::{self, AltStack};
 use crate::track::TrackError;
 use std::cell::RefCell;
@@ -38,7 +39,7 @@ fn intersects(a: (usize, usize), b: (usize, usize)) -> bool {
 pub fn before_protect(span: (usize, usize)) -> Result<(), TrackError> {
     let current = altstack::current().map_err(TrackError::Signal)?;
     if current.is_some_and(|alt| intersects(alt, span)) {
-        return Err(TrackError::SignalStack);
+        return Err(TrackError::Refused(RangeProblem::SignalStack));
     }
     THIS.with(|t| {
         let mut t = t.borrow_mut();

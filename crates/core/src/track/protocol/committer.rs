@@ -39,7 +39,10 @@ pub(crate) enum Take {
 /// Algorithm 4: the waited page, then copied pages, then the adaptive priority, then the
 /// remaining pages by address. Each step is O(1) amortised: cursors only move forward and a
 /// page that was taken by another route fails its claim and is skipped.
-pub(crate) struct Selector {
+pub(crate) struct Selector<'a> {
+    regions: &'a [Scheduled],
+    /// The regions' ids, sorted as `regions` (by id): waited and copied pages name theirs.
+    ids: Vec<u64>,
     priority: Vec<(u32, usize)>,
     next_priority: usize,
     by_address: Vec<usize>,
@@ -47,12 +50,15 @@ pub(crate) struct Selector {
     page: usize,
 }
 
-impl Selector {
-    /// `priority`: pages the adaptive order takes before the rest, as (region index, page).
-    pub fn new(regions: &[Scheduled], priority: Vec<(u32, usize)>) -> Self {
+impl<'a> Selector<'a> {
+    /// `regions` sorted by id; `priority`: pages the adaptive order takes before the rest,
+    /// as (region index, page).
+    pub fn new(regions: &'a [Scheduled], priority: Vec<(u32, usize)>) -> Self {
         let mut by_address: Vec<usize> = (0..regions.len()).collect();
         by_address.sort_unstable_by_key(|&i| regions[i].tr.base());
         Selector {
+            regions,
+            ids: regions.iter().map(|r| r.tr.id).collect(),
             priority,
             next_priority: 0,
             by_address,
@@ -62,8 +68,9 @@ impl Selector {
     }
 
     /// The next page to take, claimed. None: only pages a writer is still copying aside are
-    /// left (a memcpy away), or none at all. `ids`: the regions' ids, sorted as `regions`.
-    pub fn next(&mut self, regions: &[Scheduled], ids: &[u64], p: &Protocol) -> Option<Take> {
+    /// left (a memcpy away), or none at all.
+    pub fn next(&mut self, p: &Protocol) -> Option<Take> {
+        let (regions, ids) = (self.regions, &self.ids);
         let claim = |ri: usize, page: usize| regions[ri].tr.pages.claim(page);
         if p.has_waiters() {
             let mut found = None;
@@ -172,8 +179,16 @@ impl<'a> Drain<'a> {
 impl Drop for Drain<'_> {
     fn drop(&mut self) {
         if !self.pages_released {
-            // A writer between its Copying claim and Copied still queues its slot: let it
-            // finish first, so no stale slot is left in the ring for the next commit.
+            // No slot may be left in the ring for the next commit. First no page stays
+            // Scheduled, so no writer starts copying one aside from here on (waiting page by
+            // page alone let a writer claim a page already passed); then the writers between
+            // their Copying claim and Copied finish and queue their slots; then the ring is
+            // drained.
+            for r in self.regions {
+                for page in 0..r.tr.npages {
+                    r.tr.pages.abandon(page);
+                }
+            }
             for r in self.regions {
                 for page in 0..r.tr.npages {
                     while r.tr.pages.get(page) == PageState::Copying {

@@ -61,6 +61,7 @@ impl CowPool {
         })
     }
 
+    #[cfg(test)]
     pub fn slots(&self) -> usize {
         self.slots
     }
@@ -117,7 +118,7 @@ impl CowPool {
     /// the caller and not filled yet.
     pub unsafe fn fill(&self, slot: usize, region: u64, page: usize, src: usize) {
         let ps = page_size();
-        // SAFETY: the slot lies inside our mapping (slot < slots) and is ours alone until
+        // SAFETY: the slot lies inside our mapping (slot < total, reserved slots included) and is ours alone until
         // released; the caller guarantees `src` is a readable page.
         unsafe {
             std::ptr::copy_nonoverlapping(src as *const u8, self.mem.as_ptr().add(slot * ps), ps)

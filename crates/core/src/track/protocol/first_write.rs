@@ -157,13 +157,19 @@ impl Protocol {
         if page == 0 || page + 1 == r.npages {
             return false;
         }
-        match r.pages.get(page) {
-            PageState::Taken | PageState::Copied => {
+        // As a write to it would, by the one table, except that an Idle page (not written
+        // last epoch) stays closed and nothing waits.
+        let state = r.pages.get(page);
+        match action(state) {
+            Action::Open => {
+                if state == PageState::Idle {
+                    return false;
+                }
                 self.record(r, page, self.late_access());
                 true
             }
-            PageState::Scheduled => self.copy_aside(r, page, false) == Some(true),
-            PageState::Idle | PageState::Flushing | PageState::Copying => false,
+            Action::CopyAside => self.copy_aside(r, page, false) == Some(true),
+            Action::WaitForCommitter | Action::LookAgain => false,
         }
     }
 }

@@ -12,7 +12,7 @@
 //! | `start_copy`, `copied` | Scheduled → Copying → Copied | a first write, a slot free | `first_write.rs` |
 //! | `claim` | Scheduled → Flushing | the committer | `committer.rs` |
 //! | `taken` | Flushing or Copied → Taken | the committer | `committer.rs` |
-//! | `leave_out` | any → Idle | a failed commit | `committer.rs` (`Drain`) |
+//! | `abandon`, then `leave_out` | Scheduled → Idle, then any → Idle | a failed commit | `committer.rs` (`Drain`) |
 //!
 //! A first write's action by state is `first_write::action`: the one place to add the two
 //! that are coming (a twin copy before the write for word-level deltas; a conflict with a

@@ -120,6 +120,13 @@ impl PageStates {
         self.set(page, PageState::Idle);
     }
 
+    /// A failed commit gives up `page` if it is still Scheduled, so no writer can start
+    /// copying it aside from now on.
+    #[inline]
+    pub(in crate::track::protocol) fn abandon(&self, page: usize) {
+        self.change(page, PageState::Scheduled, PageState::Idle);
+    }
+
     // ---- a first write (signal-safe) ----
 
     /// A writer claims scheduled `page` to copy it aside. False: someone changed it first.
