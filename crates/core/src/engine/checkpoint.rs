@@ -1,6 +1,7 @@
 //! `Engine::checkpoint`: schedule the epoch's dirty pages as a new version and commit it,
 //! before returning (sync) or in the background (async).
 
+use super::pending::Launched;
 use super::{CheckpointInfo, Engine};
 use crate::error::CheckpointError;
 use ickpt_format::CommitMode;
@@ -28,18 +29,25 @@ impl Engine {
             return Err(CheckpointError::HandlerReplaced);
         }
         let _owner = self.protocol.become_owner();
-        let job = self.schedule(&mut st, started)?;
-        let scheduled = CheckpointInfo {
-            version: job.version,
-            kind: job.kind,
-            parent: job.parent,
-            pages: job.total,
-            bytes: 0,
-            duration: std::time::Duration::ZERO,
-            phases: job.phases.clone(),
-            commit: job.stats,
+        let mut fence_all = st.fence_next > 0;
+        st.fence_next = st.fence_next.saturating_sub(1);
+        let scheduled = loop {
+            let job = self.schedule(&mut st, started, fence_all)?;
+            let scheduled = CheckpointInfo {
+                version: job.version,
+                kind: job.kind,
+                parent: job.parent,
+                pages: job.total,
+                bytes: 0,
+                duration: std::time::Duration::ZERO,
+                phases: job.phases.clone(),
+                commit: job.stats,
+            };
+            match self.launch(&mut st, job)? {
+                Launched::Raced => fence_all = true,
+                Launched::Done | Launched::Running => break scheduled,
+            }
         };
-        self.launch(&mut st, job)?;
         match self.cfg.mode {
             CommitMode::Sync => {
                 let mut info = st

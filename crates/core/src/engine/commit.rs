@@ -11,7 +11,7 @@ use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::thread;
 use crate::track::protocol::committer::{Drain, Scheduled, Selector, Take};
-use crate::track::{OwnBytes, Protocol, Tracker};
+use crate::track::{Guard, OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -59,6 +59,10 @@ pub(crate) struct Outcome {
     pub result: Result<CheckpointInfo, CheckpointError>,
     pub head: Head,
     pub ids: Vec<u64>,
+    /// A write reached a page collected under `Guard::Check` before the check: nothing was
+    /// committed (`result` is `CommitAborted`) and the checkpoint is to be taken again
+    /// with fences.
+    pub raced: bool,
 }
 
 /// Run a commit to the end. Every scheduled page is released whatever happens (an I/O error
@@ -149,6 +153,10 @@ pub(super) fn run(job: Job) -> Outcome {
     }
     let t = Instant::now();
     let (counts, peak) = drain.end_commit();
+    let raced = sink.err.is_none() && !unwritten_since_collect(&regions, &*tracker);
+    if raced {
+        sink.err = Some(CheckpointError::CommitAborted { version });
+    }
     phases.release = t.elapsed();
     sink.flush();
     phases.copy = started
@@ -196,7 +204,22 @@ pub(super) fn run(job: Job) -> Outcome {
         drain.committed();
     }
     drop(drain);
-    Outcome { result, head, ids }
+    Outcome {
+        result,
+        head,
+        ids,
+        raced,
+    }
+}
+
+/// Whether no page of a region collected under `Guard::Check` was written before the commit
+/// had copied it (a failed scan counts as written: the fenced retry is always right).
+fn unwritten_since_collect(regions: &[Scheduled], tracker: &dyn Tracker) -> bool {
+    regions.iter().filter(|r| r.guard == Guard::Check).all(|r| {
+        tracker
+            .unwritten_since_collect(&r.tr, &r.bits, r.whole)
+            .unwrap_or(false)
+    })
 }
 
 /// The version file being written: pages gathered into a batch, written when it fills.

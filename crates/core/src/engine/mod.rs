@@ -52,6 +52,8 @@ pub(crate) struct State {
     pub pending: Option<std::thread::JoinHandle<commit::Outcome>>,
     /// A background commit's failure not yet returned to the application.
     pub unreported: Option<CheckpointError>,
+    /// Sync checkpoints still to fence every region (after one met a write; `Guard`).
+    pub fence_next: u32,
 }
 
 pub struct Engine {
@@ -157,6 +159,7 @@ impl Engine {
                 stats: Stats::default(),
                 pending: None,
                 unreported: None,
+                fence_next: 0,
             }),
         })
     }

@@ -6,10 +6,28 @@ use crate::error::CheckpointError;
 use crate::sys::thread;
 use ickpt_format::{CommitMode, Kind};
 
+/// Sync checkpoints that fence every region after one whose unfenced commit met a write.
+const FENCED_AFTER_A_RACE: u32 = 16;
+
+/// How `launch` left a commit.
+pub(super) enum Launched {
+    /// Committed here (sync).
+    Done,
+    /// On the committer thread (async).
+    Running,
+    /// A write raced an unfenced sync commit, which committed nothing: schedule it again
+    /// with fences.
+    Raced,
+}
+
 impl Engine {
     /// Commit `job` as the mode says: here and now (sync), or on a committer thread while
     /// the caller returns (async; falls back to here if no thread can be started).
-    pub(super) fn launch(&self, st: &mut State, job: commit::Job) -> Result<(), CheckpointError> {
+    pub(super) fn launch(
+        &self,
+        st: &mut State,
+        job: commit::Job,
+    ) -> Result<Launched, CheckpointError> {
         if self.cfg.mode == CommitMode::Async {
             let (tx, rx) = std::sync::mpsc::channel();
             let protocol = self.protocol.clone();
@@ -25,7 +43,7 @@ impl Engine {
             if let Ok(handle) = spawned {
                 tx.send(job).expect("the committer waits for its job");
                 st.pending = Some(handle);
-                return Ok(());
+                return Ok(Launched::Running);
             }
         }
         self.protocol.set_committer(thread::tid());
@@ -34,12 +52,21 @@ impl Engine {
         // one, rather than unwinding through the caller: the commit's guard has released
         // every page and put the dirty bits back by the time it is caught.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit::run(job))) {
+            Ok(outcome) if outcome.raced => {
+                // Nothing was committed and the file is gone: its number is free again. A
+                // thread that wrote during this commit may well write during the next few:
+                // fence those from the start rather than commit each twice.
+                st.next_version = version;
+                st.fence_next = FENCED_AFTER_A_RACE;
+                st.stats.raced_commits += 1;
+                return Ok(Launched::Raced);
+            }
             Ok(outcome) => self.apply(st, outcome),
             Err(panic) => self.fail(st, CheckpointError::commit_panicked(version, &*panic)),
         }
         match st.unreported.take() {
             Some(e) => Err(e),
-            None => Ok(()),
+            None => Ok(Launched::Done),
         }
     }
 

@@ -11,17 +11,22 @@ use crate::track::protocol::{
     self,
     committer::{self, Scheduled},
 };
-use ickpt_format::{backend_code, CommitStats, FlushOrder, Kind, RegionEntry};
+use crate::track::{self, Guard, TrackedRegion};
+use ickpt_format::{backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry};
 use std::time::Instant;
 
 impl Engine {
     /// Build the commit job for the next version. The gate is closed throughout, so no
     /// writer sees a page between re-protection and scheduling: the version is memory as
     /// it stood when the gate closed, whatever is written afterwards.
+    ///
+    /// `fence_all`: keep other threads' writes out of every collected page with a fence
+    /// (a sync commit otherwise checks for them after the copy, see [`Guard`]).
     pub(super) fn schedule(
         &self,
         st: &mut State,
         requested: Instant,
+        fence_all: bool,
     ) -> Result<Job, CheckpointError> {
         let version = st.next_version;
         if version > ickpt_format::limits::MAX_VERSION {
@@ -66,13 +71,20 @@ impl Engine {
             .map(|s| Vec::with_capacity(s.tr.npages.div_ceil(64)))
             .collect();
 
+        let guards: Vec<Guard> = st
+            .regions
+            .values()
+            .map(|s| self.guard_for(&s.tr, fence_all))
+            .collect();
+
         let unseen_are_after = !self.tracker.sees_every_write();
         let gate = self.protocol.close_gate();
         let mut ended_after = self.protocol.begin_commit();
         self.tracker.before_collect();
         let mut total = 0u64;
         let mut failed = None;
-        for (ri, (slot, mut bits)) in st.regions.values().zip(bits_of.drain(..)).enumerate() {
+        let each = st.regions.values().zip(bits_of.drain(..)).zip(guards);
+        for (ri, ((slot, mut bits), guard)) in each.enumerate() {
             let whole = kind == Kind::Full || slot.born.is_none();
             // A region's writes are tracked once a checkpoint has armed it.
             let armed = slot.born.is_some();
@@ -93,7 +105,7 @@ impl Engine {
                 // Written after the last commit without a trap: AFTER, order unknown.
                 ended_after += m.unseen;
             };
-            if let Err(e) = self.tracker.collect(tr, &mut bits, &mut mark) {
+            if let Err(e) = self.tracker.collect(tr, guard, &mut bits, &mut mark) {
                 failed = Some((super::region_error(tr, e), tr, bits));
                 break;
             }
@@ -101,6 +113,7 @@ impl Engine {
                 tr: tr.clone(),
                 bits,
                 whole,
+                guard,
             });
         }
         if let Some((e, tr, bits)) = failed {
@@ -164,5 +177,23 @@ impl Engine {
             },
             page_size: page_size(),
         })
+    }
+
+    /// How `tr`'s collect keeps other threads' writes out of its pages until the commit has
+    /// them. An async commit runs beside the application: a fence. A sync one checks after
+    /// the copy instead, except where a write is likely anyway, which would make it commit
+    /// twice: a region on this thread's stack (the commit's own frames write there), or one
+    /// so small that its fence costs nothing (it may share a page with ickpt's own heap).
+    fn guard_for(&self, tr: &TrackedRegion, fence_all: bool) -> Guard {
+        const FENCE_UP_TO_PAGES: usize = 16;
+        if fence_all
+            || self.cfg.mode == CommitMode::Async
+            || tr.npages <= FENCE_UP_TO_PAGES
+            || track::on_this_stack((tr.base(), tr.span_end()))
+        {
+            Guard::Fence
+        } else {
+            Guard::Check
+        }
     }
 }

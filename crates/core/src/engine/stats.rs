@@ -93,6 +93,9 @@ pub struct Stats {
     pub after_pages: u64,
     /// Time application threads spent waiting for the committer.
     pub wait_time: Duration,
+    /// Sync commits taken again with fences because a write reached a page they had
+    /// collected without one before they copied it (uffd-async; see `docs/design.md`).
+    pub raced_commits: u64,
     pub restores: u64,
     pub pages_restored: u64,
     pub restore_time: Duration,

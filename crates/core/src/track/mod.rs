@@ -14,7 +14,7 @@ pub use backends::{MprotectTracker, UffdAsyncTracker, UffdTracker};
 pub(crate) use memory::bitmap;
 pub(crate) use memory::own_mem::OwnBytes;
 pub(crate) use memory::region::TrackedRegion;
-pub(crate) use memory::stack::before_protect;
+pub(crate) use memory::stack::{before_protect, on_this_stack};
 #[doc(hidden)]
 pub use protocol::first_write::test_pause;
 pub(crate) use protocol::pages::Access;
@@ -103,6 +103,21 @@ pub enum TrackError {
     Unavailable(&'static str, String),
 }
 
+/// How a commit keeps other threads' writes out of the pages it collected until it has
+/// copied them. Backends that decide every first write themselves (mprotect, uffd) always
+/// intercept such writes and treat both alike; uffd-async, whose writes never reach ickpt,
+/// needs a fence for that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Intercept them: a write to a page the commit still needs waits or copies the page
+    /// aside (AI-Ckpt Algorithm 2). Async commits, where the application runs on.
+    Fence,
+    /// Let them through and ask afterwards ([`Tracker::unwritten_since_collect`]): a sync
+    /// commit whose application threads are still (the usual case) then pays no fence, and
+    /// one that met a write is taken again with [`Guard::Fence`].
+    Check,
+}
+
 /// A write-tracking mechanism. Every backend passes the same conformance tests.
 pub trait Tracker: Send + Sync {
     fn backend(&self) -> Backend;
@@ -113,7 +128,8 @@ pub trait Tracker: Send + Sync {
     /// Stop tracking `r` and leave its memory writable.
     fn detach(&self, r: &Arc<TrackedRegion>) -> Result<(), TrackError>;
     /// Move the set of pages written since the last call into `out` (one bit per page) and
-    /// re-arm tracking so the next epoch starts clean. `before_rearm` runs between the two
+    /// re-arm tracking so the next epoch starts clean; `guard` says how writes to the
+    /// collected pages are kept out until the commit has them. `before_rearm` runs between the two
     /// with the collected bits (the engine sets page states there, so that no write can
     /// reach a re-armed page before its state says whether a commit needs it). On error,
     /// `out` holds what was taken so far: the caller gives it back
@@ -122,9 +138,22 @@ pub trait Tracker: Send + Sync {
     fn collect(
         &self,
         r: &TrackedRegion,
+        guard: Guard,
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError>;
+    /// After a commit collected `r` with [`Guard::Check`] and copied its pages: whether none
+    /// of the pages it stored (`bits`, or every page when `whole`) was written since the
+    /// collect. False means the version may hold a page newer than the others and must not
+    /// be committed. Backends that intercept every write answer true.
+    fn unwritten_since_collect(
+        &self,
+        _r: &TrackedRegion,
+        _bits: &[u64],
+        _whole: bool,
+    ) -> Result<bool, TrackError> {
+        Ok(true)
+    }
     /// Called once per checkpoint with the gate closed, before its regions are collected:
     /// deal with first writes already caught but not yet handed to ickpt.
     fn before_collect(&self) {}
@@ -148,7 +177,7 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        let collected = self.collect(r, out, before_rearm);
+        let collected = self.collect(r, Guard::Fence, out, before_rearm);
         self.release(r);
         collected
     }

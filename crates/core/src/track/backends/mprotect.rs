@@ -10,7 +10,7 @@ use crate::sys::{page_size, signal, thread};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
 use crate::track::protocol::first_write::{self, Outcome};
-use crate::track::{Backend, TrackError, Tracker};
+use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::sync::Arc;
 
 /// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomics, futexes,
@@ -123,6 +123,7 @@ impl Tracker for MprotectTracker {
     fn collect(
         &self,
         r: &TrackedRegion,
+        _guard: Guard,
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {

@@ -26,7 +26,7 @@ use crate::track::memory::own_mem::{OwnArray, OwnBytes};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::first_write::{self, Catch, Outcome};
 use crate::track::protocol::{Protocol, WaitTicket};
-use crate::track::{Backend, TrackError, Tracker};
+use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -356,6 +356,7 @@ impl Tracker for UffdTracker {
     fn collect(
         &self,
         r: &TrackedRegion,
+        _guard: Guard,
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {

@@ -13,7 +13,7 @@ use crate::track::memory::bitmap;
 use crate::track::memory::own_mem::OwnBytes;
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
-use crate::track::{Backend, TrackError, Tracker};
+use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -55,31 +55,40 @@ impl Scanner {
         out: &mut [u64],
         protect_again: bool,
     ) -> io::Result<(u64, [bool; 2])> {
+        let last = r.npages - 1;
+        let mut edges = [false; 2];
+        let pages = self.scan(r, protect_again, |lo, hi| {
+            edges[0] |= lo == 0;
+            edges[1] |= hi > last;
+            for p in lo..hi {
+                bitmap::set(out, p);
+            }
+        })?;
+        Ok((pages, edges))
+    }
+
+    /// Call `f(lo, hi)` for each run of `r`'s pages written since they were last
+    /// write-protected, changing nothing.
+    pub fn each_written(&self, r: &TrackedRegion, f: impl FnMut(usize, usize)) -> io::Result<()> {
+        self.scan(r, false, f).map(drop)
+    }
+
+    fn scan(
+        &self,
+        r: &TrackedRegion,
+        protect_again: bool,
+        f: impl FnMut(usize, usize),
+    ) -> io::Result<u64> {
         let buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the mapping holds SCAN_RUNS page_regions (plain integers, valid at zero),
         // is page-aligned, and the lock gives this call sole use of it.
         let runs =
             unsafe { std::slice::from_raw_parts_mut(buf.as_ptr().cast::<PageRegion>(), SCAN_RUNS) };
-        let last = r.npages - 1;
-        let mut edges = [false; 2];
         // SAFETY: the buffer is ickpt's own mapping, which the registry keeps untracked.
-        let pages = unsafe {
-            self.pagemap.take_written(
-                r.base(),
-                r.span_end(),
-                page_size(),
-                runs,
-                protect_again,
-                |lo, hi| {
-                    edges[0] |= lo == 0;
-                    edges[1] |= hi > last;
-                    for p in lo..hi {
-                        bitmap::set(out, p);
-                    }
-                },
-            )
-        }?;
-        Ok((pages, edges))
+        unsafe {
+            self.pagemap
+                .take_written(r.base(), r.span_end(), page_size(), runs, protect_again, f)
+        }
     }
 }
 
@@ -124,7 +133,7 @@ impl UffdRegions {
             return Some(Err(e));
         }
         r.tracked_by_protection()
-            .then(|| self.fence.collect(r, out, before_rearm))
+            .then(|| self.fence.collect(r, Guard::Fence, out, before_rearm))
     }
 
     pub fn forked(&self) -> bool {

@@ -33,6 +33,21 @@ fn intersects(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
+/// Whether `span` may lie on the calling thread's stack (true when its bounds cannot be
+/// read). Its own calls write there while it commits, so a commit fences such a region.
+pub fn on_this_stack(span: (usize, usize)) -> bool {
+    THIS.with(|t| {
+        let mut t = t.borrow_mut();
+        match t.stack {
+            Some(s) => intersects(s, span),
+            None => match altstack::thread_stack() {
+                Ok(s) => intersects(*t.stack.insert(s), span),
+                Err(_) => true,
+            },
+        }
+    })
+}
+
 /// Called before the calling thread protects `span` (covering pages): refuse a range over
 /// its alternate signal stack (the handler could not run), and give it one if the range lies
 /// on its own stack.

@@ -8,7 +8,7 @@ use crate::sys::thread;
 use crate::track::memory::bitmap;
 use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::pages::PageState;
-use crate::track::Tracker;
+use crate::track::{Guard, Tracker};
 use std::sync::Arc;
 
 /// One region's part in a commit.
@@ -18,6 +18,8 @@ pub(crate) struct Scheduled {
     pub bits: Vec<u64>,
     /// Store every page (full version, or the region's first).
     pub whole: bool,
+    /// How its collect kept other threads' writes out (`Check`: ask after the copy).
+    pub guard: Guard,
 }
 
 /// Pages whose dirty bits were collected but whose bytes were not stored go back to the

@@ -1,0 +1,213 @@
+//! Sync commits without a fence (uffd-async, `Guard::Check`): a sync checkpoint collects
+//! without write-protecting its regions with mprotect and asks after the copy whether any
+//! collected page was written meanwhile; if one was, it commits nothing and is taken again
+//! with fences. Whatever the backend, a version is memory as it stood at one instant of the
+//! checkpoint call, never a mix of older and newer pages.
+
+mod common;
+use common::hook_store::{set_gate, HookStore};
+use common::{scratch_dir, Buf, StopOnDrop};
+use ickpt::store::{DirStore, Store};
+use ickpt::track::Backend;
+use ickpt::{Config, Engine};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+const PS: usize = 4096;
+/// More pages than a sync commit fences anyway (small regions are always fenced).
+const PAGES: usize = 64;
+
+/// Whether `b` takes sync commits without a fence (and so must retry some).
+fn unfenced(b: Backend) -> bool {
+    b == Backend::UffdAsync
+}
+
+/// A write that lands on a collected page before the commit copies it: held at its first
+/// store write (before any page is copied), the commit lets the test write a page. With a
+/// fence the write is decided by the page protocol (copied aside first: the version has the
+/// old byte); without one the commit sees the write afterwards and commits again (the
+/// version has the new byte). Never a failure, never a version that mixes the two.
+#[test]
+fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
+    common::watchdog("a_write_during_an_unfenced_sync_commit", 120);
+    let dir = scratch_dir("sync-unfenced-race");
+    let gate = Arc::new((Mutex::new(true), Condvar::new()));
+    let entered = Arc::new(AtomicUsize::new(0));
+    let (g, n) = (gate.clone(), entered.clone());
+    let hook = move || {
+        n.fetch_add(1, Ordering::SeqCst);
+        let (m, cv) = &*g;
+        drop(cv.wait_while(m.lock().unwrap(), |closed| *closed).unwrap());
+    };
+    let store: Arc<dyn Store> = Arc::new(HookStore {
+        inner: DirStore::open_write(&dir).unwrap(),
+        hook: Arc::new(hook),
+    });
+    let mut c = Config::new(&dir);
+    c.cow_bytes = 16 * PS;
+    let e = Engine::with_store(c, store).unwrap();
+    let mut buf = Buf::new(PAGES * PS);
+    buf.slice_mut().fill(1);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    let base = buf.ptr as usize;
+
+    let info = std::thread::scope(|s| {
+        // However the test fails, the commit is let go, so the scope can end.
+        struct Open<'a>(&'a (Mutex<bool>, Condvar));
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                set_gate(self.0, false);
+            }
+        }
+        let _open = Open(&gate);
+        let committer = s.spawn(|| e.checkpoint().unwrap());
+        common::spin_until("the commit reaching its first write", || {
+            entered.load(Ordering::SeqCst) > 0
+        });
+        // SAFETY: inside the protected buffer; the committer only reads it.
+        unsafe { std::ptr::write_volatile((base + 40 * PS + 8) as *mut u8, 7) };
+        set_gate(&gate, false);
+        committer.join().unwrap()
+    });
+
+    let raced = e.stats().raced_commits;
+    let expected = if unfenced(e.backend()) {
+        assert_eq!(raced, 1, "the write was not seen after the copy");
+        7
+    } else {
+        assert_eq!(raced, 0);
+        1
+    };
+    buf.slice_mut().fill(9);
+    e.restore(info.version).unwrap();
+    let restored = buf.slice();
+    assert_eq!(restored[40 * PS + 8], expected, "backend {:?}", e.backend());
+    assert!(restored
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == if i == 40 * PS + 8 { expected } else { 1 }));
+    // The retried version took the number the abandoned attempt had, and its file is the
+    // only one in the store.
+    assert_eq!(info.version, 1);
+    assert_eq!(ickpt::read::catalog::versions(e.store()).unwrap(), vec![1]);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With no other thread writing, an unfenced sync commit never meets a write: quiet
+/// checkpoints are never taken twice (a check that saw writes where there were none, e.g.
+/// on pages never touched, would retry every one), and each restores memory exactly.
+#[test]
+fn quiet_sync_checkpoints_commit_once() {
+    let dir = scratch_dir("sync-unfenced-quiet");
+    let e = Engine::open(Config::new(&dir)).unwrap();
+    let mut buf = Buf::new(PAGES * PS);
+    // Half the pages are never touched before the first (whole) version.
+    buf.slice_mut()[..PAGES / 2 * PS].fill(3);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    let mut versions = Vec::new();
+    for round in 0..6u8 {
+        for p in (round as usize..PAGES).step_by(7) {
+            buf.slice_mut()[p * PS + round as usize] = round + 10;
+        }
+        versions.push((e.checkpoint().unwrap().version, buf.slice().to_vec()));
+    }
+    assert_eq!(e.stats().raced_commits, 0);
+    for (v, memory) in versions {
+        buf.slice_mut().fill(0xee);
+        e.restore(v).unwrap();
+        assert!(buf.slice() == memory, "version {v} differs from memory");
+    }
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Threads writing while sync checkpoints are taken: each thread writes its pass number
+/// into its own bytes of every page, in page order, so memory at any instant holds, per
+/// thread, pass k on a first stretch of pages and k-1 on the rest. A version mixing pages
+/// copied at different instants (a copy the writers overtook) breaks that. On uffd-async
+/// this goes on until unfenced commits have met writes more than once (each followed by
+/// fenced ones), so both ways are exercised.
+#[test]
+fn versions_taken_among_writers_are_one_instant_of_memory() {
+    common::watchdog("versions_taken_among_writers", 300);
+    const THREADS: usize = 2;
+    let dir = scratch_dir("sync-unfenced-writers");
+    let mut c = Config::new(&dir);
+    c.keep_chains = 1;
+    let e = Engine::open(c).unwrap();
+    let mut buf = Buf::new(PAGES * PS);
+    // SAFETY: `buf` outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    let base = buf.ptr as usize;
+    let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
+    let want_races = if unfenced(e.backend()) { 2 } else { 0 };
+    let mut round = 0;
+    while round < rounds.min(20) || e.stats().raced_commits < want_races {
+        assert!(
+            round < 20 + rounds * 10,
+            "{round} rounds and only {} commits met a write",
+            e.stats().raced_commits
+        );
+        round += 1;
+        buf.slice_mut().fill(0);
+        let stop = AtomicBool::new(false);
+        let passes = AtomicU32::new(0);
+        let taken = std::thread::scope(|s| {
+            let _stop = StopOnDrop(&stop);
+            for t in 0..THREADS {
+                let (stop, passes) = (&stop, &passes);
+                s.spawn(move || {
+                    let mut pass = 0u32;
+                    while !stop.load(Ordering::Relaxed) {
+                        pass += 1;
+                        for p in 0..PAGES {
+                            // SAFETY: inside the buffer; each thread owns its bytes.
+                            unsafe {
+                                std::ptr::write_volatile((base + p * PS + t * 8) as *mut u32, pass)
+                            };
+                        }
+                        passes.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+            common::spin_until("the writers starting", || {
+                passes.load(Ordering::Relaxed) >= THREADS as u32
+            });
+            // Checkpoints until one provably ran while the threads wrote.
+            let mut n = 0;
+            loop {
+                let before = passes.load(Ordering::Relaxed);
+                let v = e.checkpoint().unwrap().version;
+                if passes.load(Ordering::Relaxed) != before {
+                    break v;
+                }
+                n += 1;
+                assert!(n < 10_000, "no checkpoint in 10,000 overlapped a write");
+            }
+        });
+        buf.slice_mut().fill(0);
+        e.restore(taken).unwrap();
+        for t in 0..THREADS {
+            let col: Vec<u32> = (0..PAGES)
+                .map(|p| {
+                    let at = p * PS + t * 8;
+                    u32::from_ne_bytes(buf.slice()[at..at + 4].try_into().unwrap())
+                })
+                .collect();
+            let ordered = col.windows(2).all(|w| w[0] >= w[1]);
+            assert!(
+                ordered && col[0] - col[PAGES - 1] <= 1,
+                "round {round}, version {taken}, thread {t}: pages from different instants: {col:?}"
+            );
+        }
+    }
+    eprintln!(
+        "{round} rounds, {} unfenced commits met a write",
+        e.stats().raced_commits
+    );
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}
