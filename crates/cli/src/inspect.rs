@@ -43,6 +43,14 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
             "stats": m.stats.map(|st| {
                 let mut j = crate::ls::stats_json(&st, after);
                 j["after_previous"] = json!(st.after_previous);
+                let p = &st.phases;
+                // Recorded from format 4 on (attempts 0: not recorded).
+                j["phases_ns"] = (p.attempts > 0).then(|| json!({
+                    "collect": p.collect_ns, "copy": p.copy_ns, "crc": p.crc_ns,
+                    "release": p.release_ns, "write": p.write_ns,
+                }))
+                .into();
+                j["attempts"] = (p.attempts > 0).then_some(p.attempts).into();
                 j
             }),
             "chain": chain.as_ref().ok(),
@@ -106,6 +114,28 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
                 "commit time  {} (request to last page stored)",
                 human::nanos(st.commit_ns)
             );
+            let p = &st.phases;
+            if p.attempts == 0 {
+                println!(
+                    "phases       not recorded (format version {} predates them)",
+                    h.format_version
+                );
+            } else {
+                println!(
+                    "phases       collect {}, copy {}, crc {}, release {}, write {} (then fsync and rename, not recorded in the file)",
+                    human::nanos(p.collect_ns),
+                    human::nanos(p.copy_ns),
+                    human::nanos(p.crc_ns),
+                    human::nanos(p.release_ns),
+                    human::nanos(p.write_ns)
+                );
+                if p.attempts > 1 {
+                    println!(
+                        "attempts     {} (a write reached a page the commit had collected without a fence: taken again with fences)",
+                        p.attempts
+                    );
+                }
+            }
             println!(
                 "wait time    {} (application threads blocked on this commit's pages)",
                 human::nanos(st.wait_ns)

@@ -336,11 +336,20 @@ fn ls_and_inspect_report_commit_stats() {
     let v3 = json(&ickpt(&["inspect", "--dir", d, "--json", "3"]));
     assert_eq!(st["after"], v3["stats"]["after_previous"], "{insp}");
     assert_eq!(vs[1]["stats"]["after"], st["after"]);
+    // The phases of the commit (format 4 on), each measured, and the attempts.
+    let phases = &st["phases_ns"];
+    for k in ["collect", "copy", "crc", "release", "write"] {
+        assert!(phases[k].is_u64(), "{k} missing: {insp}");
+    }
+    assert!(phases["copy"].as_u64() > Some(0), "{insp}");
+    assert!(phases["write"].as_u64() > Some(0), "{insp}");
+    assert!(st["attempts"].as_u64() >= Some(1), "{insp}");
     let human = text(&ickpt(&["inspect", "--dir", d]));
     assert!(
         human.contains("commit       sync") && human.contains("commit time"),
         "{human}"
     );
+    assert!(human.contains("phases       collect "), "{human}");
 }
 
 #[test]

@@ -384,7 +384,12 @@ fn as_format_2(from: &Path, v: u64, number: u64) -> Vec<u8> {
     g[16..24].copy_from_slice(&number.to_le_bytes());
     g.extend_from_slice(&f[96..96 + 32 * regions]);
     g.resize(data_offset, 0);
-    g.extend_from_slice(&f[data_offset..]);
+    // Format 4's stats block ends in 48 bytes of phases format 2 lacks.
+    let phases_at = f.len() - 64 - 48;
+    g.extend_from_slice(&f[data_offset..phases_at]);
+    g.extend_from_slice(&f[f.len() - 64..]);
+    let n = g.len() as u64;
+    g[n as usize - 64 + 32..n as usize - 64 + 40].copy_from_slice(&n.to_le_bytes());
     let stats_at = g.len() - 64 - 80;
     g[stats_at + 72..stats_at + 80].fill(0);
     assert!(ickpt::fuzzing::reseal(&mut g, false).meta);

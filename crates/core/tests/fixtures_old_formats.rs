@@ -1,6 +1,6 @@
 //! Every format version stays readable: a store written by each is checked in under
 //! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
-//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
+//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
 //! format version N, once, when that version is new.
 
 mod common;
@@ -43,6 +43,11 @@ fn format_v2_fixture_still_restores() {
 #[test]
 fn format_v3_fixture_still_restores() {
     check_fixture(3);
+}
+
+#[test]
+fn format_v4_fixture_still_restores() {
+    check_fixture(4);
 }
 
 fn check_fixture(format: u16) {
@@ -166,6 +171,8 @@ fn check_fixture(format: u16) {
             format >= 3,
             "v{v}: store id"
         );
+        let attempts = ov.meta.stats.map_or(0, |s| s.phases.attempts);
+        assert_eq!(attempts >= 1, format >= 4, "v{v}: phases");
         let bound = ov.meta.header.parent_meta_crc != 0;
         assert_eq!(bound, format >= 3 && v > 1, "v{v}: parent checksum");
     }

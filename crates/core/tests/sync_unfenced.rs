@@ -74,9 +74,11 @@ fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
     let raced = e.stats().raced_commits;
     let expected = if unfenced(e.backend()) {
         assert_eq!(raced, 1, "the write was not seen after the copy");
+        assert_eq!(info.commit.phases.attempts, 2);
         7
     } else {
         assert_eq!(raced, 0);
+        assert_eq!(info.commit.phases.attempts, 1);
         1
     };
     buf.slice_mut().fill(9);

@@ -8,7 +8,7 @@ pub const MAGIC: [u8; 8] = *b"\x89ICKPT\r\n";
 /// First 8 bytes of the footer, the last 64 bytes of the file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"ICKPTEND";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 3;
+pub const FORMAT_VERSION: u16 = 4;
 
 /// Header bytes of the format this crate writes (version 3 on); versions 1 and 2 have
 /// [`HEADER_LEN_V1`].
@@ -17,7 +17,10 @@ pub const HEADER_LEN_V1: usize = 64;
 pub const REGION_ENTRY_LEN: usize = 32;
 pub const RUN_ENTRY_LEN: usize = 24;
 pub const FOOTER_LEN: usize = 64;
-pub const STATS_LEN: usize = 80;
+/// Commit-stats bytes of the format this crate writes (version 4 on: with the phases);
+/// versions 2 and 3 have [`STATS_LEN_V2`].
+pub const STATS_LEN: usize = 128;
+pub const STATS_LEN_V2: usize = 80;
 
 /// Header bytes of a file of `format_version`.
 pub fn header_len_for(format_version: u16) -> usize {
@@ -45,11 +48,11 @@ pub mod limits {
 }
 
 /// Bytes of commit-stats block a file of `format_version` carries: v1 files have none.
-pub(crate) fn stats_len_for(format_version: u16) -> usize {
-    if format_version >= 2 {
-        STATS_LEN
-    } else {
-        0
+pub fn stats_len_for(format_version: u16) -> usize {
+    match format_version {
+        0 | 1 => 0,
+        2 | 3 => STATS_LEN_V2,
+        _ => STATS_LEN,
     }
 }
 
@@ -184,6 +187,31 @@ pub struct CommitStats {
     /// just before. 0 when there is none (the process's first checkpoint, or the first after
     /// a restore or a failed commit), and in format 2 files, which do not record it.
     pub previous_version: u64,
+    /// Where the commit's time went until its last bytes were handed to the store (format 4
+    /// on; zero before).
+    pub phases: StoredPhases,
+}
+
+/// The phases of a commit a version file can record: those before its last bytes were
+/// written. Its `fsync` and rename come after, so only the process that committed it knows
+/// them (`CheckpointInfo::phases`). Nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoredPhases {
+    /// Taking the written pages and write-protecting them again (and, for a fenced commit,
+    /// raising the fence), with application threads held at the gate.
+    pub collect_ns: u64,
+    /// Copying pages out of application memory or copy-on-write slots.
+    pub copy_ns: u64,
+    /// Checksumming the copied pages.
+    pub crc_ns: u64,
+    /// Once every page was taken: lifting fences, or checking that no write reached a page
+    /// collected without one.
+    pub release_ns: u64,
+    /// Inside the store's write calls.
+    pub write_ns: u64,
+    /// Times the version was scheduled: 1, or 2 when a sync commit without a fence met a
+    /// write and was taken again with fences. 0: not recorded (format 3 and before).
+    pub attempts: u8,
 }
 
 impl Default for CommitStats {
@@ -201,6 +229,7 @@ impl Default for CommitStats {
             avoided_pages: 0,
             after_previous: 0,
             previous_version: 0,
+            phases: StoredPhases::default(),
         }
     }
 }
@@ -528,13 +557,21 @@ impl CommitStats {
         put(&mut b, 56, &self.avoided_pages.to_le_bytes());
         put(&mut b, 64, &self.after_previous.to_le_bytes());
         put(&mut b, 72, &self.previous_version.to_le_bytes());
+        let p = &self.phases;
+        put(&mut b, 80, &p.collect_ns.to_le_bytes());
+        put(&mut b, 88, &p.copy_ns.to_le_bytes());
+        put(&mut b, 96, &p.crc_ns.to_le_bytes());
+        put(&mut b, 104, &p.release_ns.to_le_bytes());
+        put(&mut b, 112, &p.write_ns.to_le_bytes());
+        b[120] = p.attempts;
         b
     }
 
     /// Decode the block that starts at file offset `at` in a file of `format_version`
     /// (`previous_version` is reserved, and zero, before version 3).
     pub fn decode(b: &[u8], at: u64, format_version: u16) -> Result<CommitStats, FormatError> {
-        if b.len() < STATS_LEN {
+        let len = stats_len_for(format_version);
+        if len == 0 || b.len() < len {
             return Err(FormatError::corrupt(at, "commit stats block is short"));
         }
         let mode = match b[0] {
@@ -559,7 +596,11 @@ impl CommitStats {
                 format!("unknown backend {backend}"),
             ));
         }
-        let reserved_tail = if format_version >= 3 { 80..80 } else { 72..80 };
+        let reserved_tail = match format_version {
+            2 => 72..80,
+            3 => 80..80,
+            _ => 121..128,
+        };
         if let Some(i) = (3..8).chain(reserved_tail).find(|&i| b[i] != 0) {
             return Err(FormatError::corrupt(
                 at + i as u64,
@@ -579,6 +620,18 @@ impl CommitStats {
             avoided_pages: u64_at(b, 56),
             after_previous: u64_at(b, 64),
             previous_version: u64_at(b, 72),
+            phases: if format_version >= 4 {
+                StoredPhases {
+                    collect_ns: u64_at(b, 80),
+                    copy_ns: u64_at(b, 88),
+                    crc_ns: u64_at(b, 96),
+                    release_ns: u64_at(b, 104),
+                    write_ns: u64_at(b, 112),
+                    attempts: b[120],
+                }
+            } else {
+                StoredPhases::default()
+            },
         })
     }
 }

@@ -14,9 +14,10 @@ mod writer;
 
 pub use error::FormatError;
 pub use layout::{
-    backend_code, backend_name, header_len_for, limits, CommitMode, CommitStats, FlushOrder,
-    Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, HEADER_LEN,
-    HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
+    backend_code, backend_name, header_len_for, limits, stats_len_for, CommitMode, CommitStats,
+    FlushOrder, Footer, Header, Kind, RegionEntry, Run, StoredPhases, FOOTER_LEN, FOOTER_MAGIC,
+    FORMAT_VERSION, HEADER_LEN, HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
+    STATS_LEN_V2,
 };
 pub use reader::{read_meta, ReadAt, VersionMeta};
 pub use verify::{verify_data, VerifyProgress};

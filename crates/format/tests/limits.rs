@@ -4,7 +4,7 @@
 
 use ickpt_format::{
     crc, limits, read_meta, Footer, Header, Kind, ReadAt, RegionEntry, VersionLayout, FOOTER_LEN,
-    FORMAT_VERSION, HEADER_LEN,
+    FORMAT_VERSION, HEADER_LEN, STATS_LEN,
 };
 
 mod common;
@@ -106,7 +106,7 @@ fn a_huge_page_count_is_refused_before_the_index_is_read() {
     let h = header(1);
     let pages = limits::MAX_PAGES + 1;
     let index_offset = h.data_offset + pages * PS as u64;
-    let len = index_offset + pages * 4 + 80 + FOOTER_LEN as u64;
+    let len = index_offset + pages * 4 + STATS_LEN as u64 + FOOTER_LEN as u64;
     let f = sparse(
         &h,
         Footer {
@@ -129,7 +129,7 @@ fn a_sparse_index_costs_a_bounded_read_and_no_table() {
     let h = header(1);
     let pages = limits::MAX_PAGES;
     let index_offset = h.data_offset + pages * PS as u64;
-    let len = index_offset + pages * (24 + 4) + 80 + FOOTER_LEN as u64;
+    let len = index_offset + pages * (24 + 4) + STATS_LEN as u64 + FOOTER_LEN as u64;
     let f = sparse(
         &h,
         Footer {

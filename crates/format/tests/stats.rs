@@ -1,10 +1,10 @@
-//! The commit-stats block (format version 2 on; `previous_version` from 3), and files of
-//! versions 1 and 2 still reading.
+//! The commit-stats block (format version 2 on; `previous_version` from 3, the phases from
+//! 4), and files of versions 1, 2 and 3 still reading.
 
 use ickpt_format::{
     backend_code, backend_name, crc, crc_append, read_meta, verify_data, CommitMode, CommitStats,
-    FlushOrder, Footer, FormatError, Header, Kind, RegionEntry, Run, VersionLayout, FOOTER_LEN,
-    HEADER_LEN_V1, STATS_LEN,
+    FlushOrder, Footer, FormatError, Header, Kind, RegionEntry, Run, StoredPhases, VersionLayout,
+    FOOTER_LEN, FORMAT_VERSION, HEADER_LEN, HEADER_LEN_V1, STATS_LEN, STATS_LEN_V2,
 };
 use proptest::prelude::*;
 
@@ -22,11 +22,12 @@ fn page(fill: u8) -> Vec<u8> {
     (0..PS).map(|i| fill ^ (i as u8)).collect()
 }
 
-/// A version in an older format (1 or 2), encoded the way ickpt wrote it then: a 64-byte
-/// header with no store identity or parent checksum; format 1 has no stats block, so its
-/// trailer is the run index, the page-CRC table and the footer.
+/// A version in an older format (1, 2 or 3), encoded the way ickpt wrote it then: formats 1
+/// and 2 have a 64-byte header with no store identity or parent checksum; format 1 has no
+/// stats block, so its trailer is the run index, the page-CRC table and the footer; formats
+/// 2 and 3 have an 80-byte block without the phases.
 fn legacy_file(format_version: u16, stats: CommitStats) -> Vec<u8> {
-    assert!(format_version == 1 || format_version == 2);
+    assert!((1..=3).contains(&format_version));
     let regions = regions();
     let header = Header {
         format_version,
@@ -38,11 +39,16 @@ fn legacy_file(format_version: u16, stats: CommitStats) -> Vec<u8> {
         region_count: regions.len() as u32,
         created_unix_ns: 1234,
         data_offset: Header::data_offset_for(format_version, regions.len() as u32, PS as u32),
-        store_id: None,
+        store_id: (format_version >= 3).then_some([7; 16]),
         parent_meta_crc: 0,
     };
     let mut f = header.encode();
-    assert_eq!(f.len(), HEADER_LEN_V1);
+    let header_len = if format_version >= 3 {
+        HEADER_LEN
+    } else {
+        HEADER_LEN_V1
+    };
+    assert_eq!(f.len(), header_len);
     for r in &regions {
         f.extend_from_slice(&r.encode());
     }
@@ -77,8 +83,8 @@ fn legacy_file(format_version: u16, stats: CommitStats) -> Vec<u8> {
     for c in &crcs {
         trailer.extend_from_slice(&c.to_le_bytes());
     }
-    if format_version == 2 {
-        trailer.extend_from_slice(&stats.encode());
+    if format_version >= 2 {
+        trailer.extend_from_slice(&stats.encode()[..STATS_LEN_V2]);
     }
     let footer = Footer {
         index_offset,
@@ -98,16 +104,25 @@ fn v1_file() -> Vec<u8> {
     legacy_file(1, CommitStats::default())
 }
 
-/// Format 2's stats block had no `previous_version` (bytes 72..80 were reserved).
+/// Format 2's stats block had no `previous_version` (bytes 72..80 were reserved) and no
+/// phases.
 fn v2_stats() -> CommitStats {
     CommitStats {
         previous_version: 0,
+        ..v3_stats()
+    }
+}
+
+/// Format 3's stats block had no phases.
+fn v3_stats() -> CommitStats {
+    CommitStats {
+        phases: StoredPhases::default(),
         ..busy_stats()
     }
 }
 
-/// The same version written by this crate's writer (format 3) with `stats`.
-fn v3_file(stats: CommitStats) -> Vec<u8> {
+/// The same version written by this crate's writer (the current format) with `stats`.
+fn current_file(stats: CommitStats) -> Vec<u8> {
     let mut l = VersionLayout::new(full_version(), regions());
     let mut data = Vec::new();
     for (region_index, p, fill) in PAGES {
@@ -133,13 +148,32 @@ fn reseal(f: &mut [u8]) {
     f[n - 4..].copy_from_slice(&c.to_le_bytes());
 }
 
+/// Where the stats block of `f`, a file of the current format, starts.
 fn stats_offset(f: &[u8]) -> usize {
-    f.len() - FOOTER_LEN - STATS_LEN
+    stats_offset_v(f, FORMAT_VERSION)
+}
+
+fn stats_offset_v(f: &[u8], format_version: u16) -> usize {
+    f.len() - FOOTER_LEN - ickpt_format::stats_len_for(format_version)
 }
 
 fn arb_stats() -> impl Strategy<Value = CommitStats> {
-    (any::<bool>(), any::<bool>(), 0u8..4, any::<[u64; 9]>()).prop_map(|(a, ad, backend, v)| {
-        CommitStats {
+    let phases = (any::<[u64; 5]>(), any::<u8>()).prop_map(|(p, attempts)| StoredPhases {
+        collect_ns: p[0],
+        copy_ns: p[1],
+        crc_ns: p[2],
+        release_ns: p[3],
+        write_ns: p[4],
+        attempts,
+    });
+    (
+        any::<bool>(),
+        any::<bool>(),
+        0u8..4,
+        any::<[u64; 9]>(),
+        phases,
+    )
+        .prop_map(|(a, ad, backend, v, phases)| CommitStats {
             mode: if a {
                 CommitMode::Async
             } else {
@@ -160,25 +194,41 @@ fn arb_stats() -> impl Strategy<Value = CommitStats> {
             avoided_pages: v[6],
             after_previous: v[7],
             previous_version: v[8],
-        }
-    })
+            phases,
+        })
 }
 
 proptest! {
     #[test]
     fn stats_round_trip(s in arb_stats()) {
         let b = s.encode();
-        prop_assert_eq!(CommitStats::decode(&b, 0, 3).unwrap(), s);
+        prop_assert_eq!(CommitStats::decode(&b, 0, FORMAT_VERSION).unwrap(), s);
     }
 }
 
 #[test]
 fn stats_round_trip_through_a_file() {
-    let f = v3_file(busy_stats());
+    let f = current_file(busy_stats());
     let m = read_meta(&f, f.len() as u64).unwrap();
-    assert_eq!(m.header.format_version, 3);
+    assert_eq!(m.header.format_version, FORMAT_VERSION);
     assert_eq!(m.stats, Some(busy_stats()));
     verify_data(&m, &f, &mut |_, _| {}).unwrap();
+}
+
+#[test]
+fn a_v3_file_reads_with_its_stats_and_no_phases() {
+    let f = legacy_file(3, v3_stats());
+    let m = read_meta(&f, f.len() as u64).unwrap();
+    assert_eq!(m.header.format_version, 3);
+    assert_eq!(m.header.store_id, Some([7; 16]));
+    assert_eq!(m.stats, Some(v3_stats()));
+    assert_eq!(m.stats.unwrap().phases.attempts, 0, "phases unrecorded");
+    verify_data(&m, &f, &mut |_, _| {}).unwrap();
+    // The same version in format 4 is the phases' 48 bytes longer.
+    assert_eq!(
+        current_file(v3_stats()).len(),
+        f.len() + STATS_LEN - STATS_LEN_V2
+    );
 }
 
 #[test]
@@ -192,7 +242,7 @@ fn a_v2_file_reads_with_its_stats() {
     verify_data(&m, &f, &mut |_, _| {}).unwrap();
     // In format 2, the bytes format 3 gives to previous_version were reserved.
     let mut g = f.clone();
-    let at = stats_offset(&g) + 72;
+    let at = stats_offset_v(&g, 2) + 72;
     g[at] = 1;
     reseal(&mut g);
     let e = read_meta(&g, g.len() as u64).unwrap_err();
@@ -249,15 +299,17 @@ fn unknown_codes_and_reserved_bytes_are_rejected_with_their_offset() {
         (2, 0xff, "backend"),
         (3, 1, "reserved"),
         (7, 0x80, "reserved"),
+        (121, 1, "reserved"),
+        (127, 0x80, "reserved"),
     ] {
         let mut b = good;
         b[byte] = value;
-        let e = CommitStats::decode(&b, 1000, 3).unwrap_err();
+        let e = CommitStats::decode(&b, 1000, FORMAT_VERSION).unwrap_err();
         assert_eq!(e.offset(), Some(1000 + byte as u64), "{e}");
         assert!(e.to_string().contains(what), "{e}");
 
         // The same in a file whose checksum is right: read_meta names the file offset.
-        let mut f = v3_file(busy_stats());
+        let mut f = current_file(busy_stats());
         let at = stats_offset(&f);
         f[at + byte] = value;
         reseal(&mut f);
@@ -278,12 +330,16 @@ fn a_v1_file_reads_with_no_stats() {
     verify_data(&m, &f, &mut |_, _| {}).unwrap();
     // v1 is the v2 file minus the block, with the older version number.
     let v2 = legacy_file(2, CommitStats::default());
-    assert_eq!(v2.len(), f.len() + STATS_LEN);
+    assert_eq!(v2.len(), f.len() + STATS_LEN_V2);
 }
 
 #[test]
-fn every_flipped_byte_of_v1_and_v2_files_is_detected() {
-    for f in [v1_file(), legacy_file(2, v2_stats())] {
+fn every_flipped_byte_of_v1_v2_and_v3_files_is_detected() {
+    for f in [
+        v1_file(),
+        legacy_file(2, v2_stats()),
+        legacy_file(3, v3_stats()),
+    ] {
         every_flip_detected(&f);
     }
 }
@@ -325,17 +381,29 @@ fn the_block_must_match_the_format_version() {
     reseal(&mut f);
     assert!(read_meta(&f, f.len() as u64).is_err());
 
-    // Version 4 is from the future.
-    let mut f = v3_file(busy_stats());
+    // A v3 file relabelled v4 lacks the phases' bytes, and the reverse has 48 too many.
+    let mut f = legacy_file(3, v3_stats());
     f[8..10].copy_from_slice(&4u16.to_le_bytes());
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+    let mut f = current_file(busy_stats());
+    f[8..10].copy_from_slice(&3u16.to_le_bytes());
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+
+    // Version 5 is from the future.
+    let mut f = current_file(busy_stats());
+    f[8..10].copy_from_slice(&5u16.to_le_bytes());
     reseal(&mut f);
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(
         matches!(
             e,
             FormatError::UnsupportedVersion {
-                found: 4,
-                supported: 3
+                found: 5,
+                supported: 4
             }
         ),
         "{e}"

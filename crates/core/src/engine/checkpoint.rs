@@ -31,8 +31,9 @@ impl Engine {
         let _owner = self.protocol.become_owner();
         let mut fence_all = st.fence_next > 0;
         st.fence_next = st.fence_next.saturating_sub(1);
+        let mut attempt = 1;
         let scheduled = loop {
-            let job = self.schedule(&mut st, started, fence_all)?;
+            let job = self.schedule(&mut st, started, fence_all, attempt)?;
             let scheduled = CheckpointInfo {
                 version: job.version,
                 kind: job.kind,
@@ -44,7 +45,7 @@ impl Engine {
                 commit: job.stats,
             };
             match self.launch(&mut st, job)? {
-                Launched::Raced => fence_all = true,
+                Launched::Raced => (fence_all, attempt) = (true, attempt + 1),
                 Launched::Done | Launched::Running => break scheduled,
             }
         };

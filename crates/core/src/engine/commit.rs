@@ -12,7 +12,7 @@ use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::thread;
 use crate::track::protocol::committer::{Drain, Scheduled, Selector, Take};
 use crate::track::{Guard, OwnBytes, Protocol, Tracker};
-use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, VersionLayout};
+use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, StoredPhases, VersionLayout};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -115,24 +115,26 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut sink = Sink::create(&*store, &name, staging.as_mut_slice(), ps);
     sink.write(&layout.prefix());
 
+    // The prefix's write came before the copying began.
+    let write_before = sink.write_time;
     let started = Instant::now();
     let mut sel = Selector::new(&regions, priority);
     let mut done = 0u64;
     while done < total {
         // Write a full batch before claiming the next page: a page claimed first would stay
         // FLUSHING, and a writer wanting it would wait, for the whole write.
-        sink.make_room();
+        sink.make_room(&mut layout);
         let Some(take) = sel.next(&protocol) else {
             // Only pages a writer is still copying into a slot are left: a memcpy away.
             thread::yield_now();
             continue;
         };
-        // The page is released (TAKEN) as soon as its bytes are copied, before the CRC:
-        // a writer waiting for it then waits for a memcpy only, and never across anything
-        // that could take a lock.
+        // The page is released (TAKEN) as soon as its bytes are copied, before its CRC (taken
+        // with its batch): a writer waiting for it then waits for a memcpy only, and never
+        // across anything that could take a lock.
         let (ri, page) = match take {
             Take::Memory(ri, page) => {
-                if let Some(dst) = sink.slot() {
+                if let Some(dst) = sink.slot(&mut layout) {
                     // The region stays tracked (mapped, readable) until the commit settles;
                     // the page is Flushing, so no writer can open it before we are done.
                     regions[ri].tr.copy_page_out(page, dst);
@@ -140,7 +142,7 @@ pub(super) fn run(job: Job) -> Outcome {
                 (ri, page)
             }
             Take::Slot(slot, ri, page) => {
-                if let Some(dst) = sink.slot() {
+                if let Some(dst) = sink.slot(&mut layout) {
                     dst.copy_from_slice(protocol.cow.bytes(slot));
                 }
                 protocol.cow.free(slot);
@@ -148,7 +150,7 @@ pub(super) fn run(job: Job) -> Outcome {
             }
         };
         protocol.taken(&regions[ri].tr, page);
-        sink.seal(ri, page, &mut layout);
+        sink.seal(ri, page);
         done += 1;
     }
     let t = Instant::now();
@@ -158,10 +160,12 @@ pub(super) fn run(job: Job) -> Outcome {
         sink.err = Some(CheckpointError::CommitAborted { version });
     }
     phases.release = t.elapsed();
-    sink.flush();
+    sink.flush(&mut layout);
+    phases.crc = sink.crc_time;
     phases.copy = started
         .elapsed()
-        .saturating_sub(sink.write_time)
+        .saturating_sub(sink.write_time - write_before)
+        .saturating_sub(sink.crc_time)
         .saturating_sub(phases.release);
 
     stats.commit_ns = requested.elapsed().as_nanos() as u64;
@@ -170,6 +174,15 @@ pub(super) fn run(job: Job) -> Outcome {
     stats.wait_pages = counts.wait;
     stats.avoided_pages = counts.avoided;
     stats.peak_cow_bytes = peak;
+    stats.phases = StoredPhases {
+        collect_ns: phases.collect.as_nanos() as u64,
+        copy_ns: phases.copy.as_nanos() as u64,
+        crc_ns: phases.crc.as_nanos() as u64,
+        release_ns: phases.release.as_nanos() as u64,
+        // The trailer's own write is not in it: the file records what came before it.
+        write_ns: sink.write_time.as_nanos() as u64,
+        attempts: stats.phases.attempts,
+    };
     layout.set_stats(stats);
     let trailer = layout.trailer();
     head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
@@ -222,17 +235,23 @@ fn unwritten_since_collect(regions: &[Scheduled], tracker: &dyn Tracker) -> bool
     })
 }
 
-/// The version file being written: pages gathered into a batch, written when it fills.
-/// After the first error nothing more is written, but pages are still accepted.
+/// Most pages one batch holds (a batch of 4 KiB pages).
+const BATCH_PAGES: usize = BATCH_BYTES / 4096;
+
+/// The version file being written: pages gathered into a batch, checksummed and written when
+/// it fills. After the first error nothing more is written, but pages are still accepted.
 struct Sink<'a> {
     w: Option<Box<dyn StoreWriter>>,
     err: Option<CheckpointError>,
     file: String,
     buf: &'a mut [u8],
     fill: usize,
+    /// The batch's pages as (region index, page), in the order of their bytes in `buf`.
+    batch: [(u32, u64); BATCH_PAGES],
     ps: usize,
     bytes: u64,
     write_time: Duration,
+    crc_time: Duration,
 }
 
 impl<'a> Sink<'a> {
@@ -248,42 +267,51 @@ impl<'a> Sink<'a> {
             file,
             buf,
             fill: 0,
+            batch: [(0, 0); BATCH_PAGES],
             ps,
             bytes: 0,
             write_time: Duration::ZERO,
+            crc_time: Duration::ZERO,
         }
     }
 
     /// Where the next page's bytes go; None once writing has failed (the page is then
     /// only released, not copied).
-    fn slot(&mut self) -> Option<&mut [u8]> {
+    fn slot(&mut self, layout: &mut VersionLayout) -> Option<&mut [u8]> {
         if self.err.is_some() {
             return None;
         }
-        self.make_room();
+        self.make_room(layout);
         Some(&mut self.buf[self.fill..self.fill + self.ps])
     }
 
-    /// The page copied into `slot` is complete: its CRC goes into the layout.
-    fn seal(&mut self, ri: usize, page: usize, layout: &mut VersionLayout) {
+    /// The page copied into `slot` is complete; it is checksummed with its batch.
+    fn seal(&mut self, ri: usize, page: usize) {
         if self.err.is_some() {
             return;
         }
-        let data = &self.buf[self.fill..self.fill + self.ps];
-        layout.push_page(ri as u32, page as u64, ickpt_format::crc(data));
+        self.batch[self.fill / self.ps] = (ri as u32, page as u64);
         self.fill += self.ps;
     }
 
     /// Write the batch out if it has no room for another page.
-    fn make_room(&mut self) {
-        if self.fill + self.ps > self.buf.len() {
-            self.flush();
+    fn make_room(&mut self, layout: &mut VersionLayout) {
+        if self.fill + self.ps > self.buf.len() || self.fill / self.ps == BATCH_PAGES {
+            self.flush(layout);
         }
     }
 
-    fn flush(&mut self) {
+    /// Checksum the batch's pages into the layout, in order, and write them. The pages are
+    /// released already: a writer waiting for one never waits for its checksum.
+    fn flush(&mut self, layout: &mut VersionLayout) {
         let fill = std::mem::take(&mut self.fill);
         let data = std::mem::take(&mut self.buf);
+        let t = Instant::now();
+        for (i, page) in data[..fill].chunks_exact(self.ps).enumerate() {
+            let (ri, p) = self.batch[i];
+            layout.push_page(ri, p, ickpt_format::crc(page));
+        }
+        self.crc_time += t.elapsed();
         self.write(&data[..fill]);
         self.buf = data;
     }

@@ -12,7 +12,9 @@ use crate::track::protocol::{
     committer::{self, Scheduled},
 };
 use crate::track::{self, Guard, TrackedRegion};
-use ickpt_format::{backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry};
+use ickpt_format::{
+    backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry, StoredPhases,
+};
 use std::time::Instant;
 
 impl Engine {
@@ -21,12 +23,14 @@ impl Engine {
     /// it stood when the gate closed, whatever is written afterwards.
     ///
     /// `fence_all`: keep other threads' writes out of every collected page with a fence
-    /// (a sync commit otherwise checks for them after the copy, see [`Guard`]).
+    /// (a sync commit otherwise checks for them after the copy, see [`Guard`]); `attempt`:
+    /// how many times this checkpoint has been scheduled, this one included.
     pub(super) fn schedule(
         &self,
         st: &mut State,
         requested: Instant,
         fence_all: bool,
+        attempt: u8,
     ) -> Result<Job, CheckpointError> {
         let version = st.next_version;
         if version > ickpt_format::limits::MAX_VERSION {
@@ -173,6 +177,10 @@ impl Engine {
                 cow_limit_bytes: self.protocol.cow.bytes_limit(),
                 after_previous: ended_after,
                 previous_version: st.previous.unwrap_or(0),
+                phases: StoredPhases {
+                    attempts: attempt,
+                    ..StoredPhases::default()
+                },
                 ..CommitStats::default()
             },
             page_size: page_size(),

@@ -25,10 +25,13 @@ pub struct CheckpointInfo {
 pub struct Phases {
     /// Taking the dirty sets and write-protecting the regions again.
     pub collect: Duration,
-    /// Copying pages into the staging buffer and checksumming them.
+    /// Copying pages into the staging buffer.
     pub copy: Duration,
+    /// Checksumming them.
+    pub crc: Duration,
     /// Handing the regions back to their tracker once every page is taken: for uffd-async,
-    /// lifting the fence `collect` set (the rest of the fence's cost is in `collect`).
+    /// lifting the fence `collect` set (the rest of the fence's cost is in `collect`), or, for
+    /// a sync commit without one, checking that no write reached its pages meanwhile.
     pub release: Duration,
     /// Handing bytes to the store (page cache for a local directory).
     pub write: Duration,

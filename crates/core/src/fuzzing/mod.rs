@@ -17,7 +17,7 @@ use crate::read::reverse_scan::reverse_scan;
 use crate::store::{version_name, StoreId};
 use ickpt_format::{
     crc, crc_append, header_len_for, limits, read_meta, verify_data, FormatError, Header, Kind,
-    VersionMeta, FOOTER_LEN, HEADER_LEN, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
+    VersionMeta, FOOTER_LEN, HEADER_LEN, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
 };
 use std::collections::{BTreeMap, HashSet};
 
@@ -164,8 +164,9 @@ fn check_canonical(m: &VersionMeta, f: &[u8]) {
     match &m.stats {
         Some(s) => {
             assert!(h.format_version >= 2);
-            assert_eq!(s.encode(), f[at..at + STATS_LEN], "commit stats");
-            at += STATS_LEN;
+            let len = ickpt_format::stats_len_for(h.format_version);
+            assert_eq!(s.encode()[..len], f[at..at + len], "commit stats");
+            at += len;
         }
         None => assert_eq!(h.format_version, 1),
     }

@@ -509,7 +509,9 @@ pub fn check_link(
             ),
         ));
     }
-    if c.format_version < p.format_version && p.format_version >= 3 {
+    // Binding began with format 3; a format-3 increment of a format-4 parent (a store taken
+    // back to an older ickpt) is bound as well.
+    if c.format_version < 3 && p.format_version >= 3 {
         return Err(bad(
             8,
             format!(

@@ -1,7 +1,9 @@
 //! Sample data shared by the format tests.
 #![allow(dead_code)]
 
-use ickpt_format::{CommitMode, CommitStats, FlushOrder, Kind, NewVersion, RegionEntry};
+use ickpt_format::{
+    CommitMode, CommitStats, FlushOrder, Kind, NewVersion, RegionEntry, StoredPhases,
+};
 
 pub const PS: usize = 4096;
 pub const STORE: [u8; 16] = *b"sample-store-id!";
@@ -66,5 +68,13 @@ pub fn busy_stats() -> CommitStats {
         avoided_pages: 40,
         after_previous: 9,
         previous_version: 6,
+        phases: StoredPhases {
+            collect_ns: 1_100_000,
+            copy_ns: 20_000_000,
+            crc_ns: 3_000_000,
+            release_ns: 400_000,
+            write_ns: 90_000_000,
+            attempts: 2,
+        },
     }
 }
