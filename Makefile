@@ -72,8 +72,16 @@ demo: stage
 
 bench: bench-incremental bench-aickpt bench-tracking
 
-bench-incremental: build
-	$(RELEASE)/ickpt bench incremental --dir $(BUILD)/bench
+# Issue 11's side-by-side: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
+# The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
+# ICKPT_BACKEND=mprotect, or in the environment); the JSON records the one used.
+# INCREMENTAL_ARGS adds options, e.g. INCREMENTAL_ARGS="--reps 9".
+INCREMENTAL_ARGS ?=
+bench-incremental: build plot-deps
+	$(if $(ICKPT_BACKEND),ICKPT_BACKEND=$(ICKPT_BACKEND)) $(RELEASE)/ickpt bench incremental \
+	    --dir $(BUILD)/bench --out docs/benchmarks $(INCREMENTAL_ARGS)
+	/usr/bin/python3 scripts/plot_incremental.py docs/benchmarks/incremental.json \
+	    docs/benchmarks/incremental.png
 
 # Writes docs/benchmarks/aickpt-*.{csv,json,png} (about 25 minutes).
 bench-aickpt: build plot-deps

@@ -542,6 +542,112 @@ fn benchmarks_never_delete_what_they_did_not_create() {
     );
 }
 
+#[test]
+fn bench_incremental_reports_paired_ratios() {
+    // Issue 11's side-by-side at its smallest: every comparison, each repetition's pair, the
+    // keys scripts/bench-compare*.{sh,py} read, and the files --out writes.
+    let dir = scratch("bench-incremental");
+    let out_dir = dir.join("out");
+    let out = ickpt(&[
+        "bench",
+        "incremental",
+        "--size-mib",
+        "2",
+        "--reps",
+        "2",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let j = json(&out);
+    let backends = ["mprotect", "uffd", "uffd-async"];
+    assert!(backends.contains(&j["backend"].as_str().unwrap()), "{j}");
+    for key in ["machine", "cpu", "kernel", "git_commit"] {
+        assert!(!j[key].as_str().unwrap().is_empty(), "{key}: {j}");
+    }
+    let positive = |v: &Value, what: &str| {
+        let x = v
+            .as_f64()
+            .unwrap_or_else(|| panic!("{what} is not a number: {v}"));
+        assert!(x > 0.0 && x.is_finite(), "{what} = {x}");
+    };
+    let comps = j["comparisons"].as_array().unwrap();
+    let mut names = Vec::new();
+    for c in comps {
+        let name = c["name"].as_str().unwrap();
+        names.push(format!("{name} {}", c["dirty_percent"]));
+        for k in [
+            "median_ratio",
+            "min_ratio",
+            "max_ratio",
+            "ickpt_ms",
+            "baseline_ms",
+        ] {
+            positive(&c[k], &format!("{name}.{k}"));
+        }
+        let reps = c["reps"].as_array().unwrap();
+        assert_eq!(reps.len(), 2, "{c}");
+        for (i, r) in reps.iter().enumerate() {
+            positive(&r["ratio"], &format!("{name} rep {i} ratio"));
+            assert_eq!(r["ickpt_first"], i % 2 == 0, "interleaved: {c}");
+        }
+    }
+    for pct in [1, 10, 50, 100] {
+        for name in [
+            "sync_checkpoint",
+            "sync_checkpoint_vs_writeback",
+            "async_call",
+            "async_call_and_wait",
+        ] {
+            assert!(
+                names.contains(&format!("{name} {pct}")),
+                "{name} {pct}: {names:?}"
+            );
+        }
+    }
+    for name in [
+        "restore_warm",
+        "restore_cold",
+        "chain_restore_warm",
+        "chain_restore_cold",
+    ] {
+        assert!(names.contains(&format!("{name} null")), "{name}: {names:?}");
+    }
+    // What the comparison scripts read.
+    for c in j["cases"].as_array().unwrap() {
+        positive(&c["checkpoint_ms"], "checkpoint_ms");
+        positive(&c["plain_write_ms"], "plain_write_ms");
+        for p in ["collect", "copy_and_crc", "release", "write", "commit"] {
+            assert!(c["phases_ms"][p].is_number(), "{p}: {c}");
+        }
+    }
+    positive(&j["restart"]["chain_ms"], "restart.chain_ms");
+    positive(&j["restart"]["full_ms"], "restart.full_ms");
+    assert_eq!(j["restart"]["chain_versions"], 10);
+    positive(&j["full_checkpoint"]["ms"], "full_checkpoint.ms");
+
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("incremental.json")).unwrap()).unwrap();
+    assert_eq!(written["comparisons"], j["comparisons"]);
+    let csv = std::fs::read_to_string(out_dir.join("incremental.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 * comps.len(), "{csv}");
+    let columns = lines[0].split(',').count();
+    assert!(
+        lines.iter().all(|l| l.split(',').count() == columns),
+        "{csv}"
+    );
+    // Only its own work directory was made in --dir, and it is gone.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["out"], "{left:?}");
+}
+
 /// `bench incremental` at its smallest (2 MiB, one repetition), working in `dir`.
 fn small_bench_incremental(dir: &str) -> [&str; 8] {
     [

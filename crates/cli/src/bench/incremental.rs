@@ -1,12 +1,26 @@
-//! Issue 2's benchmark: what an incremental checkpoint costs against writing the same bytes
-//! plainly, what tracking a first write costs, and what a reverse-scan restart costs.
+//! Issue 11's side-by-side (first issue 2's benchmark): every ickpt operation against the
+//! plainest way to do the same with the same bytes on the same disk, as paired ratios.
+//!
+//! For 1 / 10 / 50 / 100% dirty pages of a region of random bytes (nothing compresses or
+//! dedups): the sync checkpoint against a write+fsync of as many bytes to a new file in the
+//! same directory, and against the same write with early writeback every 8 MiB (as the store
+//! does); the async checkpoint's call (the pause the application sees), and the call plus
+//! `wait()`, against the write+fsync. Then the restore of a full version against a plain
+//! sequential read of as many bytes, and the restore of full + 9 increments against one full,
+//! each with a warm and a cold page cache. Each repetition measures the ickpt side and its
+//! baseline back to back, alternating which goes first (`paired.rs`).
 
+use super::paired::{interleave, Comparison, CSV_HEADER};
 use super::util::{
-    machine, median, ms, plain_write, random_pages, settle, touch_pages, WorkDir, PAGE,
+    bytes_below, cpu_model, drop_cached, fill_random, git_commit, kernel, machine, median, ms,
+    named, plain_read, plain_write, random_pages, settle, touch_pages, write_file, WorkDir, PAGE,
 };
 use crate::{human, CmdResult};
-use ickpt::{Config, Engine};
-use serde_json::json;
+use ickpt::format::CommitMode;
+use ickpt::{CheckpointInfo, Config, Engine, RestoreInfo};
+use rand::{RngCore, SeedableRng};
+use serde_json::{json, Value};
+use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -20,239 +34,551 @@ pub struct Args {
     /// Protected memory in MiB.
     #[arg(long, default_value_t = 256)]
     size_mib: usize,
-    /// Repetitions per case; the median is reported.
+    /// Interleaved repetitions per comparison; the per-repetition ratios, their median,
+    /// minimum and maximum are reported.
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// Also write incremental.json and incremental.csv (one row per comparison and
+    /// repetition) here; scripts/plot_incremental.py draws incremental.png from the JSON.
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// Set from the global `--json`.
     #[arg(skip)]
     pub(super) json: bool,
 }
 
+type Res<T> = Result<T, Box<dyn Error>>;
+
+const DIRTY_PERCENT: [usize; 4] = [1, 10, 50, 100];
+/// The baselines' labels.
+const WRITE: &str = "write+fsync";
+const WRITE_WB: &str = "write+fsync with writeback every 8 MiB";
+const FULL: &str = "restore of full";
+/// Increments in the chain restored against one full (issue 11: full + 9).
+const CHAIN_INCREMENTS: u64 = 9;
+
+/// One dirty share: its comparisons and what goes with them.
 struct Case {
     pct: usize,
-    /// Median of each phase: collect, copy, write, commit.
-    phases: [Duration; 5],
     pages: usize,
     ckpt_bytes: u64,
-    ckpt: Duration,
-    plain: Duration,
+    /// Medians of the sync checkpoints' phases: collect, copy, release, write, commit.
+    phases: [Duration; 5],
+    sync: Comparison,
+    sync_writeback: Comparison,
+    async_call: Comparison,
+    async_total: Comparison,
+    async_wait: Duration,
     tracked_write: Duration,
     plain_write: Duration,
 }
 
-fn engine(dir: &Path, full_every: u32) -> Result<Engine, ickpt::InitError> {
+fn engine(dir: &Path, full_every: u32, mode: CommitMode) -> Res<Engine> {
     let mut c = Config::new(dir);
     c.full_every = full_every;
     c.keep_chains = 1;
-    Engine::open(c)
+    c.mode = mode;
+    let e = Engine::open(c)?;
+    if e.config().mode != mode {
+        return Err(format!(
+            "ICKPT_MODE made the {mode:?} engine {:?}: unset it for this benchmark",
+            e.config().mode
+        )
+        .into());
+    }
+    Ok(e)
+}
+
+/// A checkpoint that must hold exactly `pages` pages.
+fn checked(info: CheckpointInfo, pages: usize) -> CheckpointInfo {
+    assert_eq!(
+        info.pages as usize, pages,
+        "an increment holds exactly the dirty pages"
+    );
+    info
+}
+
+/// Memory of `size` bytes from `e`, region 1, all random.
+fn random_region(e: &Engine, size: usize, seed: u64) -> Res<*mut u8> {
+    let m = e.alloc(1, size)?;
+    let all: Vec<usize> = (0..size / PAGE).collect();
+    // SAFETY: `m` is `size` bytes from alloc, live until the engine drops.
+    unsafe { fill_random(m, &all, seed) };
+    Ok(m)
 }
 
 pub fn run(a: &Args) -> CmdResult {
+    let started = Instant::now();
     let size = a.size_mib << 20;
     let pages = size / PAGE;
+    if pages == 0 {
+        return Err("--size-mib must be at least 1".into());
+    }
     let reps = a.reps.max(1);
     let work = WorkDir::create(&a.dir, "incremental")?;
     let baseline_dir = work.sub("baseline")?;
-    let buf = vec![0x5au8; 8 << 20];
     let all: Vec<usize> = (0..pages).collect();
+    // The baselines' bytes, random like the region's; also the unprotected memory the first
+    // writes are compared with.
+    let mut src = vec![0u8; size];
+    rand::rngs::SmallRng::seed_from_u64(9).fill_bytes(&mut src);
 
-    // Checkpoints of 1..100% dirty pages.
-    let e = engine(&work.sub("incr")?, u32::MAX)?;
-    let mem = e.alloc(1, size)?;
-    // SAFETY: `mem` is `size` bytes from alloc, live until the engine drops.
-    unsafe { touch_pages(mem, &all, 1) };
-    let full = e.checkpoint()?;
-    let plain_mem = ickpt::sys::mem::map_anonymous(size)?;
-    // SAFETY: as above, for the unprotected comparison buffer (pre-faulted here).
-    unsafe { touch_pages(plain_mem, &all, 1) };
+    eprintln!("checkpoints: {} MiB, {reps} repetitions ...", a.size_mib);
+    let es = engine(&work.sub("sync")?, u32::MAX, CommitMode::Sync)?;
+    let ea = engine(&work.sub("async")?, u32::MAX, CommitMode::Async)?;
+    let backend = es.backend();
+    let mem = random_region(&es, size, 1)?;
+    let amem = random_region(&ea, size, 2)?;
+    let full = es.checkpoint()?;
+    ea.checkpoint()?;
+    ea.wait()?;
+    let t = Checkpoints {
+        sync: &es,
+        asynchronous: &ea,
+        mem,
+        amem,
+        baseline_dir: &baseline_dir,
+        pages,
+        reps,
+    };
     let mut cases = Vec::new();
-    for pct in [1usize, 10, 50, 100] {
+    for pct in DIRTY_PERCENT {
+        eprintln!("  {pct}% dirty");
+        cases.push(t.case(&mut src, pct)?);
+    }
+    // First-write cost in address order over every page (the cases above write in random
+    // order), tracked against the same loop on unprotected memory.
+    let (mut seq_t, mut seq_p) = (vec![], vec![]);
+    for rep in 0..reps {
+        es.checkpoint()?; // re-arm: every page is clean and protected again
+        let v = 100 + rep as u8;
+        // SAFETY: page numbers are below `pages`; both buffers are `size` bytes.
+        seq_t.push(unsafe { touch_pages(mem, &all, v) });
+        // SAFETY: as above.
+        seq_p.push(unsafe { touch_pages(src.as_mut_ptr(), &all, v) });
+    }
+    let seq = [median(seq_t), median(seq_p)];
+    drop((es, ea));
+
+    eprintln!("restores ...");
+    let restores = restores(&work, size, &src, reps)?;
+    drop(work);
+
+    let run = Run {
+        backend,
+        full,
+        cases,
+        seq,
+        restores,
+    };
+    let report = report(a, reps, &run, started);
+    if let Some(dir) = &a.out {
+        std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
+        std::fs::write(
+            dir.join("incremental.json"),
+            serde_json::to_string_pretty(&report)? + "\n",
+        )?;
+        let mut csv = CSV_HEADER.to_string();
+        for c in run.comparisons() {
+            csv += &c.csv_rows();
+        }
+        std::fs::write(dir.join("incremental.csv"), csv)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_tables(&report, &run);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the checkpoint comparisons run on: a sync and an async engine, each with one region of
+/// `pages` random pages, and the directory the baselines write in (beside the stores).
+struct Checkpoints<'a> {
+    sync: &'a Engine,
+    asynchronous: &'a Engine,
+    mem: *mut u8,
+    amem: *mut u8,
+    baseline_dir: &'a Path,
+    pages: usize,
+    reps: usize,
+}
+
+impl Checkpoints<'_> {
+    /// `reps` repetitions at `pct` dirty: each dirties the same share of both engines' regions
+    /// with fresh random bytes (untimed but for the first write of each page), then measures the
+    /// sync checkpoint with its two floors, and the async call and wait with its floor.
+    fn case(&self, src: &mut [u8], pct: usize) -> Res<Case> {
+        let Checkpoints {
+            sync: es,
+            asynchronous: ea,
+            mem,
+            amem,
+            baseline_dir,
+            pages,
+            reps,
+        } = *self;
         let n = (pages * pct / 100).max(1);
-        let (mut ck, mut pl, mut tw, mut pw) = (vec![], vec![], vec![], vec![]);
+        let [mut sync, mut sync_writeback, mut async_call, mut async_total] = [
+            ("sync_checkpoint", "sync checkpoint()", WRITE),
+            (
+                "sync_checkpoint_vs_writeback",
+                "sync checkpoint()",
+                WRITE_WB,
+            ),
+            ("async_call", "async checkpoint()", WRITE),
+            ("async_call_and_wait", "async checkpoint() + wait()", WRITE),
+        ]
+        .map(|(name, ickpt, baseline)| Comparison::new(name, ickpt, baseline, Some(pct)));
+        let (mut tw, mut pw, mut waits) = (vec![], vec![], vec![]);
         let mut ph: [Vec<Duration>; 5] = Default::default();
-        let mut ckpt_bytes = 0;
+        // Known from the first repetition on, which runs its checkpoint first.
+        let mut bytes = 0u64;
         for rep in 0..reps {
-            let list = random_pages(pages, n, (pct * 1000 + rep) as u64);
+            let seed = (pct * 1000 + rep) as u64;
+            let list = random_pages(pages, n, seed);
             let v = (rep + 2) as u8;
-            // SAFETY: page numbers are below `pages`; both buffers are `size` bytes.
-            tw.push(unsafe { touch_pages(mem, &list, v) });
-            // SAFETY: as above.
-            pw.push(unsafe { touch_pages(plain_mem, &list, v) });
-            // Alternate which goes first, so neither always meets a colder or warmer device.
-            let known_bytes = ckpt_bytes;
-            if rep % 2 == 1 {
-                settle();
-                pl.push(plain_write(&baseline_dir, known_bytes, &buf)?);
+            // SAFETY: page numbers are below `pages`; the three buffers are `size` bytes each.
+            unsafe {
+                tw.push(touch_pages(mem, &list, v));
+                pw.push(touch_pages(src.as_mut_ptr(), &list, v));
+                fill_random(mem, &list, seed);
+                fill_random(amem, &list, !seed);
             }
-            settle();
-            let info = e.checkpoint()?;
-            assert_eq!(
-                info.pages as usize, n,
-                "an increment holds exactly the dirty pages"
-            );
-            ck.push(info.duration);
-            let p = &info.phases;
+            let src: &[u8] = src;
+            let mut info = None;
+            let t = interleave(rep, 3, |step| -> Res<Duration> {
+                settle();
+                Ok(match step {
+                    0 => {
+                        let t = Instant::now();
+                        let i = checked(es.checkpoint()?, n);
+                        let d = t.elapsed();
+                        bytes = i.bytes;
+                        info = Some(i);
+                        d
+                    }
+                    1 => plain_write(baseline_dir, bytes, src, false)?,
+                    _ => plain_write(baseline_dir, bytes, src, true)?,
+                })
+            })?;
+            sync.push(rep, t[0], t[1]);
+            sync_writeback.push(rep, t[0], t[2]);
+            let p = info.expect("step 0 ran").phases;
             for (v, d) in ph
                 .iter_mut()
                 .zip([p.collect, p.copy, p.release, p.write, p.commit])
             {
                 v.push(d);
             }
-            ckpt_bytes = info.bytes;
-            if rep % 2 == 0 {
+            let mut wait = Duration::ZERO;
+            let t = interleave(rep, 2, |step| -> Res<Duration> {
                 settle();
-                pl.push(plain_write(&baseline_dir, info.bytes, &buf)?);
-            }
+                if step == 1 {
+                    return Ok(plain_write(baseline_dir, bytes, src, false)?);
+                }
+                let t = Instant::now();
+                checked(ea.checkpoint()?, n);
+                let call = t.elapsed();
+                let t = Instant::now();
+                let done = ea.wait()?.ok_or("an async checkpoint committed nothing")?;
+                wait = t.elapsed();
+                checked(done, n);
+                Ok(call)
+            })?;
+            async_call.push(rep, t[0], t[1]);
+            async_total.push(rep, t[0] + wait, t[1]);
+            waits.push(wait);
         }
-        cases.push(Case {
+        for c in [
+            &mut sync,
+            &mut sync_writeback,
+            &mut async_call,
+            &mut async_total,
+        ] {
+            c.bytes = bytes;
+        }
+        Ok(Case {
             pct,
-            phases: ph.map(median),
             pages: n,
-            ckpt_bytes,
-            ckpt: median(ck),
-            plain: median(pl),
+            ckpt_bytes: bytes,
+            phases: ph.map(median),
+            sync,
+            sync_writeback,
+            async_call,
+            async_total,
+            async_wait: median(waits),
             tracked_write: median(tw),
             plain_write: median(pw),
-        });
+        })
     }
-    // First-write cost in address order over every page (the cases above write in random
-    // order), tracked against the same loop on unprotected memory.
-    let (mut seq_t, mut seq_p) = (vec![], vec![]);
-    for rep in 0..reps {
-        e.checkpoint()?; // re-arm: every page is clean and protected again
-                         // SAFETY: page numbers are below `pages`; both buffers are `size` bytes.
-        seq_t.push(unsafe { touch_pages(mem, &all, 100 + rep as u8) });
-        // SAFETY: as above.
-        seq_p.push(unsafe { touch_pages(plain_mem, &all, 100 + rep as u8) });
-    }
-    let (seq_tracked, seq_plain) = (median(seq_t), median(seq_p));
-    drop(e);
-    // SAFETY: mapped above, no longer used.
-    unsafe { ickpt::sys::mem::unmap(plain_mem, size)? };
+}
 
-    // Restart: full + 9 increments of 10% each, against one full of the same memory.
+/// The restore comparisons, and what the chain restore read.
+struct Restores {
+    warm: Comparison,
+    cold: Comparison,
+    chain_warm: Comparison,
+    chain_cold: Comparison,
+    chain: RestoreInfo,
+    full: RestoreInfo,
+}
+
+/// Restore one store's latest version into fresh memory: the engine is opened and the memory
+/// allocated outside the timing, and with `cold` the store's files are then dropped from the
+/// page cache.
+fn timed_restore(dir: &Path, size: usize, cold: bool) -> Res<(Duration, RestoreInfo)> {
+    let e = Engine::open(Config::new(dir))?;
+    e.alloc(1, size)?;
+    let v = e.latest()?.ok_or("a version")?;
+    if cold {
+        drop_cached(dir)?;
+    }
+    let t = Instant::now();
+    let info = e.restore(v)?;
+    Ok((t.elapsed(), info))
+}
+
+fn restores(work: &WorkDir, size: usize, src: &[u8], reps: usize) -> Res<Restores> {
+    let pages = size / PAGE;
+    // Full + 9 increments of 10% each, against one full of the same size.
     let chain_dir = work.sub("chain")?;
     {
-        let e = engine(&chain_dir, 10)?;
-        let m = e.alloc(1, size)?;
-        // SAFETY: `m` is `size` bytes from alloc.
-        unsafe { touch_pages(m, &all, 1) };
+        let e = engine(&chain_dir, CHAIN_INCREMENTS as u32 + 1, CommitMode::Sync)?;
+        let m = random_region(&e, size, 3)?;
         e.checkpoint()?;
-        for i in 0..9 {
-            // SAFETY: as above.
-            unsafe { touch_pages(m, &random_pages(pages, pages / 10, 77 + i), i as u8) };
+        for i in 0..CHAIN_INCREMENTS {
+            let list = random_pages(pages, (pages / 10).max(1), 77 + i);
+            // SAFETY: page numbers are below `pages`; `m` is `size` bytes from alloc.
+            unsafe { fill_random(m, &list, 200 + i) };
             e.checkpoint()?;
         }
     }
     let full_dir = work.sub("full")?;
     {
-        let e = engine(&full_dir, 1)?;
-        let m = e.alloc(1, size)?;
-        // SAFETY: as above.
-        unsafe { touch_pages(m, &all, 1) };
+        let e = engine(&full_dir, 1, CommitMode::Sync)?;
+        random_region(&e, size, 4)?;
         e.checkpoint()?;
     }
-    let restore_time = |dir: &Path| -> Result<(Duration, u64, u32), Box<dyn std::error::Error>> {
-        let mut times = Vec::new();
-        let mut last = None;
-        for _ in 0..reps {
-            let e = Engine::open(Config::new(dir))?;
-            e.alloc(1, size)?;
-            let v = e.latest()?.expect("a version");
-            let t = Instant::now();
-            let info = e.restore(v)?;
-            times.push(t.elapsed());
-            last = Some(info);
-        }
-        let info = last.expect("reps >= 1");
-        Ok((median(times), info.pages, info.chain_len))
-    };
-    let (chain_t, chain_pages, chain_len) = restore_time(&chain_dir)?;
-    let (full_t, full_pages, _) = restore_time(&full_dir)?;
-    drop(work);
+    // The plain read's file: as many bytes as the full store holds, in the same file system.
+    let plain = work.path().join("plain-read.bin");
+    let full_bytes = bytes_below(&full_dir)?;
+    write_file(&plain, full_bytes, src, false)?;
 
-    if a.json {
-        let rows: Vec<_> = cases
-            .iter()
-            .map(|c| {
-                json!({
-                    "dirty_percent": c.pct, "pages": c.pages, "checkpoint_bytes": c.ckpt_bytes,
-                    "checkpoint_ms": ms(c.ckpt), "plain_write_ms": ms(c.plain),
-                    "phases_ms": {"collect": ms(c.phases[0]), "copy_and_crc": ms(c.phases[1]),
-                                  "release": ms(c.phases[2]), "write": ms(c.phases[3]),
-                                  "commit": ms(c.phases[4])},
-                    "ratio": c.ckpt.as_secs_f64() / c.plain.as_secs_f64(),
-                    "tracked_first_write_ns_per_page": c.tracked_write.as_nanos() as f64 / c.pages as f64,
-                    "plain_write_ns_per_page": c.plain_write.as_nanos() as f64 / c.pages as f64,
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({
-                "machine": machine(), "size_mib": a.size_mib, "reps": reps,
-                "full_checkpoint": {"bytes": full.bytes, "ms": ms(full.duration)},
-                "cases": rows,
-                "sequential_first_write": {
-                    "tracked_ns_per_page": seq_tracked.as_nanos() as f64 / pages as f64,
-                    "plain_ns_per_page": seq_plain.as_nanos() as f64 / pages as f64,
-                },
-                "restart": {
-                    "chain_versions": chain_len, "chain_ms": ms(chain_t), "chain_pages_read": chain_pages,
-                    "full_ms": ms(full_t), "full_pages_read": full_pages,
-                    "ratio": chain_t.as_secs_f64() / full_t.as_secs_f64(),
-                },
-            }))?
-        );
-        return Ok(ExitCode::SUCCESS);
+    let [mut warm, mut cold, mut chain_warm, mut chain_cold] = [
+        ("restore_warm", FULL, "read"),
+        ("restore_cold", FULL, "read"),
+        ("chain_restore_warm", "restore of full+9", FULL),
+        ("chain_restore_cold", "restore of full+9", FULL),
+    ]
+    .map(|(name, ickpt, baseline)| Comparison::new(name, ickpt, baseline, None));
+    warm.bytes = full_bytes;
+    cold.bytes = full_bytes;
+    chain_warm.bytes = bytes_below(&chain_dir)?;
+    chain_cold.bytes = chain_warm.bytes;
+    // Warm runs first, after one untimed pass over everything; cold ones drop before each step.
+    plain_read(&plain)?;
+    timed_restore(&full_dir, size, false)?;
+    let (_, mut chain) = timed_restore(&chain_dir, size, false)?;
+    let mut full = chain.clone();
+    for cold_cache in [false, true] {
+        let (c, cc) = if cold_cache {
+            (&mut cold, &mut chain_cold)
+        } else {
+            (&mut warm, &mut chain_warm)
+        };
+        for rep in 0..reps {
+            let t = interleave(rep, 2, |step| -> Res<Duration> {
+                if step == 0 {
+                    let (d, i) = timed_restore(&full_dir, size, cold_cache)?;
+                    full = i;
+                    return Ok(d);
+                }
+                if cold_cache {
+                    drop_cached(&plain)?;
+                }
+                Ok(plain_read(&plain)?.0)
+            })?;
+            c.push(rep, t[0], t[1]);
+            let t = interleave(rep, 2, |step| -> Res<Duration> {
+                let (d, i) = timed_restore(
+                    if step == 0 { &chain_dir } else { &full_dir },
+                    size,
+                    cold_cache,
+                )?;
+                if step == 0 {
+                    chain = i;
+                }
+                Ok(d)
+            })?;
+            cc.push(rep, t[0], t[1]);
+        }
     }
-    println!(
-        "ickpt bench incremental: {} MiB protected, median of {reps}, on {}",
-        a.size_mib,
-        machine()
-    );
-    println!(
-        "full checkpoint: {} in {}",
-        human::bytes(full.bytes),
-        human::duration(full.duration)
-    );
-    println!();
-    let rows: Vec<Vec<String>> = cases
+    Ok(Restores {
+        warm,
+        cold,
+        chain_warm,
+        chain_cold,
+        chain,
+        full,
+    })
+}
+
+/// Everything a run measured.
+struct Run {
+    backend: ickpt::Backend,
+    full: CheckpointInfo,
+    cases: Vec<Case>,
+    /// First writes in address order, tracked and unprotected.
+    seq: [Duration; 2],
+    restores: Restores,
+}
+
+impl Run {
+    fn comparisons(&self) -> Vec<&Comparison> {
+        let mut v: Vec<&Comparison> = self
+            .cases
+            .iter()
+            .flat_map(|c| [&c.sync, &c.sync_writeback, &c.async_call, &c.async_total])
+            .collect();
+        let r = &self.restores;
+        v.extend([&r.warm, &r.cold, &r.chain_warm, &r.chain_cold]);
+        v
+    }
+}
+
+/// The JSON: the side-by-side (`comparisons`), and the keys earlier versions wrote
+/// (`cases[i].checkpoint_ms`, `plain_write_ms`, `phases_ms`, `restart`, ...), which
+/// scripts/bench-compare*.{sh,py} read, now the medians of the paired repetitions.
+fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
+    let Run {
+        backend,
+        full,
+        cases,
+        seq: [seq_tracked, seq_plain],
+        restores: r,
+    } = run;
+    let pages = (a.size_mib << 20) / PAGE;
+    let per_page = |d: Duration, n: usize| d.as_nanos() as f64 / n as f64;
+    let rows: Vec<_> = cases
         .iter()
         .map(|c| {
+            json!({
+                "dirty_percent": c.pct, "pages": c.pages, "checkpoint_bytes": c.ckpt_bytes,
+                "checkpoint_ms": c.sync.ickpt_median(), "plain_write_ms": c.sync.baseline_median(),
+                "plain_write_writeback_ms": c.sync_writeback.baseline_median(),
+                "phases_ms": {"collect": ms(c.phases[0]), "copy_and_crc": ms(c.phases[1]),
+                              "release": ms(c.phases[2]), "write": ms(c.phases[3]),
+                              "commit": ms(c.phases[4])},
+                "ratio": c.sync.ratio_stats().0,
+                "ratio_writeback": c.sync_writeback.ratio_stats().0,
+                "async_call_ms": c.async_call.ickpt_median(),
+                "async_wait_ms": ms(c.async_wait),
+                "async_plain_write_ms": c.async_call.baseline_median(),
+                "async_call_ratio": c.async_call.ratio_stats().0,
+                "tracked_first_write_ns_per_page": per_page(c.tracked_write, c.pages),
+                "plain_write_ns_per_page": per_page(c.plain_write, c.pages),
+            })
+        })
+        .collect();
+    let restore = |c: &Comparison| json!({"ms": c.ickpt_median(), "read_ms": c.baseline_median(), "ratio": c.ratio_stats().0});
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    json!({
+        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(), "cores": cores,
+        "git_commit": git_commit(),
+        "backend": backend.as_str(),
+        "backend_requested": std::env::var("ICKPT_BACKEND").unwrap_or_else(|_| "auto".into()),
+        "size_mib": a.size_mib, "reps": reps,
+        "run_seconds": started.elapsed().as_secs_f64(),
+        "full_checkpoint": {"bytes": full.bytes, "ms": ms(full.duration)},
+        "cases": rows,
+        "sequential_first_write": {
+            "tracked_ns_per_page": per_page(*seq_tracked, pages),
+            "plain_ns_per_page": per_page(*seq_plain, pages),
+        },
+        "restore": {"bytes": r.warm.bytes, "pages": r.full.pages,
+                    "warm": restore(&r.warm), "cold": restore(&r.cold)},
+        "restart": {
+            "chain_versions": r.chain.chain_len, "chain_pages_read": r.chain.pages,
+            "full_pages_read": r.full.pages,
+            "chain_ms": r.chain_warm.ickpt_median(), "full_ms": r.chain_warm.baseline_median(),
+            "ratio": r.chain_warm.ratio_stats().0,
+            "chain_cold_ms": r.chain_cold.ickpt_median(), "full_cold_ms": r.chain_cold.baseline_median(),
+            "cold_ratio": r.chain_cold.ratio_stats().0,
+        },
+        "comparisons": run.comparisons().iter().map(|c| c.to_json()).collect::<Vec<_>>(),
+    })
+}
+
+fn print_tables(j: &Value, run: &Run) {
+    let (cases, r) = (&run.cases, &run.restores);
+    println!(
+        "ickpt bench incremental: {} MiB of random bytes, backend {}, {} interleaved repetitions, commit {}, on {}",
+        j["size_mib"],
+        j["backend"].as_str().unwrap_or(""),
+        j["reps"],
+        j["git_commit"].as_str().unwrap_or(""),
+        j["machine"].as_str().unwrap_or("")
+    );
+    println!(
+        "full checkpoint: {} in {:.1} ms; ratio = ickpt / baseline per repetition (below 1: faster)",
+        human::bytes(j["full_checkpoint"]["bytes"].as_u64().unwrap_or(0)),
+        j["full_checkpoint"]["ms"].as_f64().unwrap_or(0.0)
+    );
+    println!();
+    let rows: Vec<Vec<String>> = run
+        .comparisons()
+        .iter()
+        .map(|c| {
+            let (med, min, max) = c.ratio_stats();
             vec![
-                format!("{}%", c.pct),
-                c.pages.to_string(),
-                human::bytes(c.ckpt_bytes),
-                format!("{:.1}", ms(c.ckpt)),
-                format!("{:.1}", ms(c.plain)),
-                format!("{:.2}", c.ckpt.as_secs_f64() / c.plain.as_secs_f64()),
-                format!("{:.0}", c.tracked_write.as_nanos() as f64 / c.pages as f64),
-                format!("{:.1}", c.plain_write.as_nanos() as f64 / c.pages as f64),
+                c.name.to_string(),
+                c.dirty_percent.map_or("-".into(), |p| format!("{p}%")),
+                human::bytes(c.bytes),
+                format!("{:.1}", c.ickpt_median()),
+                format!("{:.1}", c.baseline_median()),
+                c.baseline.to_string(),
+                format!("{med:.2}"),
+                format!("{min:.2}-{max:.2}"),
+                c.ratios()
+                    .iter()
+                    .map(|x| format!("{x:.2}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
             ]
         })
         .collect();
     human::table(
         &[
+            "COMPARISON",
             "DIRTY",
-            "PAGES",
-            "CKPT-SIZE",
-            "CKPT-MS",
-            "PLAIN-WRITE-MS",
+            "BYTES",
+            "ICKPT-MS",
+            "BASE-MS",
+            "BASELINE",
             "RATIO",
-            "TRACKED-NS/PAGE",
-            "PLAIN-NS/PAGE",
+            "MIN-MAX",
+            "PER-REP",
         ],
         &rows,
     );
     println!();
-    println!("where a checkpoint's time goes (ms, medians):");
+    println!("where a sync checkpoint's time goes (ms, medians), async wait, first writes:");
     let rows: Vec<Vec<String>> = cases
         .iter()
         .map(|c| {
-            let mut r = vec![format!("{}%", c.pct)];
-            r.extend(c.phases.iter().map(|d| format!("{:.1}", ms(*d))));
-            r
+            let mut row = vec![format!("{}%", c.pct)];
+            row.extend(c.phases.iter().map(|d| format!("{:.1}", ms(*d))));
+            row.push(format!("{:.1}", ms(c.async_wait)));
+            row.push(format!(
+                "{:.0}",
+                c.tracked_write.as_nanos() as f64 / c.pages as f64
+            ));
+            row.push(format!(
+                "{:.1}",
+                c.plain_write.as_nanos() as f64 / c.pages as f64
+            ));
+            row
         })
         .collect();
     human::table(
@@ -263,21 +589,23 @@ pub fn run(a: &Args) -> CmdResult {
             "RELEASE",
             "WRITE",
             "COMMIT(FSYNC)",
+            "ASYNC-WAIT",
+            "TRACKED-NS/PAGE",
+            "PLAIN-NS/PAGE",
         ],
         &rows,
     );
+    let s = &j["sequential_first_write"];
     println!(
         "first write in address order, all pages: tracked {:.0} ns/page, plain {:.1} ns/page",
-        seq_tracked.as_nanos() as f64 / pages as f64,
-        seq_plain.as_nanos() as f64 / pages as f64
+        s["tracked_ns_per_page"].as_f64().unwrap_or(0.0),
+        s["plain_ns_per_page"].as_f64().unwrap_or(0.0)
     );
-    println!();
     println!(
-        "restart: full+{} increments {:.1} ms ({chain_pages} pages read), one full {:.1} ms ({full_pages} pages read), ratio {:.2}",
-        chain_len - 1,
-        ms(chain_t),
-        ms(full_t),
-        chain_t.as_secs_f64() / full_t.as_secs_f64()
+        "restart: full+{} increments read {} pages, one full {} pages; {:.1} s in all",
+        r.chain.chain_len.saturating_sub(1),
+        r.chain.pages,
+        r.full.pages,
+        j["run_seconds"].as_f64().unwrap_or(0.0)
     );
-    Ok(ExitCode::SUCCESS)
 }

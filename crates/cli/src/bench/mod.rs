@@ -3,6 +3,7 @@
 
 mod aickpt;
 mod incremental;
+mod paired;
 mod tracking;
 mod tracking_acck;
 mod tracking_raw;
@@ -13,9 +14,10 @@ use clap::Subcommand;
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
-    /// Checkpoint size and time for 1/10/50/100% dirty pages against a plain sequential write
-    /// of the same bytes; first-write tracking cost; restart from full+9 increments against
-    /// restart from one full.
+    /// Issue 11's side-by-side, as paired ratios over interleaved repetitions: sync checkpoint
+    /// and async call for 1/10/50/100% dirty pages of random data against a write+fsync of the
+    /// same bytes; restore against a plain read and full+9 increments against one full, warm
+    /// and cold page cache; first-write tracking cost.
     Incremental(incremental::Args),
     /// AI-Ckpt's memory benchmark (paper 000 §4.3): added run time and access types of sync,
     /// async + address order and async + adaptive order, ascending/random/descending page

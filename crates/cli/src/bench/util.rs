@@ -1,9 +1,11 @@
 //! Small helpers shared by the benchmarks.
 
+use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use rand::SeedableRng;
+use rand::{RngCore, SeedableRng};
 use std::fs::File;
-use std::io::Write;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -98,23 +100,122 @@ pub unsafe fn touch_pages(base: *mut u8, pages: &[usize], value: u8) -> Duration
     t.elapsed()
 }
 
+/// Bytes per `write(2)` of the plain baselines, and the step of their early writeback (the
+/// store's `WRITEBACK_BYTES`).
+pub const CHUNK: usize = 8 << 20;
+
 /// The baseline a checkpoint is compared with: write `bytes` sequentially to a new file in
-/// `dir`, fsync it and its directory (the same durability a committed version gets).
-pub fn plain_write(dir: &Path, bytes: u64, buf: &[u8]) -> std::io::Result<Duration> {
+/// `dir`, taken from `src` (from its start again when `bytes` is longer), and fsync it and
+/// its directory (the same durability a committed version gets). With `writeback`, the
+/// device is asked to start writing every `CHUNK` appended (sync_file_range, as the store
+/// does), so the final fsync finds most bytes already on their way.
+pub fn plain_write(dir: &Path, bytes: u64, src: &[u8], writeback: bool) -> io::Result<Duration> {
     let path = dir.join("baseline.bin");
     let t = Instant::now();
-    let mut f = File::create(&path)?;
-    let mut left = bytes;
-    while left > 0 {
-        let n = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..n])?;
-        left -= n as u64;
-    }
-    f.sync_all()?;
+    write_file(&path, bytes, src, writeback)?;
     File::open(dir)?.sync_all()?;
     let d = t.elapsed();
     std::fs::remove_file(&path)?;
     Ok(d)
+}
+
+/// Create `path` with `bytes` bytes taken from `src` (cycling), `CHUNK` per write, and fsync it.
+pub fn write_file(path: &Path, bytes: u64, src: &[u8], writeback: bool) -> io::Result<()> {
+    let mut f = File::create(path).map_err(|e| named(path, e))?;
+    let (mut done, mut at) = (0u64, 0usize);
+    while done < bytes {
+        if at == src.len() {
+            at = 0;
+        }
+        let n = ((bytes - done) as usize).min(CHUNK).min(src.len() - at);
+        f.write_all(&src[at..at + n])?;
+        if writeback {
+            start_writeback(&f, done, n as u64);
+        }
+        done += n as u64;
+        at += n;
+    }
+    f.sync_all()
+}
+
+/// sync_file_range(SYNC_FILE_RANGE_WRITE): a hint, so a refusal is ignored, as the store does.
+fn start_writeback(f: &File, offset: u64, len: u64) {
+    // SAFETY: a plain system call on an open descriptor; no memory is passed.
+    unsafe {
+        libc::sync_file_range(
+            f.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
+}
+
+/// The baseline a restore is compared with: read all of `path` sequentially, `CHUNK` bytes per
+/// `read(2)`, into a new buffer (untouched until the read faults it in, like the memory a
+/// restore fills). Returns the time and the bytes read.
+pub fn plain_read(path: &Path) -> io::Result<(Duration, u64)> {
+    let mut f = File::open(path)?;
+    let len = f.metadata()?.len() as usize;
+    // calloc-backed: fresh zero pages, faulted in by the read as a restore faults in its own.
+    let mut buf = vec![0u8; len];
+    let t = Instant::now();
+    for chunk in buf.chunks_mut(CHUNK) {
+        f.read_exact(chunk)?;
+    }
+    let d = t.elapsed();
+    std::hint::black_box(&buf);
+    Ok((d, len as u64))
+}
+
+/// Drop `path` (a file, or every file below a directory) from the page cache, so the next read
+/// comes from the device: fsync each file (dirty pages cannot be dropped), then
+/// posix_fadvise(POSIX_FADV_DONTNEED). Needs no privilege, unlike drop_caches.
+pub fn drop_cached(path: &Path) -> io::Result<()> {
+    if path.is_dir() {
+        for e in std::fs::read_dir(path).map_err(|e| named(path, e))? {
+            drop_cached(&e?.path())?;
+        }
+        return Ok(());
+    }
+    let f = File::open(path).map_err(|e| named(path, e))?;
+    f.sync_all()?;
+    // SAFETY: a plain system call on an open descriptor; no memory is passed.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(named(path, io::Error::from_raw_os_error(rc)));
+    }
+    Ok(())
+}
+
+/// Bytes in the regular files below `dir`.
+pub fn bytes_below(dir: &Path) -> io::Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let m = e.metadata()?;
+        n += if m.is_dir() {
+            bytes_below(&e.path())?
+        } else {
+            m.len()
+        };
+    }
+    Ok(n)
+}
+
+/// Fill each listed page of `base` with fresh random bytes (incompressible, never equal to
+/// another page's). Untimed: the data a benchmark's checkpoints write.
+///
+/// # Safety
+/// `base` must point to at least `(max page + 1) * PAGE` writable bytes.
+pub unsafe fn fill_random(base: *mut u8, pages: &[usize], seed: u64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    for &p in pages {
+        // SAFETY: the caller guarantees every listed page lies within the buffer, and nothing
+        // else refers to it while the slice lives.
+        let page = unsafe { std::slice::from_raw_parts_mut(base.add(p * PAGE), PAGE) };
+        rng.fill_bytes(page);
+    }
 }
 
 /// Flush unrelated dirty data before a timed operation, so each fsync measured flushes only
@@ -124,9 +225,9 @@ pub fn settle() {
     unsafe { libc::sync() };
 }
 
-/// One line describing the machine, for the record.
-pub fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+/// The CPU's model name, from /proc/cpuinfo.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
             s.lines()
@@ -134,12 +235,43 @@ pub fn machine() -> String {
                 .and_then(|l| l.split(':').nth(1))
                 .map(|s| s.trim().to_string())
         })
-        .unwrap_or_else(|| "unknown cpu".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_else(|| "unknown cpu".into())
+}
+
+/// The running kernel's release.
+pub fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// One line describing the machine, for the record.
+pub fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cpu}, {cores} cores, Linux {kernel}")
+    format!("{}, {cores} cores, Linux {}", cpu_model(), kernel())
+}
+
+/// The commit of the source tree this binary was built in (`git describe --always --dirty` in
+/// the directory of the executable, which `cargo build` puts under the tree's target/), or of
+/// the current directory; "unknown" outside a repository.
+pub fn git_commit() -> String {
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    for dir in exe_dir.into_iter().chain([PathBuf::from(".")]) {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(["describe", "--always", "--dirty", "--abbrev=40"])
+            .stderr(std::process::Stdio::null())
+            .output();
+        if let Ok(o) = out {
+            if o.status.success() {
+                return String::from_utf8_lossy(&o.stdout).trim().to_string();
+            }
+        }
+    }
+    "unknown".into()
 }
 
 pub fn ms(d: Duration) -> f64 {
