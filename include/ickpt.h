@@ -301,6 +301,51 @@ typedef struct ickpt_stats {
 } ickpt_stats;
 
 /**
+ * Where the time of a checkpoint went, in nanoseconds (from `ickpt_get_phases`). Fields
+ * are only ever appended: the call writes as many bytes as the caller's struct has.
+ */
+typedef struct ickpt_phases {
+  /**
+   * The version these phases are of.
+   */
+  uint64_t version;
+  /**
+   * Times the version was scheduled: 1, or 2 when a sync commit that ran without a fence
+   * (uffd-async) met a write and was taken again with fences.
+   */
+  uint64_t attempts;
+  /**
+   * Taking the written pages and write-protecting them again (and raising the fence, for
+   * a fenced commit), with application threads held.
+   */
+  uint64_t collect_ns;
+  /**
+   * Copying pages out of application memory or copy-on-write slots.
+   */
+  uint64_t copy_ns;
+  /**
+   * Checksumming them.
+   */
+  uint64_t crc_ns;
+  /**
+   * Lifting fences, or checking that no write reached a page collected without one.
+   */
+  uint64_t release_ns;
+  /**
+   * Inside the store's write calls.
+   */
+  uint64_t write_ns;
+  /**
+   * Making the version durable and visible: fsync, rename, directory fsync.
+   */
+  uint64_t commit_ns;
+  /**
+   * Garbage collection after a full version.
+   */
+  uint64_t gc_ns;
+} ickpt_phases;
+
+/**
  * Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
  * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2, dir NULL (then
  * `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
@@ -408,6 +453,14 @@ enum ickpt_result ickpt_check_version(uint64_t version);
 enum ickpt_result ickpt_get_stats(struct ickpt_stats *out);
 
 /**
+ * Where the time of this process's newest committed checkpoint went. Writes `size` bytes
+ * at most (pass `sizeof *out`): a program built with an older, shorter `ickpt_phases` is
+ * never overrun, and fields a newer header has past this library's are zeroed. Call it as
+ * `ickpt_get_phases(&p)`, the header's macro. ICKPT_ERR_NOT_FOUND before the first commit.
+ */
+enum ickpt_result ickpt_get_phases_sized(struct ickpt_phases *out, size_t size);
+
+/**
  * The message of the last failed call on this thread ("" if none). Valid until the next
  * ickpt call on this thread.
  */
@@ -447,6 +500,7 @@ ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
 
 /* Fills the caller's struct and no more, whichever ickpt.h the program was built with. */
 #define ickpt_config_init(cfg) ickpt_config_init_sized((cfg), sizeof *(cfg))
+#define ickpt_get_phases(out) ickpt_get_phases_sized((out), sizeof *(out))
 
 #ifdef __cplusplus
 }

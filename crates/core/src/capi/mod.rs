@@ -483,6 +483,38 @@ pub extern "C" fn ickpt_get_stats(out: *mut ickpt_stats) -> ickpt_result {
     })
 }
 
+/// Where the time of this process's newest committed checkpoint went. Writes `size` bytes
+/// at most (pass `sizeof *out`): a program built with an older, shorter `ickpt_phases` is
+/// never overrun, and fields a newer header has past this library's are zeroed. Call it as
+/// `ickpt_get_phases(&p)`, the header's macro. ICKPT_ERR_NOT_FOUND before the first commit.
+#[no_mangle]
+pub extern "C" fn ickpt_get_phases_sized(out: *mut ickpt_phases, size: usize) -> ickpt_result {
+    guard(|| {
+        if out.is_null() {
+            return Err(Error::Null { what: "out" });
+        }
+        let last = with_engine(&ENGINE, |e| {
+            e.stats().last_checkpoint.ok_or_else(|| no_checkpoint(e))
+        })?;
+        let p = ickpt_phases::from(&last);
+        let known = std::mem::size_of::<ickpt_phases>();
+        let bytes = out.cast::<u8>();
+        // SAFETY: by contract `out` points to `size` writable bytes; the copy stays within
+        // both them and `p`, and the zeroed tail within them.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&p as *const ickpt_phases).cast::<u8>(),
+                bytes,
+                size.min(known),
+            );
+            if size > known {
+                std::ptr::write_bytes(bytes.add(known), 0, size - known);
+            }
+        }
+        Ok(())
+    })
+}
+
 /// The message of the last failed call on this thread ("" if none). Valid until the next
 /// ickpt call on this thread.
 #[no_mangle]

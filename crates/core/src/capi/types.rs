@@ -143,6 +143,51 @@ pub struct ickpt_checkpoint_info {
     pub peak_cow_bytes: u64,
 }
 
+/// Where the time of a checkpoint went, in nanoseconds (from `ickpt_get_phases`). Fields
+/// are only ever appended: the call writes as many bytes as the caller's struct has.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ickpt_phases {
+    /// The version these phases are of.
+    pub version: u64,
+    /// Times the version was scheduled: 1, or 2 when a sync commit that ran without a fence
+    /// (uffd-async) met a write and was taken again with fences.
+    pub attempts: u64,
+    /// Taking the written pages and write-protecting them again (and raising the fence, for
+    /// a fenced commit), with application threads held.
+    pub collect_ns: u64,
+    /// Copying pages out of application memory or copy-on-write slots.
+    pub copy_ns: u64,
+    /// Checksumming them.
+    pub crc_ns: u64,
+    /// Lifting fences, or checking that no write reached a page collected without one.
+    pub release_ns: u64,
+    /// Inside the store's write calls.
+    pub write_ns: u64,
+    /// Making the version durable and visible: fsync, rename, directory fsync.
+    pub commit_ns: u64,
+    /// Garbage collection after a full version.
+    pub gc_ns: u64,
+}
+
+impl From<&CheckpointInfo> for ickpt_phases {
+    fn from(i: &CheckpointInfo) -> Self {
+        let ns = |d: std::time::Duration| d.as_nanos() as u64;
+        let p = &i.phases;
+        ickpt_phases {
+            version: i.version,
+            attempts: i.commit.phases.attempts.into(),
+            collect_ns: ns(p.collect),
+            copy_ns: ns(p.copy),
+            crc_ns: ns(p.crc),
+            release_ns: ns(p.release),
+            write_ns: ns(p.write),
+            commit_ns: ns(p.commit),
+            gc_ns: ns(p.gc),
+        }
+    }
+}
+
 /// Totals since `ickpt_init`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
