@@ -3,6 +3,7 @@
 
 mod aickpt;
 mod incremental;
+mod restore;
 mod tracking;
 mod tracking_acck;
 mod tracking_raw;
@@ -21,6 +22,9 @@ pub enum BenchCmd {
     /// async + address order and async + adaptive order, ascending/random/descending page
     /// order; optionally the copy-on-write buffer swept (figure 4).
     Aickpt(aickpt::Args),
+    /// Warm-cache restore of one full version and of full + 9 increments against a plain
+    /// sequential read of the full version's file (issue 11).
+    Restore(restore::Args),
     /// First-write cost of each tracking backend against unprotected writes and the bare
     /// kernel mechanism; ACCK coarse-grained monitoring against page granularity (issue 4).
     Tracking(tracking::Args),
@@ -31,6 +35,7 @@ impl BenchCmd {
         match self {
             BenchCmd::Incremental(a) => a.json = json,
             BenchCmd::Aickpt(a) => a.json = json,
+            BenchCmd::Restore(a) => a.json = json,
             BenchCmd::Tracking(a) => a.json = json,
         }
     }
@@ -40,6 +45,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
     match cmd {
         BenchCmd::Incremental(a) => incremental::run(&a),
         BenchCmd::Aickpt(a) => aickpt::run(&a),
+        BenchCmd::Restore(a) => restore::run(&a),
         BenchCmd::Tracking(a) => tracking::run(&a),
     }
 }
