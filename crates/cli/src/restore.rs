@@ -1,6 +1,6 @@
 use crate::{human, open_store, progress, CmdResult, StoreArgs};
 use ickpt::read::catalog::{Catalog, OpenVersion};
-use ickpt::read::reverse_scan::{reverse_scan, ScanReport};
+use ickpt::read::reverse_scan::{reverse_scan, ScanReport, Sink};
 use ickpt::store::Store;
 use serde_json::json;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -102,7 +102,7 @@ fn restore_region(
         catalog,
         chain,
         &|r| r.id == region,
-        &mut sink,
+        Sink::Copy(&mut sink),
         &mut |d, t| {
             pb.set_length(t * ps);
             pb.set_position(d * ps);

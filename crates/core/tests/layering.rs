@@ -74,6 +74,7 @@ fn unsafe_code_is_allowed_only_where_named() {
         allowed,
         [
             "engine/mod.rs",
+            "engine/restore_regions.rs",
             "track/backends/mprotect.rs",
             "track/backends/uffd.rs",
             "track/backends/uffd_shared.rs",

@@ -19,7 +19,7 @@ pub use layout::{
     FORMAT_VERSION, HEADER_LEN, HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
     STATS_LEN_V2,
 };
-pub use reader::{read_meta, ReadAt, VersionMeta};
+pub use reader::{read_each_piece, read_meta, Piece, ReadAt, VersionMeta};
 pub use verify::{verify_data, VerifyProgress};
 pub use writer::{NewVersion, VersionLayout};
 

@@ -12,6 +12,52 @@ use std::sync::Arc;
 /// Positional reads from a file-like source.
 pub trait ReadAt {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+
+    /// Read `pieces` back to back from `offset`, each in full: a kept piece's bytes into its
+    /// buffer, a skipped piece's nowhere. A source that can read the whole stretch in one call
+    /// (`preadv`, with the skipped bytes sent to a scratch buffer) does; this default reads
+    /// each kept piece on its own.
+    fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> std::io::Result<()> {
+        read_each_piece(pieces, offset, |b, at| self.read_exact_at(b, at))
+    }
+}
+
+/// [`ReadAt::read_pieces_at`] one kept piece at a time, with `read_exact_at`.
+pub fn read_each_piece(
+    pieces: &mut [Piece<'_>],
+    offset: u64,
+    mut read_exact_at: impl FnMut(&mut [u8], u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut at = offset;
+    for p in pieces {
+        if let Piece::Keep(b) = p {
+            read_exact_at(b, at)?;
+        }
+        at += p.len() as u64;
+    }
+    Ok(())
+}
+
+/// One stretch of a scattered read ([`ReadAt::read_pieces_at`]).
+#[derive(Debug)]
+pub enum Piece<'a> {
+    /// Bytes wanted, read into this buffer.
+    Keep(&'a mut [u8]),
+    /// This many bytes read past (cheaper than another call when the gap is short).
+    Skip(usize),
+}
+
+impl Piece<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Piece::Keep(b) => b.len(),
+            Piece::Skip(n) => *n,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl ReadAt for &[u8] {

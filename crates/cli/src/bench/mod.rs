@@ -4,6 +4,7 @@
 mod aickpt;
 mod incremental;
 mod paired;
+mod restore;
 mod tracking;
 mod tracking_acck;
 mod tracking_raw;
@@ -23,6 +24,9 @@ pub enum BenchCmd {
     /// async + address order and async + adaptive order, ascending/random/descending page
     /// order; optionally the copy-on-write buffer swept (figure 4).
     Aickpt(aickpt::Args),
+    /// Warm-cache restore of one full version and of full + 9 increments against a plain
+    /// sequential read of the full version's file (issue 11).
+    Restore(restore::Args),
     /// First-write cost of each tracking backend against unprotected writes and the bare
     /// kernel mechanism; ACCK coarse-grained monitoring against page granularity (issue 4).
     Tracking(tracking::Args),
@@ -33,6 +37,7 @@ impl BenchCmd {
         match self {
             BenchCmd::Incremental(a) => a.json = json,
             BenchCmd::Aickpt(a) => a.json = json,
+            BenchCmd::Restore(a) => a.json = json,
             BenchCmd::Tracking(a) => a.json = json,
         }
     }
@@ -42,6 +47,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
     match cmd {
         BenchCmd::Incremental(a) => incremental::run(&a),
         BenchCmd::Aickpt(a) => aickpt::run(&a),
+        BenchCmd::Restore(a) => restore::run(&a),
         BenchCmd::Tracking(a) => tracking::run(&a),
     }
 }

@@ -1,9 +1,13 @@
 //! Engine::restore: fill every protected region from a committed version.
 
+// Unsafe allowed here (lib.rs fences it): the reverse scan reads pages straight into the
+// regions' memory, which takes a slice of each region, made on `protect`'s promise.
+#![allow(unsafe_code)]
+
 use super::{Engine, RestoreInfo};
 use crate::error::RestoreError;
 use crate::policy::Head;
-use crate::read::reverse_scan::reverse_scan;
+use crate::read::reverse_scan::{reverse_scan, Sink};
 use crate::track::protocol::committer::give_back;
 use std::time::Instant;
 
@@ -64,13 +68,25 @@ impl Engine {
                 .open_for_restore(&s.tr)
                 .map_err(|e| super::region_error(&s.tr, e))?;
         }
-        let mut sink = |li: usize, off: u64, bytes: &[u8]| -> Result<(), RestoreError> {
-            // Writable after open_for_restore; the reverse scan stays inside the region
-            // (copy_in asserts it).
-            targets[li].copy_in(off as usize, bytes);
-            Ok(())
-        };
-        let report = reverse_scan(&catalog, &chain, &|_| true, &mut sink, &mut |_, _| {})?;
+        let memory = targets
+            .iter()
+            .map(|tr| {
+                // SAFETY: the region's bytes, which `protect`'s caller vouched are this
+                // process's memory, mapped until unprotected (which waits for the engine lock
+                // held here), with no Rust reference to them while ickpt copies into them;
+                // writable after open_for_restore. One slice per region, and regions never
+                // overlap (the registry refuses it), so these slices are disjoint; they end
+                // with the scan.
+                Some(unsafe { std::slice::from_raw_parts_mut(tr.user_ptr as *mut u8, tr.user_len) })
+            })
+            .collect();
+        let report = reverse_scan::<RestoreError>(
+            &catalog,
+            &chain,
+            &|_| true,
+            Sink::Memory(memory),
+            &mut |_, _| {},
+        )?;
 
         let mut scratch = Vec::new();
         // A version written with another page size cannot be continued page for page.

@@ -13,7 +13,7 @@ pub use mem_store::MemStore;
 pub use reseal::{reseal, Sealed};
 
 use crate::read::catalog::{Catalog, OpenVersion};
-use crate::read::reverse_scan::reverse_scan;
+use crate::read::reverse_scan::{reverse_scan, Sink};
 use crate::store::{version_name, StoreId};
 use ickpt_format::{
     crc, crc_append, header_len_for, limits, read_meta, verify_data, FormatError, Header, Kind,
@@ -376,7 +376,26 @@ fn restore(catalog: &Catalog<'_>, chain: &[OpenVersion], verified: bool, some_re
         }
         Ok(())
     };
-    let result = reverse_scan(catalog, chain, &want, &mut sink, &mut |_, _| {});
+    let result = reverse_scan(catalog, chain, &want, Sink::Copy(&mut sink), &mut |_, _| {});
+    // The engine's way, straight into memory (filled with a byte no test file holds
+    // everywhere), must end the same: the same error, or the same bytes.
+    let mut memory: Vec<Vec<u8>> = newest
+        .regions
+        .iter()
+        .map(|r| vec![0xa5; r.length as usize])
+        .collect();
+    let slots = memory
+        .iter_mut()
+        .enumerate()
+        .map(|(i, m)| selected(i).then_some(&mut m[..]))
+        .collect();
+    let direct = reverse_scan::<crate::ReadError>(
+        catalog,
+        chain,
+        &want,
+        Sink::Memory(slots),
+        &mut |_, _| {},
+    );
     let report = match result {
         Ok(report) => report,
         Err(e) => {
@@ -384,9 +403,20 @@ fn restore(catalog: &Catalog<'_>, chain: &[OpenVersion], verified: bool, some_re
                 !verified,
                 "version {v}: verify passed but restore fails: {e}"
             );
+            let other = direct.expect_err("restoring into memory fails too");
+            assert_eq!(
+                other.to_string(),
+                e.to_string(),
+                "the same error either way"
+            );
             return;
         }
     };
+    assert_eq!(
+        direct.as_ref().ok(),
+        Some(&report),
+        "restoring into memory reads the same"
+    );
     let pages: u64 = report.pages_per_version.iter().map(|&(_, n)| n).sum();
     assert_eq!(pages, report.pages);
     let mut expect_pages = 0;
@@ -405,6 +435,11 @@ fn restore(catalog: &Catalog<'_>, chain: &[OpenVersion], verified: bool, some_re
                 r.id
             );
         }
+        assert!(
+            memory[i] == want,
+            "version {v}: region {} restored into memory differs from the newest stored",
+            r.id
+        );
     }
     assert_eq!(report.pages, expect_pages, "each page read once");
 }

@@ -7,7 +7,7 @@ pub use super::open_error::OpenError;
 use super::publish::{Publisher, RenameMode};
 use super::real_fs::RealFs;
 use super::{parse_version_name, Store, StoreFile, StoreId, StoreWriter};
-use ickpt_format::ReadAt;
+use ickpt_format::{Piece, ReadAt};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -402,11 +402,19 @@ impl ReadAt for DirFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.file.read_exact_at(buf, offset)
     }
+
+    fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {
+        self.file.read_pieces_at(pieces, offset)
+    }
 }
 
 impl StoreFile for DirFile {
     fn len(&self) -> u64 {
         self.len
+    }
+
+    fn advise_sequential(&self) {
+        self.file.advise_sequential()
     }
 }
 

@@ -5,6 +5,7 @@
 //! Every name is a single entry of the store directory, never a path: an implementation
 //! works relative to the directory it opened and never follows a symbolic link.
 
+use ickpt_format::{read_each_piece, Piece};
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
@@ -70,6 +71,13 @@ pub trait FsFile: Send + Sync {
     /// Append `buf` (files are written front to back once).
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// As [`ickpt_format::ReadAt::read_pieces_at`]; by default one read per kept piece.
+    fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {
+        read_each_piece(pieces, offset, |b, at| self.read_exact_at(b, at))
+    }
+    /// A hint that the file is about to be read front to back (a larger readahead); by
+    /// default nothing.
+    fn advise_sequential(&self) {}
     fn size(&self) -> io::Result<u64>;
     /// Make the file's data durable (fsync).
     fn sync(&self) -> io::Result<()>;

@@ -136,6 +136,8 @@ impl Store for Box<dyn Store> {
 /// A committed object, read by offset.
 pub trait StoreFile: ReadAt + Send + Sync {
     fn len(&self) -> u64;
+    /// A hint that the file is about to be read front to back; by default nothing.
+    fn advise_sequential(&self) {}
     fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -4,6 +4,7 @@
 
 use super::fs::{DirMeta, Entry, FileKind, FsDir, FsFile, LockGuard, StoreFs};
 use crate::sys::fs as sys;
+use ickpt_format::Piece;
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, File, OpenOptions, Permissions};
 use std::io::{self, Write};
@@ -240,6 +241,15 @@ impl FsFile for RealFile {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         FileExt::read_exact_at(&self.file, buf, offset)
+    }
+
+    fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {
+        sys::read_pieces_at(&self.file, pieces, offset)
+    }
+
+    fn advise_sequential(&self) {
+        // A hint: where it is refused, the kernel's default readahead reads all the same.
+        let _ = sys::advise_sequential(&self.file);
     }
 
     fn size(&self) -> io::Result<u64> {

@@ -1,6 +1,7 @@
 //! Files relative to an open directory (never following links), file locking, and what a
 //! forked child must let go of.
 
+use ickpt_format::Piece;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -132,6 +133,94 @@ pub fn start_writeback(f: &File, offset: u64, len: u64) -> io::Result<()> {
     let (offset, len) = (offset as libc::off64_t, len as libc::off64_t);
     // SAFETY: a plain system call on an open descriptor; no memory is passed.
     check(unsafe { libc::sync_file_range(f.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) })
+}
+
+/// Tell the kernel `f` is about to be read front to back (posix_fadvise SEQUENTIAL, which
+/// widens its readahead). Only a hint.
+pub fn advise_sequential(f: &File) -> io::Result<()> {
+    // SAFETY: a plain system call on an open descriptor; no memory is passed.
+    match unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
+/// Skipped bytes land here, at most this many per `iovec`.
+const DISCARD: usize = 64 << 10;
+/// The kernel's limit on `iovec`s per call (`IOV_MAX`).
+const IOV_MAX: usize = 1024;
+
+/// Read `pieces` back to back from `offset` of `f`, each in full, with as few `preadv` calls as
+/// the kernel's `IOV_MAX` allows: a kept piece's bytes into its buffer, a skipped piece's into
+/// one scratch buffer that every skip shares and nothing reads. A short read continues where
+/// it stopped; end of file before the last piece is `UnexpectedEof`.
+pub fn read_pieces_at(f: &File, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {
+    let longest_skip = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Skip(n) => Some(*n),
+            Piece::Keep(_) => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let mut discard = vec![0u8; longest_skip.min(DISCARD)];
+    let scratch = discard.as_mut_ptr();
+    let mut iov = Vec::with_capacity(pieces.len());
+    for p in pieces.iter_mut() {
+        match p {
+            Piece::Keep(b) => iov.push(libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            }),
+            Piece::Skip(n) => {
+                let mut left = *n;
+                while left > 0 {
+                    let k = left.min(DISCARD);
+                    iov.push(libc::iovec {
+                        iov_base: scratch.cast(),
+                        iov_len: k,
+                    });
+                    left -= k;
+                }
+            }
+        }
+    }
+    iov.retain(|v| v.iov_len > 0);
+    let (mut first, mut at) = (0usize, offset);
+    while first < iov.len() {
+        let count = (iov.len() - first).min(IOV_MAX) as libc::c_int;
+        let pos = libc::off64_t::try_from(at).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        // SAFETY: each iovec points into a buffer borrowed mutably for this call, no longer
+        // than it: a kept piece's (`pieces` is borrowed for the call), or `discard`, which only
+        // the kernel writes while it lives and nothing reads.
+        let n = unsafe { libc::preadv64(f.as_raw_fd(), iov[first..].as_ptr(), count, pos) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        at += n as u64;
+        let mut n = n as usize;
+        while n > 0 {
+            let v = &mut iov[first];
+            if n >= v.iov_len {
+                n -= v.iov_len;
+                first += 1;
+            } else {
+                // SAFETY: `n` is less than the iovec's length, so the pointer stays inside it.
+                v.iov_base = unsafe { v.iov_base.cast::<u8>().add(n) }.cast();
+                v.iov_len -= n;
+                n = 0;
+            }
+        }
+    }
+    drop(discard);
+    Ok(())
 }
 
 /// linkat(2) within `dir`, never following a link at `from`; EEXIST when `to` exists.
