@@ -252,16 +252,18 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     drop(prefix);
 
     // The trailer streams through a bounded buffer: each run is checked as it arrives and
-    // the tables grow only with entries that passed, so what a file makes the reader hold
-    // follows bytes that are really there and valid (a sparse file's holes fail at the
-    // first run), never the counts it claims.
+    // the run table grows only with entries that passed, so what a file makes the reader
+    // hold follows bytes that are really there and valid (a sparse file's holes fail at the
+    // first run), never the counts it claims. The page-CRC table has no such check (any
+    // four bytes are a CRC, zeros too): it is only checksummed here, and read into memory
+    // once the metadata checksum has matched (outside testing: one real run and a table
+    // left as a hole made the reader hold 1 GiB before refusing the file).
     let mut runs: Vec<Run> = Vec::new();
-    let mut page_crcs: Vec<u32> = Vec::new();
     let mut stats_bytes: Vec<u8> = Vec::with_capacity(stats_len as usize);
     let mut next_data = header.data_offset;
     let runs_end = footer.run_count * RUN_ENTRY_LEN as u64;
     let crcs_end = runs_end + footer.page_count * 4;
-    let (mut run_carry, mut crc_carry) = (Vec::new(), Vec::new());
+    let mut run_carry = Vec::new();
     let mut on_run = |entry: &[u8], runs: &mut Vec<Run>| -> Result<(), FormatError> {
         let at = footer.index_offset + (runs.len() * RUN_ENTRY_LEN) as u64;
         let run = Run::decode(entry);
@@ -314,16 +316,6 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
             &chunk[section(0, runs_end)],
             |e| on_run(e, &mut runs),
         )?;
-        records(
-            &mut crc_carry,
-            4,
-            &chunk[section(runs_end, crcs_end)],
-            |c| {
-                grow(&mut page_crcs, footer_at + 24)?;
-                page_crcs.push(u32::from_le_bytes(c.try_into().expect("4 bytes")));
-                Ok(())
-            },
-        )?;
         stats_bytes.extend_from_slice(&chunk[section(crcs_end, total)]);
         pos += n as u64;
     }
@@ -343,6 +335,12 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         ));
     }
     check_coverage(&header, &regions, &runs, footer.index_offset)?;
+    let page_crcs = read_page_crcs(
+        src,
+        footer.index_offset + runs_end,
+        footer.page_count,
+        &mut buf,
+    )?;
     let stats = if stats_len == 0 {
         None
     } else {
@@ -360,6 +358,31 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         stats,
         footer,
     })
+}
+
+/// The `count` page CRCs at `at`, read through `buf` (the metadata checksum over them has
+/// matched; `count` is within the limits and the file).
+fn read_page_crcs(
+    src: &dyn ReadAt,
+    at: u64,
+    count: u64,
+    buf: &mut [u8],
+) -> Result<Vec<u32>, FormatError> {
+    let mut crcs = vec_for(count, at)?;
+    // The buffer held the whole trailer or 1 MiB of it: at least the table, or many CRCs.
+    let step = (buf.len() / 4 * 4) as u64;
+    let (mut pos, end) = (0u64, count * 4);
+    while pos < end {
+        let n = step.min(end - pos) as usize;
+        read_into(src, &mut buf[..n], at + pos)?;
+        crcs.extend(
+            buf[..n]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
+        );
+        pos += n as u64;
+    }
+    Ok(crcs)
 }
 
 /// Cut `bytes` (the next bytes of a table of `size`-byte records) into records for `each`,

@@ -3,17 +3,21 @@
 //! header claimed 2^32 regions.
 
 use ickpt_format::{
-    crc, limits, read_meta, Footer, Header, Kind, ReadAt, RegionEntry, VersionLayout, FOOTER_LEN,
-    FORMAT_VERSION, HEADER_LEN, STATS_LEN,
+    crc, limits, read_meta, Footer, Header, Kind, ReadAt, RegionEntry, Run, VersionLayout,
+    FOOTER_LEN, FORMAT_VERSION, HEADER_LEN, STATS_LEN,
 };
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 mod common;
 use common::{full_version, PS, STORE};
 
-/// A sparse file: `head` at offset 0, `tail` ending at `len`, zeros between (as a file
-/// system reads a hole), without holding the hole in memory.
+/// A sparse file: `head` at offset 0, `mid.1` at `mid.0`, `tail` ending at `len`, zeros
+/// between (as a file system reads a hole), without holding the hole in memory.
 struct Sparse {
     head: Vec<u8>,
+    mid: (u64, Vec<u8>),
     tail: Vec<u8>,
     len: u64,
     /// Bytes the reader asked for: the work a crafted file made it do.
@@ -27,20 +31,46 @@ impl ReadAt for Sparse {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         self.read.set(self.read.get() + buf.len() as u64);
+        buf.fill(0);
         let tail_at = self.len - self.tail.len() as u64;
-        for (i, b) in buf.iter_mut().enumerate() {
-            let at = offset + i as u64;
-            *b = if at < self.head.len() as u64 {
-                self.head[at as usize]
-            } else if at >= tail_at {
-                self.tail[(at - tail_at) as usize]
-            } else {
-                0
-            };
+        for (at, piece) in [
+            (0, &self.head),
+            (self.mid.0, &self.mid.1),
+            (tail_at, &self.tail),
+        ] {
+            let (lo, hi) = (offset.max(at), end.min(at + piece.len() as u64));
+            if lo < hi {
+                buf[(lo - offset) as usize..(hi - offset) as usize]
+                    .copy_from_slice(&piece[(lo - at) as usize..(hi - at) as usize]);
+            }
         }
         Ok(())
     }
 }
+
+/// Heap bytes in use, and the most since the last `reset_peak`: what a crafted file made
+/// the reader hold (other tests of this binary allocate little meanwhile).
+struct Counting;
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; the counters are plain atomics.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let now = IN_USE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        // SAFETY: the caller's layout contract is passed on.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        IN_USE.fetch_sub(l.size(), Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 fn header(region_count: u32) -> Header {
     Header {
@@ -74,6 +104,7 @@ fn sparse(h: &Header, footer: Footer) -> Sparse {
     );
     Sparse {
         head,
+        mid: (0, Vec::new()),
         tail,
         len: footer.file_length,
         read: std::cell::Cell::new(0),
@@ -193,4 +224,38 @@ fn a_region_length_whose_end_overflows_is_refused() {
     f.extend_from_slice(&l.trailer());
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert_eq!(e.offset(), Some(HEADER_LEN as u64 + 16), "{e}");
+}
+
+#[test]
+fn a_page_crc_table_left_as_a_hole_is_refused_without_being_held() {
+    // Outside testing: one real run of the largest size, its data and page-CRC table holes
+    // (1.1 TB claimed): any four bytes are a CRC, so the table grew to 1 GiB before the
+    // metadata checksum refused the file. It is now only checksummed until that matches.
+    let h = header(1);
+    let pages = limits::MAX_PAGES;
+    let index_offset = h.data_offset + pages * PS as u64;
+    let len = index_offset + 24 + pages * 4 + STATS_LEN as u64 + FOOTER_LEN as u64;
+    let mut f = sparse(
+        &h,
+        Footer {
+            index_offset,
+            run_count: 1,
+            page_count: pages,
+            file_length: len,
+            meta_crc: 1,
+        },
+    );
+    let run = Run {
+        region_index: 0,
+        page_count: pages as u32,
+        first_page: 0,
+        data_offset: h.data_offset,
+    };
+    f.mid = (index_offset, run.encode().to_vec());
+    let before = IN_USE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    let e = read_meta(&f, len).unwrap_err();
+    assert!(e.to_string().contains("metadata checksum mismatch"), "{e}");
+    let held = PEAK.load(Ordering::Relaxed).saturating_sub(before);
+    assert!(held < 64 << 20, "the reader held {held} bytes");
 }
