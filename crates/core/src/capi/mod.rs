@@ -40,20 +40,9 @@ pub extern "C" fn ickpt_config_init_sized(cfg: *mut ickpt_config, size: usize) -
             return Err(Error::Null { what: "cfg" });
         }
         check_config_size(size)?;
-        let d = default_config();
-        let known = std::mem::size_of::<ickpt_config>();
-        let bytes = cfg.cast::<u8>();
-        // SAFETY: by contract `cfg` points to `size` writable bytes; the copy stays within
-        // both them and `d`, and the zeroed tail within them.
+        // SAFETY: by contract `cfg` points to `size` writable bytes.
         unsafe {
-            std::ptr::copy_nonoverlapping(
-                (&d as *const ickpt_config).cast::<u8>(),
-                bytes,
-                size.min(known),
-            );
-            if size > known {
-                std::ptr::write_bytes(bytes.add(known), 0, size - known);
-            }
+            write_sized(&default_config(), cfg, size);
             std::ptr::addr_of_mut!((*cfg).struct_size).write(size as u32);
         }
         Ok(())
@@ -496,23 +485,28 @@ pub extern "C" fn ickpt_get_phases_sized(out: *mut ickpt_phases, size: usize) ->
         let last = with_engine(&ENGINE, |e| {
             e.stats().last_checkpoint.ok_or_else(|| no_checkpoint(e))
         })?;
-        let p = ickpt_phases::from(&last);
-        let known = std::mem::size_of::<ickpt_phases>();
-        let bytes = out.cast::<u8>();
-        // SAFETY: by contract `out` points to `size` writable bytes; the copy stays within
-        // both them and `p`, and the zeroed tail within them.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                (&p as *const ickpt_phases).cast::<u8>(),
-                bytes,
-                size.min(known),
-            );
-            if size > known {
-                std::ptr::write_bytes(bytes.add(known), 0, size - known);
-            }
-        }
+        // SAFETY: by contract `out` points to `size` writable bytes.
+        unsafe { write_sized(&ickpt_phases::from(&last), out, size) };
         Ok(())
     })
+}
+
+/// Write `v` into a caller's struct of `size` bytes at `out` (ABI rule 7): the bytes both
+/// have, then zeros for fields a newer header has past this library's.
+///
+/// # Safety
+/// `out` points to `size` writable bytes.
+unsafe fn write_sized<T: Copy>(v: &T, out: *mut T, size: usize) {
+    let known = std::mem::size_of::<T>();
+    let bytes = out.cast::<u8>();
+    // SAFETY: the copy stays within both `v` and the caller's `size` bytes, and the zeroed
+    // tail within the latter.
+    unsafe {
+        std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), bytes, size.min(known));
+        if size > known {
+            std::ptr::write_bytes(bytes.add(known), 0, size - known);
+        }
+    }
 }
 
 /// The message of the last failed call on this thread ("" if none). Valid until the next
