@@ -110,7 +110,7 @@ impl Engine {
                 ended_after += m.unseen;
             };
             if let Err(e) = self.tracker.collect(tr, guard, &mut bits, &mut mark) {
-                failed = Some((super::region_error(tr, e), tr, bits));
+                failed = Some((super::region_error(tr, e), tr, bits, guard));
                 break;
             }
             regions.push(Scheduled {
@@ -120,7 +120,7 @@ impl Engine {
                 guard,
             });
         }
-        if let Some((e, tr, bits)) = failed {
+        if let Some((e, tr, bits, guard)) = failed {
             committer::unschedule(
                 &self.protocol,
                 st.regions.values().map(|s| &*s.tr),
@@ -131,8 +131,9 @@ impl Engine {
             // After the gate: release may allocate (a writer held there may hold malloc's lock).
             // The failed region too: every collect is followed by a release, so no region is
             // left fenced (each write a signal) until the next checkpoint.
-            for r in regions.iter().map(|r| &r.tr).chain([tr]) {
-                self.tracker.release(r);
+            let collected = regions.iter().map(|r| (&r.tr, r.guard));
+            for (r, guard) in collected.chain([(tr, guard)]) {
+                self.tracker.release(r, guard);
             }
             return Err(e.into());
         }

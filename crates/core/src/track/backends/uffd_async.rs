@@ -104,12 +104,13 @@ impl Tracker for UffdAsyncTracker {
         if let Some(done) = self.regions.collect_common(r, out, before_rearm) {
             return done;
         }
-        if guard == Guard::Check {
+        if guard != Guard::Fence {
             // No fence: whether a write reached a collected page before the commit copied it
-            // is asked afterwards (`unwritten_since_collect`). A whole-region mprotect is
-            // 5-10 ms per 256 MiB each way, most of a small sync checkpoint (issue 11).
+            // is asked afterwards (`unwritten_since_collect`), or no commit needs the pages
+            // (a restore). A whole-region mprotect is 5-10 ms per 256 MiB each way, most of a
+            // small sync checkpoint (issue 11).
             let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
-            if !Self::take_unarmed(r) {
+            if !Self::take_unarmed(r) && guard == Guard::Check {
                 r.dirty.count_faults(written);
             }
             return Ok(());
@@ -117,7 +118,6 @@ impl Tracker for UffdAsyncTracker {
         // Fence first: from here a write by any other thread traps and waits at the gate, so
         // none lands between the scan and the page states the commit sets below.
         let faults_before = r.dirty.faults();
-        r.fenced.store(true, Ordering::SeqCst);
         r.mem
             .protect(Protection::Tracked)
             .map_err(TrackError::Protect)?;
@@ -167,12 +167,9 @@ impl Tracker for UffdAsyncTracker {
         false
     }
 
-    fn release(&self, r: &TrackedRegion) {
+    fn release(&self, r: &TrackedRegion, guard: Guard) {
         // Only a fenced collect raised anything; a forked child's is the parent's to lift.
-        if !r.fenced.swap(false, Ordering::SeqCst)
-            || r.tracked_by_protection()
-            || self.regions.forked()
-        {
+        if guard != Guard::Fence || r.tracked_by_protection() || self.regions.forked() {
             return;
         }
         // An edge page shared with a neighbour that page protection tracks stays fenced: its
@@ -193,24 +190,6 @@ impl Tracker for UffdAsyncTracker {
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         self.regions.open_for_restore(r)
-    }
-
-    /// The scan alone write-protects the restored pages again. `collect`'s fence exists for a
-    /// commit's Scheduled pages, and a restore schedules none: fencing and lifting the whole
-    /// region cost 20-28 ms per 256 MiB of restore (issue 11).
-    fn rearm_after_restore(
-        &self,
-        r: &TrackedRegion,
-        out: &mut Vec<u64>,
-        before_rearm: &mut dyn FnMut(&[u64]),
-    ) -> Result<(), TrackError> {
-        if let Some(done) = self.regions.collect_common(r, out, before_rearm) {
-            return done;
-        }
-        // The restore's own writes: not first writes of an epoch, so no fault is counted.
-        Self::take_written(r, &self.scanner, out, before_rearm)?;
-        Self::take_unarmed(r);
-        Ok(())
     }
 
     fn handler_intact(&self) -> Result<bool, TrackError> {

@@ -37,9 +37,6 @@ pub struct TrackedRegion {
     /// Attached unarmed and not collected since (uffd-async: its first scan reports every
     /// present page, which were no first writes of an epoch).
     pub(in crate::track) unarmed: AtomicBool,
-    /// uffd-async: a commit's collect fenced it with page protection, which its release
-    /// lifts (a collect under `Guard::Check` raises none).
-    pub(in crate::track) fenced: AtomicBool,
 }
 
 impl TrackedRegion {
@@ -67,7 +64,6 @@ impl TrackedRegion {
             protocol,
             mech: AtomicU8::new(0),
             unarmed: AtomicBool::new(false),
-            fenced: AtomicBool::new(false),
         })
     }
 

@@ -167,7 +167,7 @@ impl<'a> Drain<'a> {
     fn release(&self) -> (AccessCounts, u64) {
         let ended = self.protocol.end_commit();
         for r in self.regions {
-            self.tracker.release(&r.tr);
+            self.tracker.release(&r.tr, r.guard);
         }
         ended
     }
