@@ -20,7 +20,7 @@ pub use layout::{
     STATS_LEN_V2,
 };
 pub use reader::{read_each_piece, read_meta, Piece, ReadAt, VersionMeta};
-pub use verify::{verify_data, VerifyProgress};
+pub use verify::{check_pages, verify_data, VerifyProgress};
 pub use writer::{NewVersion, VersionLayout};
 
 /// CRC-32C (Castagnoli), hardware-accelerated where the CPU has it.

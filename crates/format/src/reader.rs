@@ -159,9 +159,10 @@ fn read_into(src: &dyn ReadAt, buf: &mut [u8], offset: u64) -> Result<(), Format
 /// Read and check header, region table, index, page-CRC table, commit stats and footer.
 ///
 /// Every count is checked against the file's size and [`limits`](crate::limits) before it
-/// is used; the region table (at most 32 MiB) is read whole, the index and page-CRC table
-/// stream through a 1 MiB buffer and grow entry by entry as each entry passes its checks, so
-/// memory follows valid bytes that are really in the file, not the counts it claims.
+/// is used; the region table (at most 32 MiB) is read whole, the trailer streams through a
+/// 1 MiB buffer: the run index grows entry by entry as each entry passes its checks, and the
+/// page-CRC table is read into memory only once the metadata checksum has matched, so memory
+/// follows valid bytes that are really in the file, not the counts it claims.
 /// Allocations the system refuses become errors, never aborts.
 pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatError> {
     let short = |need: usize| {
@@ -300,6 +301,9 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     let total = meta_end - footer.index_offset;
     let mut buf = vec![0u8; CHUNK.min(total) as usize];
     let mut pos = 0u64;
+    // The CRC table's own checksum, so its second read is checked against what the
+    // metadata checksum covered.
+    let mut table_crc = 0u32;
     while pos < total {
         let n = CHUNK.min(total - pos) as usize;
         let chunk = &mut buf[..n];
@@ -316,6 +320,7 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
             &chunk[section(0, runs_end)],
             |e| on_run(e, &mut runs),
         )?;
+        table_crc = crate::crc_append(table_crc, &chunk[section(runs_end, crcs_end)]);
         stats_bytes.extend_from_slice(&chunk[section(crcs_end, total)]);
         pos += n as u64;
     }
@@ -335,11 +340,12 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         ));
     }
     check_coverage(&header, &regions, &runs, footer.index_offset)?;
+    drop(buf);
     let page_crcs = read_page_crcs(
         src,
         footer.index_offset + runs_end,
         footer.page_count,
-        &mut buf,
+        table_crc,
     )?;
     let stats = if stats_len == 0 {
         None
@@ -360,27 +366,35 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     })
 }
 
-/// The `count` page CRCs at `at`, read through `buf` (the metadata checksum over them has
-/// matched; `count` is within the limits and the file).
+/// The `count` page CRCs at `at` (the metadata checksum over them has matched; `count` is
+/// within the limits and the file), which must checksum to `expected` as they did then: a
+/// file changed between the two reads is refused, never trusted unchecked.
 fn read_page_crcs(
     src: &dyn ReadAt,
     at: u64,
     count: u64,
-    buf: &mut [u8],
+    expected: u32,
 ) -> Result<Vec<u32>, FormatError> {
+    const STEP: u64 = 64 << 10;
     let mut crcs = vec_for(count, at)?;
-    // The buffer held the whole trailer or 1 MiB of it: at least the table, or many CRCs.
-    let step = (buf.len() / 4 * 4) as u64;
-    let (mut pos, end) = (0u64, count * 4);
+    let mut buf = vec![0u8; STEP.min(count * 4) as usize];
+    let (mut pos, end, mut computed) = (0u64, count * 4, 0u32);
     while pos < end {
-        let n = step.min(end - pos) as usize;
+        let n = STEP.min(end - pos) as usize;
         read_into(src, &mut buf[..n], at + pos)?;
+        computed = crate::crc_append(computed, &buf[..n]);
         crcs.extend(
             buf[..n]
                 .chunks_exact(4)
                 .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))),
         );
         pos += n as u64;
+    }
+    if computed != expected {
+        return Err(FormatError::corrupt(
+            at,
+            "page checksum table changed while the file was read",
+        ));
     }
     Ok(crcs)
 }

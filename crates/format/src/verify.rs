@@ -28,23 +28,43 @@ pub fn verify_data(
                 offset,
                 source: Arc::new(e),
             })?;
-            for (i, data) in b.chunks_exact(ps).enumerate() {
-                let stored = crcs[page + i];
-                let computed = crate::crc(data);
-                if stored != computed {
-                    return Err(FormatError::corrupt(
-                        offset + (i * ps) as u64,
-                        format!(
-                            "page {} of region {} fails its checksum (stored {stored:08x}, computed {computed:08x})",
-                            run.first_page + (page + i) as u64,
-                            meta.regions[run.region_index as usize].id
-                        ),
-                    ));
-                }
-            }
+            check_pages(
+                b,
+                ps,
+                &crcs[page..page + n],
+                offset,
+                run.first_page + page as u64,
+                meta.regions[run.region_index as usize].id,
+            )?;
             page += n;
             done += (n * ps) as u64;
             progress(done, total);
+        }
+    }
+    Ok(())
+}
+
+/// Check consecutive pages of one region against their stored CRCs: `bytes` holds them,
+/// read from file offset `offset`, the first being page `first_page` of region `region_id`.
+/// The one check `verify` and a restore share, so "verify OK" means a restore reads the same.
+pub fn check_pages(
+    bytes: &[u8],
+    ps: usize,
+    crcs: &[u32],
+    offset: u64,
+    first_page: u64,
+    region_id: u64,
+) -> Result<(), FormatError> {
+    for (i, (data, &stored)) in bytes.chunks_exact(ps).zip(crcs).enumerate() {
+        let computed = crate::crc(data);
+        if stored != computed {
+            return Err(FormatError::corrupt(
+                offset + (i * ps) as u64,
+                format!(
+                    "page {} of region {region_id} fails its checksum (stored {stored:08x}, computed {computed:08x})",
+                    first_page + i as u64
+                ),
+            ));
         }
     }
     Ok(())

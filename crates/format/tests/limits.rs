@@ -259,3 +259,54 @@ fn a_page_crc_table_left_as_a_hole_is_refused_without_being_held() {
     let held = PEAK.load(Ordering::Relaxed).saturating_sub(before);
     assert!(held < 64 << 20, "the reader held {held} bytes");
 }
+
+/// A file whose bytes change between reads: the page-CRC table, read once under the metadata
+/// checksum and again into memory, must not be taken unchecked the second time.
+struct Changing {
+    bytes: Vec<u8>,
+    /// Where the CRC table starts, and how many reads have covered it so far.
+    table_at: u64,
+    table_reads: std::cell::Cell<u32>,
+}
+
+impl ReadAt for Changing {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let at = offset as usize;
+        buf.copy_from_slice(&self.bytes[at..at + buf.len()]);
+        let covers = offset <= self.table_at && self.table_at < offset + buf.len() as u64;
+        if covers {
+            self.table_reads.set(self.table_reads.get() + 1);
+            if self.table_reads.get() == 2 {
+                buf[(self.table_at - offset) as usize] ^= 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn a_page_crc_table_that_changes_between_reads_is_refused() {
+    let mut l = VersionLayout::new(full_version(), common::two_regions(1));
+    let mut data = Vec::new();
+    for (region, page) in [(0u32, 0u64), (0, 1), (1, 0)] {
+        let bytes = vec![region as u8 + page as u8; PS];
+        l.push_page(region, page, crc(&bytes));
+        data.extend_from_slice(&bytes);
+    }
+    let mut f = l.prefix();
+    f.extend_from_slice(&data);
+    let index_offset = f.len() as u64;
+    f.extend_from_slice(&l.trailer());
+    let runs = read_meta(&f, f.len() as u64).unwrap().runs.len() as u64;
+    let changing = Changing {
+        table_at: index_offset + runs * 24,
+        bytes: f,
+        table_reads: std::cell::Cell::new(0),
+    };
+    let e = read_meta(&changing, changing.bytes.len() as u64).unwrap_err();
+    assert!(
+        e.to_string().contains("changed while the file was read"),
+        "{e}"
+    );
+    assert_eq!(changing.table_reads.get(), 2);
+}

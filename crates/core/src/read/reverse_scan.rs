@@ -498,19 +498,10 @@ impl Window<'_> {
                 &staging[staged.clone()]
             };
             let region = cx.live[g.li].expect("pages of live regions only");
-            for (k, page_bytes) in bytes.chunks_exact(cx.ps).enumerate() {
-                let stored = cx.crcs[g.crc_at + k];
-                let computed = ickpt_format::crc(page_bytes);
-                if computed != stored {
-                    return Err(ReadError::format(cx.file, FormatError::Corrupt {
-                        offset: offset + (k * cx.ps) as u64,
-                        what: format!(
-                            "page {} of region {} fails its checksum (stored {stored:08x}, computed {computed:08x})",
-                            g.page + k as u64, region.id
-                        ),
-                    }).into());
-                }
-            }
+            let npages = bytes.len() / cx.ps;
+            let crcs = &cx.crcs[g.crc_at..g.crc_at + npages];
+            ickpt_format::check_pages(bytes, cx.ps, crcs, offset, g.page, region.id)
+                .map_err(|e| ReadError::format(cx.file, e))?;
             if g.direct {
                 continue;
             }
