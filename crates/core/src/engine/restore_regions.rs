@@ -71,13 +71,11 @@ impl Engine {
         let memory = targets
             .iter()
             .map(|tr| {
-                // SAFETY: the region's bytes, which `protect`'s caller vouched are this
-                // process's memory, mapped until unprotected (which waits for the engine lock
-                // held here), with no Rust reference to them while ickpt copies into them;
-                // writable after open_for_restore. One slice per region, and regions never
-                // overlap (the registry refuses it), so these slices are disjoint; they end
-                // with the scan.
-                Some(unsafe { std::slice::from_raw_parts_mut(tr.user_ptr as *mut u8, tr.user_len) })
+                // SAFETY: writable after open_for_restore; mapped until unprotected, which waits
+                // for the engine lock held here. One slice per region, and regions never
+                // overlap (the registry refuses it), so these slices are disjoint; no other
+                // reference to the bytes exists, and the slices end with the scan.
+                Some(unsafe { tr.covering().bytes_mut(tr.page_offset(), tr.user_len) })
             })
             .collect();
         let report = reverse_scan::<RestoreError>(

@@ -84,15 +84,17 @@ impl TrackedPages {
         unsafe { copy_out(dst, self.base + offset) }
     }
 
-    /// Copy `src` to byte `offset` of these pages, which must be writable now.
-    pub fn copy_in(&self, offset: usize, src: &[u8]) {
-        assert!(offset
-            .checked_add(src.len())
-            .is_some_and(|end| end <= self.len));
-        // SAFETY: in bounds (asserted) of pages the maker vouched are ours, mapped, and not
-        // borrowed by Rust code while ickpt copies into them; `src` is not among them (a
-        // reference to them could not exist).
-        unsafe { copy_in(self.base + offset, src) }
+    /// The `len` bytes at byte `offset` of these pages, to write into (a restore).
+    ///
+    /// # Safety
+    /// They must be writable now, and no other reference to any of them may exist while the
+    /// slice lives (the maker vouched they are mapped and ickpt's to touch).
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn bytes_mut(&self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len));
+        // SAFETY: in bounds (asserted) of mapped pages; writable and unaliased by the
+        // caller's contract.
+        unsafe { std::slice::from_raw_parts_mut((self.base + offset) as *mut u8, len) }
     }
 
     /// Whether every page is still mapped.
@@ -240,16 +242,6 @@ pub fn advise(addr: usize, len: usize, advice: Advice) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Copy `src` into application memory at `dst` (see [`TrackedPages::copy_in`]).
-///
-/// # Safety
-/// `dst..dst+src.len()` must be writable memory the application handed to ickpt, and not
-/// overlap `src`.
-unsafe fn copy_in(dst: usize, src: &[u8]) {
-    // SAFETY: the caller guarantees the destination is valid, writable and disjoint.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) }
 }
 
 /// Copy application memory at `src` into `dst` (see [`TrackedPages::copy_out`]).

@@ -103,13 +103,10 @@ impl TrackedRegion {
         self.mem.copy_out(page * page_size(), dst);
     }
 
-    /// Copy `src` to byte `offset` of the region (not of its first page), which must be
-    /// writable now (`Tracker::open_for_restore`). Bytes outside the region are refused.
-    pub fn copy_in(&self, offset: usize, src: &[u8]) {
-        assert!(offset
-            .checked_add(src.len())
-            .is_some_and(|end| end <= self.user_len));
-        self.mem.copy_in(self.page_offset() + offset, src);
+    /// The covering pages, for a restore to write into (`TrackedPages::bytes_mut`, once
+    /// `Tracker::open_for_restore` made them writable).
+    pub fn covering(&self) -> &TrackedPages {
+        &self.mem
     }
 
     /// Mappings the fault handler writes on this region's behalf; none may be protected.
