@@ -228,11 +228,10 @@ pub(super) fn run(job: Job) -> Outcome {
 /// Whether no page of a region collected under `Guard::Check` was written before the commit
 /// had copied it (a failed scan counts as written: the fenced retry is always right).
 fn unwritten_since_collect(regions: &[Scheduled], tracker: &dyn Tracker) -> bool {
-    regions.iter().filter(|r| r.guard == Guard::Check).all(|r| {
-        tracker
-            .unwritten_since_collect(&r.tr, &r.bits, r.whole)
-            .unwrap_or(false)
-    })
+    regions
+        .iter()
+        .filter(|r| r.guard == Guard::Check)
+        .all(|r| tracker.unwritten_since_collect(&r.tr).unwrap_or(false))
 }
 
 /// Most pages one batch holds (a batch of 4 KiB pages).

@@ -113,6 +113,8 @@ impl Engine {
                 failed = Some((super::region_error(tr, e), tr, bits, guard));
                 break;
             }
+            let last = ri + 1 == st.regions.len();
+            crate::track::test_pause::after_collect(tr.id, last);
             regions.push(Scheduled {
                 tr: tr.clone(),
                 bits,
@@ -190,14 +192,16 @@ impl Engine {
 
     /// How `tr`'s collect keeps other threads' writes out of its pages until the commit has
     /// them. An async commit runs beside the application: a fence. A sync one checks after
-    /// the copy instead, except where a write is likely anyway, which would make it commit
-    /// twice: a region on this thread's stack (the commit's own frames write there), or one
-    /// so small that its fence costs nothing (it may share a page with ickpt's own heap).
+    /// the copy instead (any write to the region then means a retry), except where the
+    /// commit itself is likely to write, which would make it commit twice: a region on this
+    /// thread's stack (the commit's own frames), or one sharing a page with memory outside
+    /// it (the allocator's, whose metadata the commit's own allocations write).
     fn guard_for(&self, tr: &TrackedRegion, fence_all: bool) -> Guard {
-        const FENCE_UP_TO_PAGES: usize = 16;
+        let ps = page_size();
+        let shares_a_page = tr.page_offset() != 0 || (tr.page_offset() + tr.user_len) % ps != 0;
         if fence_all
             || self.cfg.mode == CommitMode::Async
-            || tr.npages <= FENCE_UP_TO_PAGES
+            || shares_a_page
             || track::on_this_stack((tr.base(), tr.span_end()))
         {
             Guard::Fence

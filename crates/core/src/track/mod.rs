@@ -93,6 +93,8 @@ pub enum TrackError {
     OwnAlloc(#[source] std::io::Error),
     #[error("changing page protection failed: {0}")]
     Protect(#[source] std::io::Error),
+    #[error("the memory is no longer mapped")]
+    Unmapped,
     #[error("installing the SIGSEGV handler failed: {0}")]
     Signal(#[source] std::io::Error),
     #[error("this engine belongs to the parent process; a forked child must start its own")]
@@ -145,16 +147,14 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError>;
-    /// After a commit collected `r` with [`Guard::Check`] and copied its pages: whether none
-    /// of the pages it stored (`bits`, or every page when `whole`) was written since the
-    /// collect. False means the version may hold a page newer than the others and must not
-    /// be committed. Backends that intercept every write answer true.
-    fn unwritten_since_collect(
-        &self,
-        _r: &TrackedRegion,
-        _bits: &[u64],
-        _whole: bool,
-    ) -> Result<bool, TrackError> {
+    /// After a commit collected `r` with [`Guard::Check`] and copied its pages: whether no
+    /// page of `r` was written since the collect. Any page, not only those the version
+    /// stores: regions are collected one after another (and a scan walks its region in
+    /// address order), so a write the version leaves out (a page clean when scanned) may
+    /// precede, in the writer's order, a write it holds (a page scanned later); only no write
+    /// at all makes the version one instant. Backends that intercept every write answer
+    /// true.
+    fn unwritten_since_collect(&self, _r: &TrackedRegion) -> Result<bool, TrackError> {
         Ok(true)
     }
     /// Called once per checkpoint with the gate closed, before its regions are collected:

@@ -13,7 +13,6 @@ use crate::sys::mem::Protection;
 use crate::sys::page_size;
 use crate::sys::userfault::Userfault;
 use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
-use crate::track::memory::bitmap;
 use crate::track::memory::region::TrackedRegion;
 use crate::track::memory::registry;
 use crate::track::{Backend, Guard, TrackError, Tracker};
@@ -108,7 +107,11 @@ impl Tracker for UffdAsyncTracker {
             // No fence: whether a write reached a collected page before the commit copied it
             // is asked afterwards (`unwritten_since_collect`), or no commit needs the pages
             // (a restore). A whole-region mprotect is 5-10 ms per 256 MiB each way, most of a
-            // small sync checkpoint (issue 11).
+            // small sync checkpoint (issue 11). The scan passes over an unmapped range
+            // silently, where the fence's mprotect failed: ask.
+            if !r.still_mapped() {
+                return Err(TrackError::Unmapped);
+            }
             let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
             if !Self::take_unarmed(r) && guard == Guard::Check {
                 r.dirty.count_faults(written);
@@ -143,23 +146,16 @@ impl Tracker for UffdAsyncTracker {
 
     /// Scans without write-protecting: the pages written since the collect are exactly those
     /// the kernel shows writable again.
-    fn unwritten_since_collect(
-        &self,
-        r: &TrackedRegion,
-        bits: &[u64],
-        whole: bool,
-    ) -> Result<bool, TrackError> {
+    fn unwritten_since_collect(&self, r: &TrackedRegion) -> Result<bool, TrackError> {
         if r.tracked_by_protection() {
             return Ok(true);
         }
         self.regions.check_owner()?;
-        let mut clash = false;
+        let mut written = false;
         self.scanner
-            .each_written(r, |lo, hi| {
-                clash |= whole || bitmap::next_set(bits, lo, hi).is_some();
-            })
+            .each_written(r, |_, _| written = true)
             .map_err(TrackError::Userfault)?;
-        Ok(!clash)
+        Ok(!written)
     }
 
     /// Only writes through the fence (during a commit) do.

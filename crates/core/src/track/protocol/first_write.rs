@@ -400,6 +400,29 @@ pub mod test_pause {
     pub(crate) fn waiting_for_handlers() {
         let _ = STATE.compare_exchange(PAUSED, DRAINING, SeqCst, SeqCst);
     }
+
+    /// A function a checkpoint calls once, with the region's id, after it has collected a
+    /// region (gate closed): tests place another thread's writes between two regions'
+    /// collects there. 0: none.
+    static AFTER_COLLECT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// The next checkpoint calls `f` after collecting each region, then forgets it.
+    pub fn after_next_collects(f: fn(u64)) {
+        AFTER_COLLECT.store(f as usize, SeqCst);
+    }
+
+    pub(crate) fn after_collect(id: u64, last: bool) {
+        let f = if last {
+            AFTER_COLLECT.swap(0, SeqCst)
+        } else {
+            AFTER_COLLECT.load(SeqCst)
+        };
+        if f != 0 {
+            // SAFETY: only `after_next_collects` stores a non-zero value: a `fn(u64)`.
+            let f: fn(u64) = unsafe { std::mem::transmute::<usize, fn(u64)>(f) };
+            f(id);
+        }
+    }
 }
 
 #[cfg(test)]
