@@ -5,7 +5,7 @@
 //! ICKPT_ASYNC_ROUNDS sets the number of random rounds (default 24).
 
 mod common;
-use common::hook_store::{gated_store, set_gate, HookStore};
+use common::hook_store::{gated_store, HookStore};
 use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::read::catalog;
@@ -225,8 +225,9 @@ fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
 /// one, then the rest by address. The next version's order learns from that epoch.
 fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
     let dir = scratch_dir("async-order");
-    let (store, closed) = gated_store(&dir);
+    let (store, gate) = gated_store(&dir);
     let e = Engine::with_store(async_config(&dir, 1, order), store).unwrap();
+    let _open = gate.open_on_drop();
     let mut buf = Buf::new(8 * PS);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
@@ -235,7 +236,7 @@ fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
     e.wait().unwrap();
     buf.slice_mut().fill(2);
 
-    set_gate(&closed, true);
+    gate.set(true);
     let v2 = e.checkpoint().unwrap().version;
     let base = buf.ptr as usize;
     // SAFETY: inside `buf`; page 4 is scheduled and a slot is free: it is copied aside.
@@ -244,7 +245,7 @@ fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
         // SAFETY: inside `buf`; no slot is left, so this write waits for the committer.
         s.spawn(|| unsafe { ((base + 6 * PS) as *mut u8).write_volatile(3) });
         common::spin_until("a writer waiting for the committer", || e.writers_waiting());
-        set_gate(&closed, false);
+        gate.set(false);
     });
     let done = e.wait().unwrap().unwrap();
     assert_eq!(done.version, v2);
@@ -299,8 +300,9 @@ fn address_order_still_takes_the_waited_page_and_copies_first() {
 #[test]
 fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
     let dir = scratch_dir("async-shared");
-    let (store, closed) = gated_store(&dir);
+    let (store, gate) = gated_store(&dir);
     let e = Engine::with_store(async_config(&dir, 1, FlushOrder::Address), store).unwrap();
+    let _open = gate.open_on_drop();
     let buf = Buf::new(2 * PS);
     let base = buf.ptr as usize;
     // A covers pages 0 and 1; B lies inside page 1.
@@ -317,7 +319,7 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
     e.wait().unwrap();
     w(PS + 60, 1);
     w(PS + 250, 1);
-    set_gate(&closed, true);
+    gate.set(true);
     let v = e.checkpoint().unwrap().version;
     std::thread::scope(|s| {
         // One slot: B's copy of page 1 takes it, A's must wait for the committer.
@@ -325,7 +327,7 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
         common::spin_until("a writer waiting for the committer", || e.writers_waiting());
         // Issued while the first writer waits; must not land in version v.
         s.spawn(|| w(PS + 60, 0xEE));
-        set_gate(&closed, false);
+        gate.set(false);
     });
     e.wait().unwrap();
     e.restore(v).unwrap();

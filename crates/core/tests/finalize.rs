@@ -17,7 +17,7 @@ const PS: usize = 4096;
 #[test]
 fn the_engine_waits_for_a_handler_leaving_its_epoch() {
     // A hang is a failure, not a stuck test run.
-    common::watchdog("finalize", 120);
+    let _watchdog = common::watchdog("finalize", 120);
     let buf = Arc::new(Buf::new(4 * PS));
     // Page 0 is held by another engine: with a userfaultfd backend, the engine under test
     // cannot register it (EBUSY) and tracks its region by page protection, whose faults reach

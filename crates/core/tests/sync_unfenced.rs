@@ -5,13 +5,11 @@
 //! checkpoint call, never a mix of older and newer pages.
 
 mod common;
-use common::hook_store::{set_gate, HookStore};
+use common::hook_store::gated_store;
 use common::{scratch_dir, Buf, StopOnDrop};
-use ickpt::store::{DirStore, Store};
 use ickpt::track::Backend;
 use ickpt::{Config, Engine};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 const PS: usize = 4096;
 /// More pages than a sync commit fences anyway (small regions are always fenced).
@@ -29,20 +27,9 @@ fn unfenced(b: Backend) -> bool {
 /// version has the new byte). Never a failure, never a version that mixes the two.
 #[test]
 fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
-    common::watchdog("a_write_during_an_unfenced_sync_commit", 120);
     let dir = scratch_dir("sync-unfenced-race");
-    let gate = Arc::new((Mutex::new(true), Condvar::new()));
-    let entered = Arc::new(AtomicUsize::new(0));
-    let (g, n) = (gate.clone(), entered.clone());
-    let hook = move || {
-        n.fetch_add(1, Ordering::SeqCst);
-        let (m, cv) = &*g;
-        drop(cv.wait_while(m.lock().unwrap(), |closed| *closed).unwrap());
-    };
-    let store: Arc<dyn Store> = Arc::new(HookStore {
-        inner: DirStore::open_write(&dir).unwrap(),
-        hook: Arc::new(hook),
-    });
+    let (store, gate) = gated_store(&dir);
+    gate.set(true);
     let mut c = Config::new(&dir);
     c.cow_bytes = 16 * PS;
     let e = Engine::with_store(c, store).unwrap();
@@ -54,20 +41,12 @@ fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
 
     let info = std::thread::scope(|s| {
         // However the test fails, the commit is let go, so the scope can end.
-        struct Open<'a>(&'a (Mutex<bool>, Condvar));
-        impl Drop for Open<'_> {
-            fn drop(&mut self) {
-                set_gate(self.0, false);
-            }
-        }
-        let _open = Open(&gate);
+        let _open = gate.open_on_drop();
         let committer = s.spawn(|| e.checkpoint().unwrap());
-        common::spin_until("the commit reaching its first write", || {
-            entered.load(Ordering::SeqCst) > 0
-        });
+        common::spin_until("the commit reaching its first write", || gate.entered() > 0);
         // SAFETY: inside the protected buffer; the committer only reads it.
         unsafe { std::ptr::write_volatile((base + 40 * PS + 8) as *mut u8, 7) };
-        set_gate(&gate, false);
+        gate.set(false);
         committer.join().unwrap()
     });
 
@@ -134,7 +113,7 @@ fn quiet_sync_checkpoints_commit_once() {
 /// fenced ones), so both ways are exercised.
 #[test]
 fn versions_taken_among_writers_are_one_instant_of_memory() {
-    common::watchdog("versions_taken_among_writers", 300);
+    let _watchdog = common::watchdog("versions_taken_among_writers", 300);
     const THREADS: usize = 2;
     let dir = scratch_dir("sync-unfenced-writers");
     let mut c = Config::new(&dir);

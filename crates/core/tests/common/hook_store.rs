@@ -3,6 +3,7 @@
 
 use ickpt::store::{DirStore, Store, StoreWriter};
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// A store that runs `hook` before every write: holding a commit still at a known point
@@ -54,24 +55,61 @@ impl StoreWriter for HookWriter {
     }
 }
 
-pub type Gate = Arc<(Mutex<bool>, Condvar)>;
-
-/// A store whose writes block while the returned gate is closed.
-pub fn gated_store(dir: &std::path::Path) -> (Arc<dyn Store>, Gate) {
-    let closed: Gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let g = closed.clone();
-    let hook = move || {
-        let (m, cv) = &*g;
-        drop(cv.wait_while(m.lock().unwrap(), |closed| *closed).unwrap());
-    };
-    let store = HookStore {
-        inner: DirStore::open_write(dir).unwrap(),
-        hook: Arc::new(hook),
-    };
-    (Arc::new(store), closed)
+/// Holds a store's writes while closed: each write waits (at most the tests' wait limit,
+/// then the binary aborts naming it) until the gate opens.
+#[derive(Default)]
+pub struct Gate {
+    closed: Mutex<bool>,
+    cv: Condvar,
+    /// Writes that reached the gate, whether it was open or not.
+    entered: AtomicUsize,
 }
 
-pub fn set_gate(g: &(Mutex<bool>, Condvar), closed: bool) {
-    *g.0.lock().unwrap() = closed;
-    g.1.notify_all();
+impl Gate {
+    pub fn set(&self, closed: bool) {
+        *self.closed.lock().unwrap() = closed;
+        self.cv.notify_all();
+    }
+
+    /// Writes that reached the gate so far.
+    pub fn entered(&self) -> usize {
+        self.entered.load(Ordering::SeqCst)
+    }
+
+    /// A guard that opens the gate when dropped, also while a failed assertion unwinds, so
+    /// a commit held there goes on and the test reports its failure instead of hanging.
+    pub fn open_on_drop(&self) -> OpenOnDrop<'_> {
+        OpenOnDrop(self)
+    }
+
+    fn pass(&self) {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let (held, timeout) = self
+            .cv
+            .wait_timeout_while(self.closed.lock().unwrap(), super::wait_limit(), |c| *c)
+            .unwrap();
+        drop(held);
+        if timeout.timed_out() {
+            super::hung("the store's gate opening");
+        }
+    }
+}
+
+pub struct OpenOnDrop<'a>(&'a Gate);
+
+impl Drop for OpenOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+/// A store whose writes wait while the returned gate is closed (it starts open).
+pub fn gated_store(dir: &std::path::Path) -> (Arc<dyn Store>, Arc<Gate>) {
+    let gate = Arc::new(Gate::default());
+    let g = gate.clone();
+    let store = HookStore {
+        inner: DirStore::open_write(dir).unwrap(),
+        hook: Arc::new(move || g.pass()),
+    };
+    (Arc::new(store), gate)
 }

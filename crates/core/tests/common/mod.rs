@@ -90,17 +90,39 @@ pub fn spin_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Aborts the test binary if it is still running after `secs` seconds: for tests whose
-/// failure mode is a call that never returns.
-pub fn watchdog(what: &'static str, secs: u64) {
-    std::thread::spawn(move || {
+/// Aborts the test binary if the returned guard is still alive after `secs` seconds: for
+/// tests whose failure mode is a call that never returns. Dropping the guard (the test
+/// ended) stops it, so it never aborts a later test of the same binary.
+#[must_use = "the watchdog stops when its guard drops"]
+pub fn watchdog(what: &'static str, secs: u64) -> Watchdog {
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let thread = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(secs);
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if d.load(Ordering::SeqCst) {
+                return;
+            }
             std::thread::park_timeout(left);
         }
-        eprintln!("test hung: {what} did not finish within {secs} s");
-        std::process::abort();
+        if !d.load(Ordering::SeqCst) {
+            eprintln!("test hung: {what} did not finish within {secs} s");
+            std::process::abort();
+        }
     });
+    Watchdog { done, thread }
+}
+
+pub struct Watchdog {
+    done: std::sync::Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        self.thread.thread().unpark();
+    }
 }
 
 /// Sets its flag when dropped, also while a failed assertion unwinds: threads in a
