@@ -46,7 +46,7 @@ impl Engine {
             };
             match self.launch(&mut st, job)? {
                 Launched::Raced => (fence_all, attempt) = (true, attempt + 1),
-                Launched::Done | Launched::Running => break scheduled,
+                Launched::Started => break scheduled,
             }
         };
         match self.cfg.mode {

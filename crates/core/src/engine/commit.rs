@@ -304,6 +304,10 @@ impl<'a> Sink<'a> {
     /// released already: a writer waiting for one never waits for its checksum.
     fn flush(&mut self, layout: &mut VersionLayout) {
         let fill = std::mem::take(&mut self.fill);
+        if self.err.is_some() {
+            // Nothing more is written (a failed write, or a commit that met a write).
+            return;
+        }
         let data = std::mem::take(&mut self.buf);
         let t = Instant::now();
         for (i, page) in data[..fill].chunks_exact(self.ps).enumerate() {

@@ -11,10 +11,8 @@ const FENCED_AFTER_A_RACE: u32 = 16;
 
 /// How `launch` left a commit.
 pub(super) enum Launched {
-    /// Committed here (sync).
-    Done,
-    /// On the committer thread (async).
-    Running,
+    /// Committed here (sync), or running on the committer thread (async).
+    Started,
     /// A write raced an unfenced sync commit, which committed nothing: schedule it again
     /// with fences.
     Raced,
@@ -43,7 +41,7 @@ impl Engine {
             if let Ok(handle) = spawned {
                 tx.send(job).expect("the committer waits for its job");
                 st.pending = Some(handle);
-                return Ok(Launched::Running);
+                return Ok(Launched::Started);
             }
         }
         self.protocol.set_committer(thread::tid());
@@ -66,7 +64,7 @@ impl Engine {
         }
         match st.unreported.take() {
             Some(e) => Err(e),
-            None => Ok(Launched::Done),
+            None => Ok(Launched::Started),
         }
     }
 
