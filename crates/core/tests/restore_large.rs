@@ -5,10 +5,13 @@
 
 mod common;
 use common::{scratch_dir, Buf};
-use ickpt::format::{read_meta, VersionMeta};
+use ickpt::format::{read_meta, ReadAt, VersionMeta};
+use ickpt::store::{DirStore, Store, StoreFile, StoreId, StoreWriter};
 use ickpt::{Config, Engine, ReadError, RestoreError};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 const PS: usize = 4096;
 /// Two regions, neither starting nor ending on a page boundary: 48 MiB (of which the full
@@ -141,20 +144,115 @@ fn a_large_chain_restores_bit_identical() {
     }
 }
 
+/// A store whose files hold any read covering `held` until a read covering `after` has
+/// returned: two threads then both fail, the later window first, and the error must still
+/// name the earlier page, as one thread would.
+struct Ordered {
+    inner: DirStore,
+    held: u64,
+    after: u64,
+    after_read: Arc<AtomicBool>,
+}
+
+struct OrderedFile {
+    inner: Box<dyn StoreFile>,
+    held: u64,
+    after: u64,
+    after_read: Arc<AtomicBool>,
+}
+
+impl ReadAt for OrderedFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let end = offset + buf.len() as u64;
+        let covers = |at: u64| (offset..end).contains(&at);
+        if covers(self.held) {
+            common::spin_until("the later damaged page read", || {
+                self.after_read.load(Ordering::SeqCst)
+            });
+        }
+        let r = self.inner.read_exact_at(buf, offset);
+        if covers(self.after) {
+            self.after_read.store(true, Ordering::SeqCst);
+        }
+        r
+    }
+}
+
+impl StoreFile for OrderedFile {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+impl Store for Ordered {
+    fn describe(&self, name: &str) -> String {
+        self.inner.describe(name)
+    }
+    fn list(&self) -> std::io::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn open(&self, name: &str) -> std::io::Result<Box<dyn StoreFile>> {
+        let inner = self.inner.open(name)?;
+        Ok(Box::new(OrderedFile {
+            inner,
+            held: if name.ends_with("00001.ickpt") {
+                self.held
+            } else {
+                u64::MAX
+            },
+            after: if name.ends_with("00001.ickpt") {
+                self.after
+            } else {
+                u64::MAX
+            },
+            after_read: self.after_read.clone(),
+        }))
+    }
+    fn create(&self, name: &str) -> std::io::Result<Box<dyn StoreWriter>> {
+        self.inner.create(name)
+    }
+    fn remove(&self, name: &str) -> std::io::Result<()> {
+        self.inner.remove(name)
+    }
+    fn identity(&self) -> std::io::Result<Option<StoreId>> {
+        self.inner.identity()
+    }
+    fn set_identity(&self, id: StoreId) -> std::io::Result<()> {
+        self.inner.set_identity(id)
+    }
+}
+
 #[test]
-fn a_damaged_page_the_restore_needs_fails_it() {
+fn a_damaged_page_the_restore_needs_fails_it_naming_the_first_in_file_order() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("one CPU: the restore reads with one thread, nothing to order");
+        return;
+    }
     let dir = scratch_dir("restore-damaged");
     let (v, _) = make_chain(&dir);
     let full = 1;
     // Pages 0, 1 and 2 (mod 5) of the large region were rewritten by the increments; pages 3
     // and 4 (mod 5) only the full version holds. Damage two of them, far apart (different
-    // windows, likely different threads): the first in file order is named.
+    // windows); the read of the first is held until the second has been read, so each of
+    // the two threads fails, the later window first.
     let pages = [4099, 9219];
-    for p in pages {
-        let at = page_offset_in_file(&dir, full, 0, p as u64).unwrap();
-        flip_byte(&dir, full, at);
+    let at = pages.map(|p| page_offset_in_file(&dir, full, 0, p as u64).unwrap());
+    for a in at {
+        flip_byte(&dir, full, a);
     }
-    let (got, _) = restore(&dir, v);
+    let store = Ordered {
+        inner: DirStore::open_write(&dir).unwrap(),
+        held: at[0],
+        after: at[1],
+        after_read: Arc::new(AtomicBool::new(false)),
+    };
+    let after_read = store.after_read.clone();
+    let mut r = Regions::new();
+    let e = Engine::with_store(Config::new(&dir), Arc::new(store)).unwrap();
+    r.protect(&e);
+    let got = e.restore(v);
+    drop(e);
+    assert!(after_read.load(Ordering::SeqCst), "the later page was read");
     match got {
         Err(RestoreError::Read(ReadError::Corrupt { source, .. })) => {
             let what = source.to_string();

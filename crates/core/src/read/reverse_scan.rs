@@ -120,6 +120,8 @@ pub fn reverse_scan<E: From<ReadError>>(
                 &*reopened
             }
         };
+        // Each file is read once, front to back (a hint: readahead grows).
+        reader.advise_sequential();
         if meta.page_size() as usize != ps {
             return Err(ReadError::format(
                 &file,
