@@ -59,6 +59,8 @@ test-rust: deps
 	@echo "== auto, with the kernel features hidden (each fallback of auto)"
 	ICKPT_NO_UFFD=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
 	ICKPT_NO_PAGEMAP_SCAN=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
+	@echo "== auto, sync commits fenced as before issue 11 (ICKPT_SYNC_FENCE)"
+	ICKPT_SYNC_FENCE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test sync_unfenced --test race --test conformance --test owner_heap --test stack
 
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"

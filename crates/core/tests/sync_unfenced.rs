@@ -15,9 +15,10 @@ const PS: usize = 4096;
 /// More pages than a sync commit fences anyway (small regions are always fenced).
 const PAGES: usize = 64;
 
-/// Whether `b` takes sync commits without a fence (and so must retry some).
+/// Whether `b` takes sync commits without a fence (and so must retry some): uffd-async,
+/// unless `ICKPT_SYNC_FENCE=1` fences them.
 fn unfenced(b: Backend) -> bool {
-    b == Backend::UffdAsync
+    b == Backend::UffdAsync && std::env::var_os("ICKPT_SYNC_FENCE").is_none_or(|v| v != "1")
 }
 
 /// A write that lands on a collected page before the commit copies it: held at its first

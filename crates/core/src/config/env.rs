@@ -159,6 +159,9 @@ pub(crate) struct TestSwitches {
     pub uffd_spin: UffdSpin,
     /// `ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: kernel features hidden from the probe.
     pub hide: Hidden,
+    /// `ICKPT_SYNC_FENCE`: sync commits fence every region, as async ones do, instead of
+    /// checking for writes after the copy (`track::Guard`), to measure and test both.
+    pub sync_fence: bool,
 }
 
 impl TestSwitches {
@@ -173,6 +176,7 @@ impl TestSwitches {
             rename: rename()?,
             uffd_spin: uffd_spin()?,
             hide: hidden_features()?,
+            sync_fence: switch("ICKPT_SYNC_FENCE")?,
         })
     }
 }

@@ -15,7 +15,7 @@ mod versions;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
-use crate::config::env::UffdSpin;
+use crate::config::env::TestSwitches;
 use crate::config::Config;
 use crate::error::{
     CheckpointError, FileError, ForkedChild, InitError, ProtectError, RangeProblem, RegionError,
@@ -25,7 +25,6 @@ use crate::read::catalog;
 use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
 use crate::sys::mem::{Mapping, TrackedPages};
 use crate::sys::page_size;
-use crate::sys::uffd::Hidden;
 use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,6 +72,8 @@ pub struct Engine {
     state: Mutex<State>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
+    /// `ICKPT_SYNC_FENCE`: sync commits fence every region (see `Guard`).
+    sync_fence: bool,
     /// The process that opened it: a child forked from it inherits the engine but must not
     /// write into its parent's store, nor wait for threads that did not come along.
     pid: u32,
@@ -83,7 +84,6 @@ impl Engine {
     pub fn open(cfg: Config) -> Result<Engine, InitError> {
         // The environment is checked before the directory is touched.
         let (cfg, test) = Config::from_env(cfg)?;
-        let (spin, hide) = (test.uffd_spin, test.hide);
         let mut store: Box<dyn Store> =
             Box::new(DirStore::open_write_on(&RealFs, &cfg.dir, test.rename)?);
         // 0 means unlimited, as in ickpt_config.
@@ -95,23 +95,18 @@ impl Engine {
             plan.arm(f);
             store = Box::new(FaultyStore::new(store, plan));
         }
-        Self::start(cfg, spin, hide, Arc::from(store))
+        Self::start(cfg, &test, Arc::from(store))
     }
 
     /// An engine over any store (tests use this to inject faults).
     pub fn with_store(cfg: Config, store: Arc<dyn Store>) -> Result<Engine, InitError> {
         let (cfg, test) = Config::from_env(cfg)?;
-        Self::start(cfg, test.uffd_spin, test.hide, store)
+        Self::start(cfg, &test, store)
     }
 
     /// Start tracking over `store` with `cfg`, the environment applied.
-    fn start(
-        cfg: Config,
-        spin: UffdSpin,
-        hide: Hidden,
-        store: Arc<dyn Store>,
-    ) -> Result<Engine, InitError> {
-        let tracker = track::select(cfg.backend, spin, hide)?;
+    fn start(cfg: Config, test: &TestSwitches, store: Arc<dyn Store>) -> Result<Engine, InitError> {
+        let tracker = track::select(cfg.backend, test.uffd_spin, test.hide)?;
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);
@@ -141,6 +136,7 @@ impl Engine {
             None => None,
         };
         Ok(Engine {
+            sync_fence: test.sync_fence,
             huge_worker,
             pid: std::process::id(),
             cfg,
