@@ -22,6 +22,8 @@ int main(void) {
     OK(ickpt_checkpoint(&info));
     buf[5 * 4096] = 9;
     OK(ickpt_checkpoint(&info));
+    /* Committed in either mode (ICKPT_MODE=async returns once the pages are scheduled). */
+    OK(ickpt_wait(&info));
 
     memset(&p, 0xee, sizeof p);
     OK(ickpt_get_phases(&p));

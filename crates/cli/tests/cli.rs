@@ -527,6 +527,16 @@ fn benchmarks_never_delete_what_they_did_not_create() {
             "--dir",
             d,
         ][..],
+        &[
+            "bench",
+            "restore",
+            "--size-mib",
+            "2",
+            "--reps",
+            "1",
+            "--dir",
+            d,
+        ][..],
     ] {
         let out = ickpt(args);
         assert!(out.status.success(), "{args:?}: {}", text(&out));

@@ -264,8 +264,8 @@ impl Checkpoints<'_> {
                     _ => plain_write(baseline_dir, bytes, src, true)?,
                 })
             })?;
-            sync.push(rep, t[0], t[1]);
-            sync_writeback.push(rep, t[0], t[2]);
+            sync.push(&t, 0, 1, Duration::ZERO);
+            sync_writeback.push(&t, 0, 2, Duration::ZERO);
             let p = info.expect("step 0 ran").phases;
             for (v, d) in ph
                 .iter_mut()
@@ -288,8 +288,8 @@ impl Checkpoints<'_> {
                 checked(done, n);
                 Ok(call)
             })?;
-            async_call.push(rep, t[0], t[1]);
-            async_total.push(rep, t[0] + wait, t[1]);
+            async_call.push(&t, 0, 1, Duration::ZERO);
+            async_total.push(&t, 0, 1, wait);
             waits.push(wait);
         }
         for c in [
@@ -401,7 +401,7 @@ fn restores(work: &WorkDir, size: usize, src: &[u8], reps: usize) -> Res<Restore
                 }
                 Ok(plain_read(&plain)?.0)
             })?;
-            c.push(rep, t[0], t[1]);
+            c.push(&t, 0, 1, Duration::ZERO);
             let t = interleave(rep, 2, |step| -> Res<Duration> {
                 let (d, i) = timed_restore(
                     if step == 0 { &chain_dir } else { &full_dir },
@@ -413,7 +413,7 @@ fn restores(work: &WorkDir, size: usize, src: &[u8], reps: usize) -> Res<Restore
                 }
                 Ok(d)
             })?;
-            cc.push(rep, t[0], t[1]);
+            cc.push(&t, 0, 1, Duration::ZERO);
         }
     }
     Ok(Restores {

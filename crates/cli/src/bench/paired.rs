@@ -51,11 +51,13 @@ impl Comparison {
     }
 
     /// Record repetition `rep` (see `interleave` for which side went first).
-    pub fn push(&mut self, rep: usize, ickpt: Duration, baseline: Duration) {
+    /// One pair of `ran`: its step `ickpt` (plus `extra`, time the ickpt side spent outside
+    /// the step) against its step `baseline`, in the order they actually ran.
+    pub fn push(&mut self, ran: &Ran, ickpt: usize, baseline: usize, extra: Duration) {
         self.reps.push(Rep {
-            ickpt,
-            baseline,
-            ickpt_first: rep % 2 == 0,
+            ickpt: ran.times[ickpt] + extra,
+            baseline: ran.times[baseline],
+            ickpt_first: ran.before(ickpt, baseline),
         });
     }
 
@@ -138,22 +140,36 @@ fn median_f(v: &[f64]) -> f64 {
     }
 }
 
+/// The steps of one repetition: each step's time by step number, and the order they ran in.
+pub struct Ran {
+    pub times: Vec<Duration>,
+    order: Vec<usize>,
+}
+
+impl Ran {
+    /// Whether step `a` ran before step `b`.
+    fn before(&self, a: usize, b: usize) -> bool {
+        let at = |s| self.order.iter().position(|&x| x == s);
+        at(a) < at(b)
+    }
+}
+
 /// Run `steps` timed steps of repetition `rep`: step 0 is the ickpt side, the rest baselines.
 /// Even repetitions run them in order, odd ones in reverse, so the ickpt side alternates
-/// between first and last. Returns each step's time by step number.
+/// between first and last.
 pub fn interleave<E>(
     rep: usize,
     steps: usize,
     mut step: impl FnMut(usize) -> Result<Duration, E>,
-) -> Result<Vec<Duration>, E> {
+) -> Result<Ran, E> {
     let mut times = vec![Duration::ZERO; steps];
     let order: Vec<usize> = if rep % 2 == 0 {
         (0..steps).collect()
     } else {
         (0..steps).rev().collect()
     };
-    for s in order {
+    for &s in &order {
         times[s] = step(s)?;
     }
-    Ok(times)
+    Ok(Ran { times, order })
 }

@@ -138,17 +138,10 @@ pub fn write_file(path: &Path, bytes: u64, src: &[u8], writeback: bool) -> io::R
     f.sync_all()
 }
 
-/// sync_file_range(SYNC_FILE_RANGE_WRITE): a hint, so a refusal is ignored, as the store does.
+/// The store's own hint (`ickpt::sys::fs::start_writeback`); a refusal is ignored, as the
+/// store does.
 fn start_writeback(f: &File, offset: u64, len: u64) {
-    // SAFETY: a plain system call on an open descriptor; no memory is passed.
-    unsafe {
-        libc::sync_file_range(
-            f.as_raw_fd(),
-            offset as libc::off64_t,
-            len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        )
-    };
+    let _ = ickpt::sys::fs::start_writeback(f, offset, len);
 }
 
 /// The baseline a restore is compared with: read all of `path` sequentially, `CHUNK` bytes per
