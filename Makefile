@@ -61,6 +61,8 @@ test-rust: deps
 	ICKPT_NO_PAGEMAP_SCAN=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
 	@echo "== auto, sync commits fenced as before issue 11 (ICKPT_SYNC_FENCE)"
 	ICKPT_SYNC_FENCE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test sync_unfenced --test race --test conformance --test owner_heap --test stack
+	@echo "== auto, fences lifted only when a commit ends, as before issue 11 (ICKPT_FENCE_WHOLE)"
+	ICKPT_FENCE_WHOLE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test async_commit --test race --test conformance --test owner_heap --test stack
 
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"

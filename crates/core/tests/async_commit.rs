@@ -5,12 +5,12 @@
 //! ICKPT_ASYNC_ROUNDS sets the number of random rounds (default 24).
 
 mod common;
-use common::hook_store::{gated_store, HookStore};
+use common::hook_store::{gated_store, Gate, HookStore};
 use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::read::catalog;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
-use ickpt::{CheckpointError, Config, Engine, FileError};
+use ickpt::{Backend, CheckpointError, Config, Engine, FileError};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -219,22 +219,34 @@ fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
         .collect()
 }
 
-/// Algorithms 2–4 step by step, with the commit held at its first write so every access
-/// type is certain: one copy-on-write slot, so the first write to a scheduled page copies
-/// it (COW) and the second waits (WAIT); the waited page is flushed first, then the copied
-/// one, then the rest by address. The next version's order learns from that epoch.
-fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
-    let dir = scratch_dir("async-order");
+/// An async engine over a gated store (open) tracking `pages` pages, committed once as all
+/// 1s and then written all 2s: the next checkpoint stores every page.
+fn written_after_a_commit(
+    name: &str,
+    cow_pages: usize,
+    order: FlushOrder,
+    pages: usize,
+) -> (std::path::PathBuf, Engine, Arc<Gate>, Buf) {
+    let dir = scratch_dir(name);
     let (store, gate) = gated_store(&dir);
-    let e = Engine::with_store(async_config(&dir, 1, order), store).unwrap();
-    let _open = gate.open_on_drop();
-    let mut buf = Buf::new(8 * PS);
-    // SAFETY: `buf` outlives the engine.
+    let e = Engine::with_store(async_config(&dir, cow_pages, order), store).unwrap();
+    let mut buf = Buf::new(pages * PS);
+    // SAFETY: `buf` outlives the engine (callers drop the engine first).
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     buf.slice_mut().fill(1);
     e.checkpoint().unwrap();
     e.wait().unwrap();
     buf.slice_mut().fill(2);
+    (dir, e, gate, buf)
+}
+
+/// Algorithms 2–4 step by step, with the commit held at its first write so every access
+/// type is certain: one copy-on-write slot, so the first write to a scheduled page copies
+/// it (COW) and the second waits (WAIT); the waited page is flushed first, then the copied
+/// one, then the rest by address. The next version's order learns from that epoch.
+fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
+    let (dir, e, gate, mut buf) = written_after_a_commit("async-order", 1, order, 8);
+    let _open = gate.open_on_drop();
 
     gate.set(true);
     let v2 = e.checkpoint().unwrap().version;
@@ -410,4 +422,62 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         drop(e);
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+/// Whether this run's commits lift a fenced region chunk by chunk behind themselves: on
+/// uffd-async, unless `ICKPT_FENCE_WHOLE=1` keeps the fence up to the end.
+fn lifts_behind(e: &Engine) -> bool {
+    e.backend() == Backend::UffdAsync
+        && std::env::var_os("ICKPT_FENCE_WHOLE").is_none_or(|v| v != "1")
+}
+
+/// A commit held after its first batch (the region's first chunk of 64 pages) has lifted
+/// that chunk's fence: a write there passes unseen (uffd-async), while a write to a page
+/// still to take is copied aside. Both versions still hold memory as it was at their call.
+#[test]
+fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
+    let pages = 1024;
+    let (dir, e, gate, buf) = written_after_a_commit("async-lift", 4, FlushOrder::Address, pages);
+    let _open = gate.open_on_drop();
+
+    // The version's prefix passes; its first batch (pages 0..64, taken in address order)
+    // waits at the gate.
+    gate.set(true);
+    gate.let_through(1);
+    let entered = gate.entered();
+    let v2 = e.checkpoint().unwrap().version;
+    common::spin_until("the commit's first batch at the gate", || {
+        gate.entered() == entered + 2
+    });
+    let base = buf.ptr as usize;
+    // SAFETY: inside `buf`. Page 10 is taken (its chunk lifted where fences lift early);
+    // page 200 is still scheduled, and a copy-on-write slot is free.
+    unsafe {
+        ((base + 10 * PS) as *mut u8).write_volatile(3);
+        ((base + 200 * PS) as *mut u8).write_volatile(3);
+    }
+    gate.set(false);
+    let done = e.wait().unwrap().unwrap();
+    assert_eq!(done.version, v2);
+    let avoided = if lifts_behind(&e) { 0 } else { 1 };
+    assert_eq!(
+        (done.commit.cow_pages, done.commit.avoided_pages),
+        (1, avoided),
+        "a write behind the committer is {} on {:?}",
+        if avoided == 0 { "unseen" } else { "decided" },
+        e.backend()
+    );
+    // Unseen or not, the next version has both pages.
+    let v3 = e.checkpoint().unwrap().version;
+    let info3 = e.wait().unwrap().unwrap();
+    assert_eq!(info3.pages, 2);
+    let mut want = vec![2u8; pages * PS];
+    e.restore(v2).unwrap();
+    assert!(buf.slice() == &want[..]);
+    want[10 * PS] = 3;
+    want[200 * PS] = 3;
+    e.restore(v3).unwrap();
+    assert!(buf.slice() == &want[..]);
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -162,6 +162,9 @@ pub(crate) struct TestSwitches {
     /// `ICKPT_SYNC_FENCE`: sync commits fence every region, as async ones do, instead of
     /// checking for writes after the copy (`track::Guard`), to measure and test both.
     pub sync_fence: bool,
+    /// `ICKPT_FENCE_WHOLE`: a commit keeps its fences up until it ends, instead of lifting
+    /// them chunk by chunk behind itself (`committer::LiftBehind`), to measure and test both.
+    pub fence_whole: bool,
 }
 
 impl TestSwitches {
@@ -177,6 +180,7 @@ impl TestSwitches {
             uffd_spin: uffd_spin()?,
             hide: hidden_features()?,
             sync_fence: switch("ICKPT_SYNC_FENCE")?,
+            fence_whole: switch("ICKPT_FENCE_WHOLE")?,
         })
     }
 }

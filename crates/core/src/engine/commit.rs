@@ -10,7 +10,7 @@ use crate::policy::Head;
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId, StoreWriter};
 use crate::sys::thread;
-use crate::track::protocol::committer::{Drain, Scheduled, Selector, Take};
+use crate::track::protocol::committer::{Drain, LiftBehind, Scheduled, Selector, Take};
 use crate::track::{Guard, OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, StoredPhases, VersionLayout};
 use std::sync::{Arc, Mutex};
@@ -52,6 +52,9 @@ pub(crate) struct Job {
     pub keep_chains: u32,
     pub stats: CommitStats,
     pub page_size: usize,
+    /// Lift fences chunk by chunk behind the commit (`LiftBehind`); false with
+    /// `ICKPT_FENCE_WHOLE`.
+    pub lift_behind: bool,
 }
 
 /// What a finished commit hands back to the engine.
@@ -88,6 +91,7 @@ pub(super) fn run(job: Job) -> Outcome {
         keep_chains,
         mut stats,
         page_size: ps,
+        lift_behind,
     } = job;
     let mut drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
@@ -110,6 +114,7 @@ pub(super) fn run(job: Job) -> Outcome {
     );
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
     layout.reserve(total as usize);
+    let mut lift = LiftBehind::new(&regions, &*tracker, lift_behind);
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
     let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
     let mut sink = Sink::create(&*store, &name, staging.as_mut_slice(), ps);
@@ -119,6 +124,7 @@ pub(super) fn run(job: Job) -> Outcome {
     let write_before = sink.write_time;
     let started = Instant::now();
     let mut sel = Selector::new(&regions, priority);
+    lift.start(&regions, &*tracker);
     let mut done = 0u64;
     while done < total {
         // Write a full batch before claiming the next page: a page claimed first would stay
@@ -150,6 +156,7 @@ pub(super) fn run(job: Job) -> Outcome {
             }
         };
         protocol.taken(&regions[ri].tr, page);
+        lift.taken(&regions, &*tracker, ri, page);
         sink.seal(ri, page);
         done += 1;
     }

@@ -74,6 +74,9 @@ pub struct Engine {
     huge_worker: Option<std::thread::JoinHandle<()>>,
     /// `ICKPT_SYNC_FENCE`: sync commits fence every region (see `Guard`).
     sync_fence: bool,
+    /// `ICKPT_FENCE_WHOLE`: a commit lifts its fences at its end only, not chunk by chunk
+    /// behind itself (see `LiftBehind`).
+    fence_whole: bool,
     /// The process that opened it: a child forked from it inherits the engine but must not
     /// write into its parent's store, nor wait for threads that did not come along.
     pid: u32,
@@ -137,6 +140,7 @@ impl Engine {
         };
         Ok(Engine {
             sync_fence: test.sync_fence,
+            fence_whole: test.fence_whole,
             huge_worker,
             pid: std::process::id(),
             cfg,

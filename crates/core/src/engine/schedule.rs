@@ -187,6 +187,7 @@ impl Engine {
                 ..CommitStats::default()
             },
             page_size: page_size(),
+            lift_behind: !self.fence_whole,
         })
     }
 

@@ -168,6 +168,16 @@ pub trait Tracker: Send + Sync {
     /// The running commit no longer needs writes to `r`'s pages decided one by one (all its
     /// pages are taken, or it failed). Called after every `collect`, with its guard.
     fn release(&self, _r: &TrackedRegion, _guard: Guard) {}
+    /// The running commit has taken every page it stores in `lo..hi` of `r`: writes there
+    /// need no decision any more. Only for trackers whose fence is not their tracking
+    /// ([`Tracker::lifts_fence_early`]); the others' protection is what records the next
+    /// epoch's writes, and must stay.
+    fn lift(&self, _r: &TrackedRegion, _guard: Guard, _lo: usize, _hi: usize) {}
+    /// Whether [`Tracker::lift`] does anything: the commit then lifts a fenced region's
+    /// fence chunk by chunk behind itself rather than all at once at its end.
+    fn lifts_fence_early(&self) -> bool {
+        false
+    }
     /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking
     /// resumes with [`Tracker::rearm_after_restore`].
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;

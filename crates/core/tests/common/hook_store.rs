@@ -63,12 +63,20 @@ pub struct Gate {
     cv: Condvar,
     /// Writes that reached the gate, whether it was open or not.
     entered: AtomicUsize,
+    /// Writes still to pass while it is closed (`let_through`).
+    free: AtomicUsize,
 }
 
 impl Gate {
     pub fn set(&self, closed: bool) {
         *self.closed.lock().unwrap() = closed;
         self.cv.notify_all();
+    }
+
+    /// The next `n` writes pass even while the gate is closed: the one after them stops a
+    /// commit a known number of writes in.
+    pub fn let_through(&self, n: usize) {
+        self.free.store(n, Ordering::SeqCst);
     }
 
     /// Writes that reached the gate so far.
@@ -84,6 +92,14 @@ impl Gate {
 
     fn pass(&self) {
         self.entered.fetch_add(1, Ordering::SeqCst);
+        let free = |n: usize| n.checked_sub(1);
+        if self
+            .free
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, free)
+            .is_ok()
+        {
+            return;
+        }
         let (held, timeout) = self
             .cv
             .wait_timeout_while(self.closed.lock().unwrap(), super::wait_limit(), |c| *c)

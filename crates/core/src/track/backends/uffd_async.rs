@@ -5,8 +5,9 @@
 //! No write reaches ickpt while this tracks, so a write cannot be held back for a running
 //! commit (AI-Ckpt Algorithm 2). An async commit therefore fences its regions with mprotect
 //! while it needs their pages: writes during a commit trap into the SIGSEGV handler and are
-//! decided page by page as with the mprotect backend; once every page is taken the fence is
-//! lifted and writes cost the kernel's async fault again. A sync commit, which usually meets
+//! decided page by page as with the mprotect backend. The commit lifts the fence chunk by
+//! chunk behind itself (`committer::LiftBehind`), so writes to pages it has taken cost the
+//! kernel's async fault again while it runs on. A sync commit, which usually meets
 //! no write, collects without the fence and checks afterwards that none came (`Guard`).
 
 use crate::sys::mem::Protection;
@@ -164,7 +165,12 @@ impl Tracker for UffdAsyncTracker {
     }
 
     fn release(&self, r: &TrackedRegion, guard: Guard) {
-        // Only a fenced collect raised anything; a forked child's is the parent's to lift.
+        self.lift(r, guard, 0, r.npages);
+    }
+
+    /// Lifts the fence over `lo..hi`: writes there go back to costing the kernel's async
+    /// fault. Only a fenced collect raised one; a forked child's is the parent's to lift.
+    fn lift(&self, r: &TrackedRegion, guard: Guard, lo: usize, hi: usize) {
         if guard != Guard::Fence || r.tracked_by_protection() || self.regions.forked() {
             return;
         }
@@ -177,11 +183,16 @@ impl Tracker for UffdAsyncTracker {
             });
             found
         };
-        let lo = usize::from(shared_by_protection(0));
-        let hi = r.npages - usize::from(r.npages > lo && shared_by_protection(r.npages - 1));
+        let lo = lo + usize::from(lo == 0 && shared_by_protection(0));
+        let last = r.npages - 1;
+        let hi = hi - usize::from(hi == r.npages && hi > lo && shared_by_protection(last));
         if lo < hi {
             let _ = r.mem.protect_pages(lo, hi - lo, Protection::Open);
         }
+    }
+
+    fn lifts_fence_early(&self) -> bool {
+        true
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

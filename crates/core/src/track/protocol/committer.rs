@@ -125,6 +125,95 @@ impl<'a> Selector<'a> {
     }
 }
 
+/// Most chunks a region's fence is lifted in. Each lift is one mprotect, and lifts out of
+/// address order split the region's mapping up to twice per chunk: this bounds what a
+/// commit adds to the process's mappings (vm.max_map_count is 65530 by default).
+const LIFT_CHUNKS: usize = 256;
+/// Fewest pages a chunk holds (a batch's worth): a lift costs a system call and, per page,
+/// about what the fence cost to raise.
+const LIFT_MIN_PAGES: usize = 64;
+
+/// The fence lifted behind the committer (issue 11). A fenced region opens chunk by chunk
+/// as soon as the commit has taken every page of the chunk it stores, rather than all at
+/// once at its end: writes there then cost the tracker's own first write (uffd-async: the
+/// kernel's, under a microsecond) instead of a trap and a decision, while the commit runs
+/// on. Such writes are not seen, so the adaptive order learns nothing from them (they count
+/// as written after the commit, unordered). Only for trackers whose fence is not their
+/// tracking ([`Tracker::lifts_fence_early`]).
+pub(crate) struct LiftBehind {
+    /// Per region, as the commit's: pages per chunk and each chunk's pages still to take
+    /// (empty: the region's fence is lifted at the end only).
+    chunks: Vec<(usize, Vec<u32>)>,
+}
+
+impl LiftBehind {
+    /// Counts what each chunk of `regions` has to take. Allocates: call before taking pages.
+    /// `on`: false keeps every fence up to the end (`ICKPT_FENCE_WHOLE`, for comparison).
+    pub fn new(regions: &[Scheduled], tracker: &dyn Tracker, on: bool) -> Self {
+        let chunks = regions
+            .iter()
+            .map(|r| {
+                if !on || r.guard != Guard::Fence || !tracker.lifts_fence_early() {
+                    return (0, Vec::new());
+                }
+                let n = r.tr.npages;
+                let size = n.div_ceil(LIFT_CHUNKS).max(LIFT_MIN_PAGES);
+                let mut left = vec![0u32; n.div_ceil(size)];
+                for (c, l) in left.iter_mut().enumerate() {
+                    let (lo, hi) = (c * size, ((c + 1) * size).min(n));
+                    *l = if r.whole {
+                        (hi - lo) as u32
+                    } else {
+                        (lo..hi).filter(|&p| bitmap::is_set(&r.bits, p)).count() as u32
+                    };
+                }
+                (size, left)
+            })
+            .collect();
+        LiftBehind { chunks }
+    }
+
+    /// Lift every chunk the commit takes nothing from, consecutive ones in one call.
+    pub fn start(&self, regions: &[Scheduled], tracker: &dyn Tracker) {
+        for (r, (size, left)) in regions.iter().zip(&self.chunks) {
+            let mut c = 0;
+            while c < left.len() {
+                if left[c] != 0 {
+                    c += 1;
+                    continue;
+                }
+                let first = c;
+                while c < left.len() && left[c] == 0 {
+                    c += 1;
+                }
+                tracker.lift(&r.tr, r.guard, first * size, (c * size).min(r.tr.npages));
+            }
+        }
+    }
+
+    /// Page `page` of region `ri` is taken: lift its chunk if it was the chunk's last.
+    pub fn taken(&mut self, regions: &[Scheduled], tracker: &dyn Tracker, ri: usize, page: usize) {
+        let (size, left) = &mut self.chunks[ri];
+        if left.is_empty() {
+            return;
+        }
+        let Some(l) = left.get_mut(page / *size) else {
+            return;
+        };
+        // Each scheduled page is taken once; a miscount must keep the fence, never lift early.
+        debug_assert!(*l > 0, "page {page} taken twice, or never scheduled");
+        if *l == 0 {
+            return;
+        }
+        *l -= 1;
+        if *l == 0 {
+            let lo = page / *size * *size;
+            let r = &regions[ri];
+            tracker.lift(&r.tr, r.guard, lo, (lo + *size).min(r.tr.npages));
+        }
+    }
+}
+
 impl Protocol {
     /// The committer has the bytes of `page` (copied from memory or from its slot): the
     /// page is released, and writers waiting for it go on.
