@@ -481,3 +481,55 @@ fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Region 1's last page is region 2's first. The commit takes all of region 1 in its first
+/// batch, which lifts region 1's fence behind it, but not over the shared page: region 2
+/// still needs it, so a write there waits for region 2's copy (copied aside) and the
+/// version keeps what region 2 held at the call.
+#[test]
+fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
+    let dir = scratch_dir("async-lift-shared");
+    let (store, gate) = gated_store(&dir);
+    let e = Engine::with_store(async_config(&dir, 4, FlushOrder::Address), store).unwrap();
+    let _open = gate.open_on_drop();
+    let buf = Buf::new(65 * PS);
+    let base = buf.ptr as usize;
+    let shared = 63 * PS;
+    // SAFETY: both ranges are inside `buf`, which outlives the engine. Region 1 spans
+    // pages 0..64 (a batch), ending inside page 63, where region 2 begins.
+    unsafe {
+        e.protect(1, buf.ptr, shared + PS / 2).unwrap();
+        e.protect(2, (base + shared + PS / 2) as *mut u8, PS / 2 + PS)
+            .unwrap();
+    }
+    let fill = |v: u8| {
+        // SAFETY: inside `buf`.
+        unsafe { std::ptr::write_bytes(buf.ptr, v, buf.len) }
+    };
+    fill(1);
+    e.checkpoint().unwrap();
+    e.wait().unwrap();
+    fill(2);
+
+    gate.set(true);
+    gate.let_through(1);
+    let entered = gate.entered();
+    let v2 = e.checkpoint().unwrap().version;
+    common::spin_until("the commit's first batch at the gate", || {
+        gate.entered() == entered + 2
+    });
+    let in_2 = base + shared + PS / 2 + 10;
+    // SAFETY: inside `buf`, in region 2's part of the shared page.
+    unsafe { (in_2 as *mut u8).write_volatile(3) };
+    gate.set(false);
+    e.wait().unwrap();
+    e.restore(v2).unwrap();
+    // SAFETY: inside `buf`.
+    let got = unsafe { (in_2 as *const u8).read_volatile() };
+    assert_eq!(
+        got, 2,
+        "version {v2} holds a write made after its checkpoint"
+    );
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
+}

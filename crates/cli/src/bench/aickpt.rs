@@ -5,7 +5,7 @@
 //! address order and async with the adaptive order. Figure 4: the async orders with the
 //! copy-on-write buffer swept, as the reduction of sync's overhead.
 
-use super::util::{machine, WorkDir, PAGE};
+use super::util::{cpu_model, git_commit, kernel, machine, WorkDir, PAGE};
 use crate::CmdResult;
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::store::parse_size;
@@ -92,6 +92,8 @@ struct Run {
     wait_time: Duration,
     commit_time: Duration,
     faults: u64,
+    /// The tracking backend the engine ran with.
+    backend: ickpt::Backend,
 }
 
 impl Run {
@@ -193,6 +195,7 @@ impl Bench<'_> {
         let (runtime, e) = self.run(order, Some(c.setup))?;
         let e = e.expect("an engine for a checkpointed run");
         let st = e.stats();
+        let backend = e.backend();
         drop(e);
         let _ = std::fs::remove_dir_all(&self.store);
         Ok(Run {
@@ -209,6 +212,7 @@ impl Bench<'_> {
             wait_time: st.wait_time,
             commit_time: st.checkpoint_time,
             faults: st.faults,
+            backend,
         })
     }
 
@@ -352,11 +356,16 @@ pub fn run(a: &Args) -> CmdResult {
                 "wait_s": r.wait_time.as_secs_f64(),
                 "commit_s_per_checkpoint": r.commit_time.as_secs_f64() / r.checkpoints.max(1) as f64,
                 "faults": r.faults,
+                "backend": r.backend.as_str(),
             })
         })
         .collect();
     let out = json!({
-        "machine": machine(), "size_mib": a.size_mib, "iterations": a.iterations,
+        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(),
+        "git_commit": git_commit(),
+        "backend_requested": std::env::var("ICKPT_BACKEND").unwrap_or_else(|_| "auto".into()),
+        "fence_whole": std::env::var("ICKPT_FENCE_WHOLE").is_ok_and(|v| v == "1"),
+        "size_mib": a.size_mib, "iterations": a.iterations,
         "every": a.every, "work": a.work, "bandwidth": bandwidth, "cow_mib": a.cow_mib,
         "fault_around": a.fault_around, "reps": a.reps,
         "runs": rows,

@@ -77,6 +77,33 @@ impl UffdAsyncTracker {
             });
         }
     }
+    /// Lift the fence over `lo..hi` of `r`, but for an edge page shared with a neighbour
+    /// `keep` says must stay fenced. Only a fenced collect raised one; a forked child's is
+    /// the parent's to lift.
+    fn open_fence(
+        &self,
+        r: &TrackedRegion,
+        guard: Guard,
+        lo: usize,
+        hi: usize,
+        keep: impl Fn(&TrackedRegion) -> bool,
+    ) {
+        if guard != Guard::Fence || r.tracked_by_protection() || self.regions.forked() {
+            return;
+        }
+        let kept = |page: usize| {
+            let mut found = false;
+            registry::with_regions_containing(r.page_addr(page), |o| {
+                found |= !std::ptr::eq(o, r) && keep(o);
+            });
+            found
+        };
+        let lo = lo + usize::from(lo == 0 && kept(0));
+        let hi = hi - usize::from(hi == r.npages && hi > lo && kept(r.npages - 1));
+        if lo < hi {
+            let _ = r.mem.protect_pages(lo, hi - lo, Protection::Open);
+        }
+    }
 }
 
 impl Tracker for UffdAsyncTracker {
@@ -164,31 +191,16 @@ impl Tracker for UffdAsyncTracker {
         false
     }
 
+    /// An edge page shared with a neighbour that page protection tracks stays fenced: its
+    /// next write traps and is marked for both, where opening it would blind the neighbour.
     fn release(&self, r: &TrackedRegion, guard: Guard) {
-        self.lift(r, guard, 0, r.npages);
+        self.open_fence(r, guard, 0, r.npages, |o| o.tracked_by_protection());
     }
 
-    /// Lifts the fence over `lo..hi`: writes there go back to costing the kernel's async
-    /// fault. Only a fenced collect raised one; a forked child's is the parent's to lift.
+    /// Mid-commit, an edge page shared with any neighbour stays fenced too: the neighbour's
+    /// part of the commit may still need it (`release` opens it once the commit ends).
     fn lift(&self, r: &TrackedRegion, guard: Guard, lo: usize, hi: usize) {
-        if guard != Guard::Fence || r.tracked_by_protection() || self.regions.forked() {
-            return;
-        }
-        // An edge page shared with a neighbour that page protection tracks stays fenced: its
-        // next write traps and is marked for both, where opening it would blind the neighbour.
-        let shared_by_protection = |page: usize| {
-            let mut found = false;
-            registry::with_regions_containing(r.page_addr(page), |o| {
-                found |= !std::ptr::eq(o, r) && o.tracked_by_protection();
-            });
-            found
-        };
-        let lo = lo + usize::from(lo == 0 && shared_by_protection(0));
-        let last = r.npages - 1;
-        let hi = hi - usize::from(hi == r.npages && hi > lo && shared_by_protection(last));
-        if lo < hi {
-            let _ = r.mem.protect_pages(lo, hi - lo, Protection::Open);
-        }
+        self.open_fence(r, guard, lo, hi, |_| true);
     }
 
     fn lifts_fence_early(&self) -> bool {
