@@ -219,6 +219,18 @@ fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
         .collect()
 }
 
+/// An async engine over a store whose writes a gate (open) can hold.
+fn gated_engine(
+    name: &str,
+    cow_pages: usize,
+    order: FlushOrder,
+) -> (std::path::PathBuf, Engine, Arc<Gate>) {
+    let dir = scratch_dir(name);
+    let (store, gate) = gated_store(&dir);
+    let e = Engine::with_store(async_config(&dir, cow_pages, order), store).unwrap();
+    (dir, e, gate)
+}
+
 /// An async engine over a gated store (open) tracking `pages` pages, committed once as all
 /// 1s and then written all 2s: the next checkpoint stores every page.
 fn written_after_a_commit(
@@ -227,9 +239,7 @@ fn written_after_a_commit(
     order: FlushOrder,
     pages: usize,
 ) -> (std::path::PathBuf, Engine, Arc<Gate>, Buf) {
-    let dir = scratch_dir(name);
-    let (store, gate) = gated_store(&dir);
-    let e = Engine::with_store(async_config(&dir, cow_pages, order), store).unwrap();
+    let (dir, e, gate) = gated_engine(name, cow_pages, order);
     let mut buf = Buf::new(pages * PS);
     // SAFETY: `buf` outlives the engine (callers drop the engine first).
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
@@ -311,9 +321,7 @@ fn address_order_still_takes_the_waited_page_and_copies_first() {
 /// later write by another thread never reaches the version.
 #[test]
 fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
-    let dir = scratch_dir("async-shared");
-    let (store, gate) = gated_store(&dir);
-    let e = Engine::with_store(async_config(&dir, 1, FlushOrder::Address), store).unwrap();
+    let (dir, e, gate) = gated_engine("async-shared", 1, FlushOrder::Address);
     let _open = gate.open_on_drop();
     let buf = Buf::new(2 * PS);
     let base = buf.ptr as usize;
@@ -488,9 +496,7 @@ fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
 /// version keeps what region 2 held at the call.
 #[test]
 fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
-    let dir = scratch_dir("async-lift-shared");
-    let (store, gate) = gated_store(&dir);
-    let e = Engine::with_store(async_config(&dir, 4, FlushOrder::Address), store).unwrap();
+    let (dir, e, gate) = gated_engine("async-lift-shared", 4, FlushOrder::Address);
     let _open = gate.open_on_drop();
     let buf = Buf::new(65 * PS);
     let base = buf.ptr as usize;
