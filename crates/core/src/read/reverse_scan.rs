@@ -24,9 +24,10 @@ const WINDOW: usize = 2 << 20;
 /// Longest gap read past rather than ending the window: a system call costs about as much as
 /// copying two pages (measured, 256 MiB full + 9 increments: 1-2 pages best, 4 or more slower).
 const MAX_GAP: usize = 8 << 10;
-/// A version with fewer bytes to read into memory is read by one thread: a second one
-/// costs more to start than it saves.
-const PARALLEL_MIN: usize = 16 << 20;
+/// A version with less than a window to read into memory is read by one thread: one read,
+/// nothing to share. Was 16 MiB, which left the older increments of a chain on one thread:
+/// 2 MiB cut a full + 9 chain's restore by a median 10% (issue 11, docs/benchmarks.md).
+const PARALLEL_MIN: usize = WINDOW;
 
 /// Where restored bytes go. Every byte of every selected region is delivered exactly once.
 pub enum Sink<'a, E> {

@@ -329,3 +329,65 @@ pub fn unregister_lock(fd: i32) -> bool {
             .is_ok()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn byte(i: usize) -> u8 {
+        (i * 7 % 251) as u8
+    }
+
+    /// A file of `len` known bytes, removed when the test ends.
+    fn known_file(name: &str, len: usize) -> (File, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("ickpt-{name}-{}", std::process::id()));
+        let mut f = File::create(&path).unwrap();
+        f.write_all(&(0..len).map(byte).collect::<Vec<_>>())
+            .unwrap();
+        (File::open(&path).unwrap(), path)
+    }
+
+    /// More pieces than one preadv takes (IOV_MAX), skips longer than the discard buffer,
+    /// empty pieces, from an offset: every kept piece gets exactly its bytes.
+    #[test]
+    fn pieces_past_one_call_and_long_skips_land_where_they_belong() {
+        let (f, path) = known_file("pieces", 16 << 20);
+        let offset = 12_345usize;
+        let shapes: Vec<(usize, usize)> = (0..3000)
+            .map(|i| {
+                let skip = if i % 40 == 39 {
+                    DISCARD + 77
+                } else {
+                    [0, 1, 4096][i % 3]
+                };
+                (1 + i * 13 % 900, skip)
+            })
+            .collect();
+        let mut bufs: Vec<Vec<u8>> = shapes.iter().map(|&(keep, _)| vec![0; keep]).collect();
+        let mut pieces = Vec::new();
+        for (b, &(_, skip)) in bufs.iter_mut().zip(&shapes) {
+            pieces.push(Piece::Keep(b));
+            pieces.push(Piece::Skip(skip));
+        }
+        read_pieces_at(&f, &mut pieces, offset as u64).unwrap();
+        drop(pieces);
+        let mut at = offset;
+        for (b, &(keep, skip)) in bufs.iter().zip(&shapes) {
+            let want: Vec<u8> = (at..at + keep).map(byte).collect();
+            assert!(b[..] == want[..], "the piece at {at} holds other bytes");
+            at += keep + skip;
+        }
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn pieces_past_the_end_of_the_file_are_unexpected_eof() {
+        let (f, path) = known_file("pieces-eof", 10_000);
+        let mut b = vec![0u8; 100];
+        let mut pieces = [Piece::Skip(9_950), Piece::Keep(&mut b)];
+        let e = read_pieces_at(&f, &mut pieces, 0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let _ = std::fs::remove_file(path);
+    }
+}

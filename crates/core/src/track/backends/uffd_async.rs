@@ -77,6 +77,7 @@ impl UffdAsyncTracker {
             });
         }
     }
+
     /// Lift the fence over `lo..hi` of `r`, but for an edge page shared with a neighbour
     /// `keep` says must stay fenced. Only a fenced collect raised one; a forked child's is
     /// the parent's to lift.
