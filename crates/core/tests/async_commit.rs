@@ -459,9 +459,10 @@ fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
     });
     let base = buf.ptr as usize;
     // SAFETY: inside `buf`. Page 10 is taken (its chunk lifted where fences lift early);
-    // page 200 is still scheduled, and a copy-on-write slot is free.
+    // pages 64 (the next chunk's first) and 200 are still scheduled, and slots are free.
     unsafe {
         ((base + 10 * PS) as *mut u8).write_volatile(3);
+        ((base + 64 * PS) as *mut u8).write_volatile(3);
         ((base + 200 * PS) as *mut u8).write_volatile(3);
     }
     gate.set(false);
@@ -470,7 +471,7 @@ fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
     let avoided = if lifts_behind(&e) { 0 } else { 1 };
     assert_eq!(
         (done.commit.cow_pages, done.commit.avoided_pages),
-        (1, avoided),
+        (2, avoided),
         "a write behind the committer is {} on {:?}",
         if avoided == 0 { "unseen" } else { "decided" },
         e.backend()
@@ -478,12 +479,13 @@ fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
     // Unseen or not, the next version has both pages.
     let v3 = e.checkpoint().unwrap().version;
     let info3 = e.wait().unwrap().unwrap();
-    assert_eq!(info3.pages, 2);
+    assert_eq!(info3.pages, 3);
     let mut want = vec![2u8; pages * PS];
     e.restore(v2).unwrap();
     assert!(buf.slice() == &want[..]);
-    want[10 * PS] = 3;
-    want[200 * PS] = 3;
+    for page in [10, 64, 200] {
+        want[page * PS] = 3;
+    }
     e.restore(v3).unwrap();
     assert!(buf.slice() == &want[..]);
     drop(e);
@@ -529,12 +531,24 @@ fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
     unsafe { (in_2 as *mut u8).write_volatile(3) };
     gate.set(false);
     e.wait().unwrap();
+    // The next version has the write.
+    let v3 = e.checkpoint().unwrap().version;
+    e.wait().unwrap();
+    let read = || {
+        // SAFETY: inside `buf`.
+        unsafe { (in_2 as *const u8).read_volatile() }
+    };
     e.restore(v2).unwrap();
-    // SAFETY: inside `buf`.
-    let got = unsafe { (in_2 as *const u8).read_volatile() };
     assert_eq!(
-        got, 2,
+        read(),
+        2,
         "version {v2} holds a write made after its checkpoint"
+    );
+    e.restore(v3).unwrap();
+    assert_eq!(
+        read(),
+        3,
+        "version {v3} lost a write made during the commit before it"
     );
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);

@@ -115,6 +115,8 @@ pub(super) fn run(job: Job) -> Outcome {
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
     layout.reserve(total as usize);
     let mut lift = LiftBehind::new(&regions, &*tracker, lift_behind);
+    // Before any store I/O, which may block: chunks with nothing to take open now.
+    lift.start(&regions, &*tracker);
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
     let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
     let mut sink = Sink::create(&*store, &name, staging.as_mut_slice(), ps);
@@ -124,7 +126,6 @@ pub(super) fn run(job: Job) -> Outcome {
     let write_before = sink.write_time;
     let started = Instant::now();
     let mut sel = Selector::new(&regions, priority);
-    lift.start(&regions, &*tracker);
     let mut done = 0u64;
     while done < total {
         // Write a full batch before claiming the next page: a page claimed first would stay
