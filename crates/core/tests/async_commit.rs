@@ -439,15 +439,22 @@ fn lifts_behind(e: &Engine) -> bool {
         && std::env::var_os("ICKPT_FENCE_WHOLE").is_none_or(|v| v != "1")
 }
 
-/// A commit held after its first batch (the region's first chunk of 64 pages) has lifted
-/// that chunk's fence: a write there passes unseen (uffd-async), while a write to a page
-/// still to take is copied aside. Both versions still hold memory as it was at their call.
-#[test]
-fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
+/// A commit held after its first batch (pages 0..64, the region's first chunk of 64 pages)
+/// and again after its second. At the first stop the application writes `behind` taken
+/// pages (each decided: AVOIDED); at the second, a page of the second chunk, now taken too,
+/// and two pages still to take (copied aside). Once 64 writes came behind the committer,
+/// the chunks it completes are lifted (uffd-async), so the second-chunk write passes
+/// unseen; after a single one, nothing is lifted and it is decided as before. Both versions
+/// hold memory as it was at their call either way.
+fn lift_behind_the_committer(behind: usize) {
     let pages = 1024;
     let (dir, e, gate, buf) = written_after_a_commit("async-lift", 4, FlushOrder::Address, pages);
     let _open = gate.open_on_drop();
-
+    let base = buf.ptr as usize;
+    let write = |page: usize| {
+        // SAFETY: every page written is inside `buf`.
+        unsafe { ((base + page * PS) as *mut u8).write_volatile(3) }
+    };
     // The version's prefix passes; its first batch (pages 0..64, taken in address order)
     // waits at the gate.
     gate.set(true);
@@ -457,39 +464,49 @@ fn the_fence_lifts_behind_the_committer_and_versions_stay_exact() {
     common::spin_until("the commit's first batch at the gate", || {
         gate.entered() == entered + 2
     });
-    let base = buf.ptr as usize;
-    // SAFETY: inside `buf`. Page 10 is taken (its chunk lifted where fences lift early);
-    // pages 64 (the next chunk's first) and 200 are still scheduled, and slots are free.
-    unsafe {
-        ((base + 10 * PS) as *mut u8).write_volatile(3);
-        ((base + 64 * PS) as *mut u8).write_volatile(3);
-        ((base + 200 * PS) as *mut u8).write_volatile(3);
-    }
+    (0..behind).for_each(write);
+    gate.let_through(1);
+    common::spin_until("the commit's second batch at the gate", || {
+        gate.entered() == entered + 3
+    });
+    let written = [70, 128, 200];
+    written.into_iter().for_each(write);
     gate.set(false);
     let done = e.wait().unwrap().unwrap();
     assert_eq!(done.version, v2);
-    let avoided = if lifts_behind(&e) { 0 } else { 1 };
+    let lifted = lifts_behind(&e) && behind >= 64;
+    let avoided = behind as u64 + u64::from(!lifted);
     assert_eq!(
         (done.commit.cow_pages, done.commit.avoided_pages),
         (2, avoided),
-        "a write behind the committer is {} on {:?}",
-        if avoided == 0 { "unseen" } else { "decided" },
+        "after {behind} writes behind the committer, one to a chunk it completed is {} on {:?}",
+        if lifted { "unseen" } else { "decided" },
         e.backend()
     );
-    // Unseen or not, the next version has both pages.
+    // Unseen or not, the next version has every page written.
     let v3 = e.checkpoint().unwrap().version;
     let info3 = e.wait().unwrap().unwrap();
-    assert_eq!(info3.pages, 3);
+    assert_eq!(info3.pages, (behind + written.len()) as u64);
     let mut want = vec![2u8; pages * PS];
     e.restore(v2).unwrap();
     assert!(buf.slice() == &want[..]);
-    for page in [10, 64, 200] {
+    for page in (0..behind).chain(written) {
         want[page * PS] = 3;
     }
     e.restore(v3).unwrap();
     assert!(buf.slice() == &want[..]);
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_fence_lifts_behind_the_committer_once_writes_follow_it() {
+    lift_behind_the_committer(64);
+}
+
+#[test]
+fn the_fence_stays_while_no_writes_follow_the_committer() {
+    lift_behind_the_committer(1);
 }
 
 /// Region 1's last page is region 2's first. The commit takes all of region 1 in its first

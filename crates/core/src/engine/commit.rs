@@ -157,7 +157,7 @@ pub(super) fn run(job: Job) -> Outcome {
             }
         };
         protocol.taken(&regions[ri].tr, page);
-        lift.taken(&regions, &*tracker, ri, page);
+        lift.taken(&protocol, &regions, &*tracker, ri, page);
         sink.seal(ri, page);
         done += 1;
     }

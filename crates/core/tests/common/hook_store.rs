@@ -73,10 +73,14 @@ impl Gate {
         self.cv.notify_all();
     }
 
-    /// The next `n` writes pass even while the gate is closed: the one after them stops a
-    /// commit a known number of writes in.
+    /// The next `n` writes pass even while the gate is closed, a write waiting there
+    /// included: the one after them stops a commit a known number of writes in.
     pub fn let_through(&self, n: usize) {
+        // Under the lock, so a write waiting at the gate sees it when woken.
+        let closed = self.closed.lock().unwrap();
         self.free.store(n, Ordering::SeqCst);
+        drop(closed);
+        self.cv.notify_all();
     }
 
     /// Writes that reached the gate so far.
@@ -93,16 +97,16 @@ impl Gate {
     fn pass(&self) {
         self.entered.fetch_add(1, Ordering::SeqCst);
         let free = |n: usize| n.checked_sub(1);
-        if self
-            .free
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, free)
-            .is_ok()
-        {
-            return;
-        }
+        let take_free = || {
+            self.free
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, free)
+                .is_ok()
+        };
         let (held, timeout) = self
             .cv
-            .wait_timeout_while(self.closed.lock().unwrap(), super::wait_limit(), |c| *c)
+            .wait_timeout_while(self.closed.lock().unwrap(), super::wait_limit(), |c| {
+                *c && !take_free()
+            })
             .unwrap();
         drop(held);
         if timeout.timed_out() {

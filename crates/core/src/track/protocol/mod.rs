@@ -220,6 +220,12 @@ impl Protocol {
         }
     }
 
+    /// First writes the running commit found behind itself so far (AVOIDED: the page was
+    /// taken already).
+    pub(crate) fn avoided_so_far(&self) -> u64 {
+        self.c[C_AVOIDED].load(SeqCst)
+    }
+
     /// Block until the committer has taken `page`. `brief`: it is copying the page right
     /// now, a memcpy from done, so spin a little before sleeping: a futex sleep and wake-up
     /// costs tens of microseconds on a VM, and a writer following the committer through the
