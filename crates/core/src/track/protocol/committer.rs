@@ -134,9 +134,8 @@ const LIFT_CHUNKS: usize = 256;
 const LIFT_MIN_PAGES: usize = 64;
 /// First writes found behind the committer (AVOIDED) before it starts lifting: a lift takes
 /// the address-space lock the application's own faults need, so it only pays where the
-/// application writes behind the committer. Measured (issue 11, docs/benchmarks.md): lifting
-/// every chunk at once cut an ascending loop's added time by a third and raised a
-/// descending one's (ahead of the committer, nothing behind it to save) by a quarter.
+/// application writes behind the committer (issue 11, docs/benchmarks.md: traps halve where
+/// a loop follows the committer; run-time differences were within the VM's noise).
 const LIFT_AFTER_AVOIDED: u64 = 64;
 
 /// The fence lifted behind the committer (issue 11). A fenced region opens chunk by chunk
