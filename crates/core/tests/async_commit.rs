@@ -238,16 +238,17 @@ fn written_after_a_commit(
     cow_pages: usize,
     order: FlushOrder,
     pages: usize,
-) -> (std::path::PathBuf, Engine, Arc<Gate>, Buf) {
-    let (dir, e, gate) = gated_engine(name, cow_pages, order);
+) -> (std::path::PathBuf, Buf, Engine, Arc<Gate>) {
     let mut buf = Buf::new(pages * PS);
+    let (dir, e, gate) = gated_engine(name, cow_pages, order);
     // SAFETY: `buf` outlives the engine (callers drop the engine first).
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     buf.slice_mut().fill(1);
     e.checkpoint().unwrap();
     e.wait().unwrap();
     buf.slice_mut().fill(2);
-    (dir, e, gate, buf)
+    // The buffer first: it is dropped after the engine, also when a test panics.
+    (dir, buf, e, gate)
 }
 
 /// Algorithms 2–4 step by step, with the commit held at its first write so every access
@@ -255,7 +256,7 @@ fn written_after_a_commit(
 /// it (COW) and the second waits (WAIT); the waited page is flushed first, then the copied
 /// one, then the rest by address. The next version's order learns from that epoch.
 fn learnt_order(order: FlushOrder) -> (Vec<u64>, Vec<u64>) {
-    let (dir, e, gate, mut buf) = written_after_a_commit("async-order", 1, order, 8);
+    let (dir, mut buf, e, gate) = written_after_a_commit("async-order", 1, order, 8);
     let _open = gate.open_on_drop();
 
     gate.set(true);
@@ -321,9 +322,9 @@ fn address_order_still_takes_the_waited_page_and_copies_first() {
 /// later write by another thread never reaches the version.
 #[test]
 fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
+    let buf = Buf::new(2 * PS);
     let (dir, e, gate) = gated_engine("async-shared", 1, FlushOrder::Address);
     let _open = gate.open_on_drop();
-    let buf = Buf::new(2 * PS);
     let base = buf.ptr as usize;
     // A covers pages 0 and 1; B lies inside page 1.
     // SAFETY: both ranges are inside `buf`, which outlives the engine.
@@ -435,8 +436,30 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
 /// Whether this run's commits lift a fenced region chunk by chunk behind themselves: on
 /// uffd-async, unless `ICKPT_FENCE_WHOLE=1` keeps the fence up to the end.
 fn lifts_behind(e: &Engine) -> bool {
-    e.backend() == Backend::UffdAsync
-        && std::env::var_os("ICKPT_FENCE_WHOLE").is_none_or(|v| v != "1")
+    e.backend() == Backend::UffdAsync && common::env_knob("ICKPT_FENCE_WHOLE", 0u8) != 1
+}
+
+/// Start an async checkpoint held at the gate after its first batch: its prefix passes,
+/// the write of its first 64 pages waits. Returns the version and the gate's count of
+/// writes before it.
+fn checkpoint_held_at_first_batch(e: &Engine, gate: &Gate) -> (u64, usize) {
+    gate.set(true);
+    gate.let_through(1);
+    let entered = gate.entered();
+    let v = e.checkpoint().unwrap().version;
+    common::spin_until("the commit's first batch at the gate", || {
+        gate.entered() == entered + 2
+    });
+    (v, entered)
+}
+
+/// Let the write held at the gate through and hold the next: the gate has then seen
+/// `entered` writes.
+fn let_next_batch_through(gate: &Gate, entered: usize) {
+    gate.let_through(1);
+    common::spin_until("the commit's next batch at the gate", || {
+        gate.entered() == entered
+    });
 }
 
 /// A commit held after its first batch (pages 0..64, the region's first chunk of 64 pages)
@@ -448,27 +471,17 @@ fn lifts_behind(e: &Engine) -> bool {
 /// hold memory as it was at their call either way.
 fn lift_behind_the_committer(behind: usize) {
     let pages = 1024;
-    let (dir, e, gate, buf) = written_after_a_commit("async-lift", 4, FlushOrder::Address, pages);
+    let (dir, buf, e, gate) = written_after_a_commit("async-lift", 4, FlushOrder::Address, pages);
     let _open = gate.open_on_drop();
     let base = buf.ptr as usize;
     let write = |page: usize| {
         // SAFETY: every page written is inside `buf`.
         unsafe { ((base + page * PS) as *mut u8).write_volatile(3) }
     };
-    // The version's prefix passes; its first batch (pages 0..64, taken in address order)
-    // waits at the gate.
-    gate.set(true);
-    gate.let_through(1);
-    let entered = gate.entered();
-    let v2 = e.checkpoint().unwrap().version;
-    common::spin_until("the commit's first batch at the gate", || {
-        gate.entered() == entered + 2
-    });
+    // Its first batch: pages 0..64, taken in address order.
+    let (v2, entered) = checkpoint_held_at_first_batch(&e, &gate);
     (0..behind).for_each(write);
-    gate.let_through(1);
-    common::spin_until("the commit's second batch at the gate", || {
-        gate.entered() == entered + 3
-    });
+    let_next_batch_through(&gate, entered + 3);
     let written = [70, 128, 200];
     written.into_iter().for_each(write);
     gate.set(false);
@@ -509,19 +522,20 @@ fn the_fence_stays_while_no_writes_follow_the_committer() {
     lift_behind_the_committer(1);
 }
 
-/// Region 1's last page is region 2's first. The commit takes all of region 1 in its first
-/// batch, which lifts region 1's fence behind it, but not over the shared page: region 2
-/// still needs it, so a write there waits for region 2's copy (copied aside) and the
-/// version keeps what region 2 held at the call.
+/// Region 1 (128 pages, two chunks) ends inside page 127, where region 2 begins. The commit
+/// is held after region 1's first batch, while 64 writes follow it (so it lifts what it
+/// completes), and again after its second, which completes region 1's second chunk: that
+/// chunk is lifted (a write to page 100 passes unseen) but not over the shared page, which
+/// region 2 still needs: a write there is copied aside, and the version keeps what region 2
+/// held at the call.
 #[test]
 fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
+    let buf = Buf::new(129 * PS);
     let (dir, e, gate) = gated_engine("async-lift-shared", 4, FlushOrder::Address);
     let _open = gate.open_on_drop();
-    let buf = Buf::new(65 * PS);
     let base = buf.ptr as usize;
-    let shared = 63 * PS;
-    // SAFETY: both ranges are inside `buf`, which outlives the engine. Region 1 spans
-    // pages 0..64 (a batch), ending inside page 63, where region 2 begins.
+    let shared = 127 * PS;
+    // SAFETY: both ranges are inside `buf`, which outlives the engine.
     unsafe {
         e.protect(1, buf.ptr, shared + PS / 2).unwrap();
         e.protect(2, (base + shared + PS / 2) as *mut u8, PS / 2 + PS)
@@ -531,29 +545,38 @@ fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
         // SAFETY: inside `buf`.
         unsafe { std::ptr::write_bytes(buf.ptr, v, buf.len) }
     };
+    let write = |at: usize| {
+        // SAFETY: every offset written is inside `buf`.
+        unsafe { ((base + at) as *mut u8).write_volatile(3) }
+    };
     fill(1);
     e.checkpoint().unwrap();
     e.wait().unwrap();
     fill(2);
 
-    gate.set(true);
-    gate.let_through(1);
-    let entered = gate.entered();
-    let v2 = e.checkpoint().unwrap().version;
-    common::spin_until("the commit's first batch at the gate", || {
-        gate.entered() == entered + 2
-    });
-    let in_2 = base + shared + PS / 2 + 10;
-    // SAFETY: inside `buf`, in region 2's part of the shared page.
-    unsafe { (in_2 as *mut u8).write_volatile(3) };
+    let (v2, entered) = checkpoint_held_at_first_batch(&e, &gate);
+    (0..64).for_each(|page| write(page * PS));
+    let_next_batch_through(&gate, entered + 3);
+    write(100 * PS);
+    let in_2 = shared + PS / 2 + 10;
+    write(in_2);
     gate.set(false);
-    e.wait().unwrap();
+    let done = e.wait().unwrap().unwrap();
+    let lifted = lifts_behind(&e);
+    assert_eq!(
+        (done.commit.cow_pages, done.commit.avoided_pages),
+        // The shared-page write is AVOIDED for region 1 (taken) and copied for region 2.
+        (1, 65 + u64::from(!lifted)),
+        "page 100's chunk {} lifted on {:?}",
+        if lifted { "is" } else { "is not" },
+        e.backend()
+    );
     // The next version has the write.
     let v3 = e.checkpoint().unwrap().version;
     e.wait().unwrap();
     let read = || {
         // SAFETY: inside `buf`.
-        unsafe { (in_2 as *const u8).read_volatile() }
+        unsafe { ((base + in_2) as *const u8).read_volatile() }
     };
     e.restore(v2).unwrap();
     assert_eq!(

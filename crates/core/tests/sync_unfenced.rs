@@ -18,7 +18,7 @@ const PAGES: usize = 64;
 /// Whether `b` takes sync commits without a fence (and so must retry some): uffd-async,
 /// unless `ICKPT_SYNC_FENCE=1` fences them.
 fn unfenced(b: Backend) -> bool {
-    b == Backend::UffdAsync && std::env::var_os("ICKPT_SYNC_FENCE").is_none_or(|v| v != "1")
+    b == Backend::UffdAsync && common::env_knob("ICKPT_SYNC_FENCE", 0u8) != 1
 }
 
 /// A write that lands on a collected page before the commit copies it: held at its first
@@ -28,6 +28,8 @@ fn unfenced(b: Backend) -> bool {
 /// version has the new byte). Never a failure, never a version that mixes the two.
 #[test]
 fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
+    // The gate bounds a write held there, not a retry that never ends: `join` below would.
+    let _watchdog = common::watchdog("a_write_during_an_unfenced_sync_commit", 120);
     let dir = scratch_dir("sync-unfenced-race");
     let (store, gate) = gated_store(&dir);
     gate.set(true);
