@@ -55,6 +55,8 @@ pub fn check_pages(
     first_page: u64,
     region_id: u64,
 ) -> Result<(), FormatError> {
+    // A caller's slip here would pass pages nobody checked.
+    assert_eq!(bytes.len(), crcs.len() * ps, "one CRC per whole page");
     for (i, (data, &stored)) in bytes.chunks_exact(ps).zip(crcs).enumerate() {
         let computed = crate::crc(data);
         if stored != computed {

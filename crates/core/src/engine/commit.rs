@@ -114,9 +114,8 @@ pub(super) fn run(job: Job) -> Outcome {
     );
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
     layout.reserve(total as usize);
-    let mut lift = LiftBehind::new(&regions, &*tracker, lift_behind);
     // Before any store I/O, which may block: chunks with nothing to take open now.
-    lift.start(&regions, &*tracker);
+    let mut lift = LiftBehind::start(&regions, &protocol, &*tracker, lift_behind);
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
     let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
     let mut sink = Sink::create(&*store, &name, staging.as_mut_slice(), ps);
@@ -157,7 +156,7 @@ pub(super) fn run(job: Job) -> Outcome {
             }
         };
         protocol.taken(&regions[ri].tr, page);
-        lift.taken(&protocol, &regions, &*tracker, ri, page);
+        lift.taken(ri, page);
         sink.seal(ri, page);
         done += 1;
     }

@@ -82,6 +82,7 @@ impl Engine {
             .collect();
 
         let unseen_are_after = !self.tracker.sees_every_write();
+        let after_collect = crate::track::test_pause::take_after_collect();
         let gate = self.protocol.close_gate();
         let mut ended_after = self.protocol.begin_commit();
         self.tracker.before_collect();
@@ -113,8 +114,9 @@ impl Engine {
                 failed = Some((super::region_error(tr, e), tr, bits, guard));
                 break;
             }
-            let last = ri + 1 == st.regions.len();
-            crate::track::test_pause::after_collect(tr.id, last);
+            if let Some(f) = after_collect {
+                f(tr.id);
+            }
             regions.push(Scheduled {
                 tr: tr.clone(),
                 bits,

@@ -39,8 +39,8 @@ impl TrackedPages {
     /// The pages must be read-write memory of this process that stays mapped while this
     /// value is used, whose writes while read-only a fault handler of ickpt's lets through,
     /// which holds nothing that must stay read-only or inaccessible (code, guard pages), and
-    /// to which no Rust reference is live while ickpt copies into it ([`copy_in`](Self::copy_in),
-    /// a restore).
+    /// to which no Rust reference is live while ickpt copies into it (a restore,
+    /// through [`bytes_mut`](Self::bytes_mut)).
     pub unsafe fn covering(ptr: usize, len: usize) -> io::Result<TrackedPages> {
         let ps = super::page_size();
         let base = ptr & !(ps - 1);

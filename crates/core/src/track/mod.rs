@@ -168,14 +168,15 @@ pub trait Tracker: Send + Sync {
     /// The running commit no longer needs writes to `r`'s pages decided one by one (all its
     /// pages are taken, or it failed). Called after every `collect`, with its guard.
     fn release(&self, _r: &TrackedRegion, _guard: Guard) {}
-    /// The running commit has taken every page it stores in `lo..hi` of `r`: writes there
-    /// need no decision any more. Only for trackers whose fence is not their tracking
-    /// ([`Tracker::lifts_fence_early`]); the others' protection is what records the next
-    /// epoch's writes, and must stay.
-    fn lift(&self, _r: &TrackedRegion, _guard: Guard, _lo: usize, _hi: usize) {}
-    /// Whether [`Tracker::lift`] does anything: the commit then lifts a fenced region's
-    /// fence chunk by chunk behind itself rather than all at once at its end.
-    fn lifts_fence_early(&self) -> bool {
+    /// The running commit has taken every page it stores in `pages` of `r`, which it fenced:
+    /// writes there need no decision any more. Only called where
+    /// [`Tracker::lifts_fence_early`] says so.
+    fn lift(&self, _r: &TrackedRegion, _pages: std::ops::Range<usize>) {}
+    /// Whether a commit may lift `r`'s fence chunk by chunk behind itself rather than all at
+    /// once at its end: where the fence is not the tracking (for mprotect and uffd, and a
+    /// region uffd-async tracks by protection, the protection is what records the next
+    /// epoch's writes, and must stay).
+    fn lifts_fence_early(&self, _r: &TrackedRegion) -> bool {
         false
     }
     /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking

@@ -78,20 +78,14 @@ impl UffdAsyncTracker {
         }
     }
 
-    /// Lift the fence over `lo..hi` of `r`, but for an edge page shared with a neighbour
-    /// `keep` says must stay fenced. Only a fenced collect raised one; a forked child's is
-    /// the parent's to lift.
+    /// Lift the fence over `pages` of `r`, but for an edge page shared with a neighbour
+    /// `keep` says must stay fenced.
     fn open_fence(
         &self,
         r: &TrackedRegion,
-        guard: Guard,
-        lo: usize,
-        hi: usize,
+        pages: std::ops::Range<usize>,
         keep: impl Fn(&TrackedRegion) -> bool,
     ) {
-        if guard != Guard::Fence || r.tracked_by_protection() || self.regions.forked() {
-            return;
-        }
         let kept = |page: usize| {
             let mut found = false;
             registry::with_regions_containing(r.page_addr(page), |o| {
@@ -99,6 +93,7 @@ impl UffdAsyncTracker {
             });
             found
         };
+        let (lo, hi) = (pages.start, pages.end);
         let lo = lo + usize::from(lo == 0 && kept(0));
         let hi = hi - usize::from(hi == r.npages && hi > lo && kept(r.npages - 1));
         if lo < hi {
@@ -192,20 +187,23 @@ impl Tracker for UffdAsyncTracker {
         false
     }
 
-    /// An edge page shared with a neighbour that page protection tracks stays fenced: its
-    /// next write traps and is marked for both, where opening it would blind the neighbour.
+    /// Only a fenced collect raised anything; a forked child's is the parent's to lift. An
+    /// edge page shared with a neighbour that page protection tracks stays fenced: its next
+    /// write traps and is marked for both, where opening it would blind the neighbour.
     fn release(&self, r: &TrackedRegion, guard: Guard) {
-        self.open_fence(r, guard, 0, r.npages, |o| o.tracked_by_protection());
+        if guard == Guard::Fence && self.lifts_fence_early(r) {
+            self.open_fence(r, 0..r.npages, |o| o.tracked_by_protection());
+        }
     }
 
     /// Mid-commit, an edge page shared with any neighbour stays fenced too: the neighbour's
     /// part of the commit may still need it (`release` opens it once the commit ends).
-    fn lift(&self, r: &TrackedRegion, guard: Guard, lo: usize, hi: usize) {
-        self.open_fence(r, guard, lo, hi, |_| true);
+    fn lift(&self, r: &TrackedRegion, pages: std::ops::Range<usize>) {
+        self.open_fence(r, pages, |_| true);
     }
 
-    fn lifts_fence_early(&self) -> bool {
-        true
+    fn lifts_fence_early(&self, r: &TrackedRegion) -> bool {
+        !r.tracked_by_protection() && !self.regions.forked()
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

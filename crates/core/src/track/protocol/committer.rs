@@ -141,14 +141,17 @@ const LIFT_AFTER_AVOIDED: u64 = 64;
 /// The fence lifted behind the committer (issue 11). A fenced region opens chunk by chunk
 /// as soon as the commit has taken every page of the chunk it stores, rather than all at
 /// once at its end: writes there then cost the tracker's own first write (uffd-async: the
-/// kernel's, under a microsecond) instead of a trap and a decision, while the commit runs
-/// on. Chunks that store nothing open at the start; the others once the application has
-/// been seen writing behind the committer ([`LIFT_AFTER_AVOIDED`]). Writes that pass a
-/// lifted chunk are not seen, so the adaptive order learns nothing from them (they count as
-/// written after the commit, unordered). Only for trackers whose fence is not their
-/// tracking ([`Tracker::lifts_fence_early`]).
-pub(crate) struct LiftBehind {
-    /// Per region, as the commit's: pages per chunk and each chunk's pages still to take
+/// kernel's async fault) instead of a trap and a decision, while the commit runs on. Chunks
+/// that store nothing open at the start; the others once the application has been seen
+/// writing behind the committer ([`LIFT_AFTER_AVOIDED`]). Writes that pass a lifted chunk
+/// are not seen, so the adaptive order learns nothing from them (they count as written
+/// after the commit, unordered). Only for regions whose fence is not their tracking
+/// ([`Tracker::lifts_fence_early`]).
+pub(crate) struct LiftBehind<'a> {
+    regions: &'a [Scheduled],
+    protocol: &'a Protocol,
+    tracker: &'a dyn Tracker,
+    /// Per region, as `regions`: pages per chunk and each chunk's pages still to take
     /// (empty: the region's fence is lifted at the end only).
     chunks: Vec<(usize, Vec<u32>)>,
     /// Chunks complete but still fenced, as (region index, chunk), until `armed`.
@@ -156,41 +159,50 @@ pub(crate) struct LiftBehind {
     armed: bool,
 }
 
-impl LiftBehind {
-    /// Counts what each chunk of `regions` has to take. Allocates: call before taking pages.
-    /// `on`: false keeps every fence up to the end (`ICKPT_FENCE_WHOLE`, for comparison).
-    pub fn new(regions: &[Scheduled], tracker: &dyn Tracker, on: bool) -> Self {
+impl<'a> LiftBehind<'a> {
+    /// Counts what each chunk of `regions` has to take and lifts the chunks with nothing
+    /// to take. Allocates: call before taking pages. `on`: false keeps every fence up to
+    /// the end (`ICKPT_FENCE_WHOLE`, for comparison).
+    pub fn start(
+        regions: &'a [Scheduled],
+        protocol: &'a Protocol,
+        tracker: &'a dyn Tracker,
+        on: bool,
+    ) -> Self {
         let chunks: Vec<(usize, Vec<u32>)> = regions
             .iter()
             .map(|r| {
-                if !on || r.guard != Guard::Fence || !tracker.lifts_fence_early() {
+                let n = r.tr.npages;
+                if !on || r.guard != Guard::Fence || !tracker.lifts_fence_early(&r.tr) {
                     return (0, Vec::new());
                 }
-                let n = r.tr.npages;
                 let size = n.div_ceil(LIFT_CHUNKS).max(LIFT_MIN_PAGES);
                 let mut left = vec![0u32; n.div_ceil(size)];
-                for (c, l) in left.iter_mut().enumerate() {
-                    let (lo, hi) = (c * size, ((c + 1) * size).min(n));
-                    *l = if r.whole {
-                        (hi - lo) as u32
-                    } else {
-                        (lo..hi).filter(|&p| bitmap::is_set(&r.bits, p)).count() as u32
-                    };
+                if r.whole {
+                    for (c, l) in left.iter_mut().enumerate() {
+                        *l = chunk_range(size, c, n).len() as u32;
+                    }
+                } else {
+                    let mut page = 0;
+                    while let Some(p) = bitmap::next_set(&r.bits, page, n) {
+                        left[p / size] += 1;
+                        page = p + 1;
+                    }
                 }
                 (size, left)
             })
             .collect();
         let pending = Vec::with_capacity(chunks.iter().map(|(_, l)| l.len()).sum());
-        LiftBehind {
+        let lift = LiftBehind {
+            regions,
+            protocol,
+            tracker,
             chunks,
             pending,
             armed: false,
-        }
-    }
-
-    /// Lift every chunk the commit takes nothing from, consecutive ones in one call.
-    pub fn start(&self, regions: &[Scheduled], tracker: &dyn Tracker) {
-        for (r, (size, left)) in regions.iter().zip(&self.chunks) {
+        };
+        // Consecutive empty chunks in one call.
+        for (r, (size, left)) in regions.iter().zip(&lift.chunks) {
             let mut c = 0;
             while c < left.len() {
                 if left[c] != 0 {
@@ -201,48 +213,45 @@ impl LiftBehind {
                 while c < left.len() && left[c] == 0 {
                     c += 1;
                 }
-                tracker.lift(&r.tr, r.guard, first * size, (c * size).min(r.tr.npages));
+                tracker.lift(&r.tr, first * size..(c * size).min(r.tr.npages));
             }
         }
+        lift
     }
 
     /// Page `page` of region `ri` is taken: its chunk is complete if it was the chunk's
-    /// last, and lifted once the application has been seen writing behind the committer.
-    pub fn taken(
-        &mut self,
-        p: &Protocol,
-        regions: &[Scheduled],
-        tracker: &dyn Tracker,
-        ri: usize,
-        page: usize,
-    ) {
+    /// last, and lifted once the application has been seen writing behind the committer
+    /// (asked when a chunk completes, not per page: the counter is shared with writers).
+    pub fn taken(&mut self, ri: usize, page: usize) {
         let (size, left) = &mut self.chunks[ri];
         if left.is_empty() {
             return;
         }
         let c = page / *size;
-        let Some(l) = left.get_mut(c) else {
-            return;
-        };
         // Each scheduled page is taken once; a miscount must keep the fence, never lift early.
-        debug_assert!(*l > 0, "page {page} taken twice, or never scheduled");
-        if *l == 0 {
+        debug_assert!(left[c] > 0, "page {page} taken twice, or never scheduled");
+        if left[c] == 0 {
             return;
         }
-        *l -= 1;
-        if *l == 0 {
-            self.pending.push((ri, c));
+        left[c] -= 1;
+        if left[c] != 0 {
+            return;
         }
-        if !self.armed && p.avoided_so_far() >= LIFT_AFTER_AVOIDED {
-            self.armed = true;
-        }
+        self.pending.push((ri, c));
+        self.armed = self.armed || self.protocol.avoided_so_far() >= LIFT_AFTER_AVOIDED;
         if self.armed {
             for (ri, c) in self.pending.drain(..) {
-                let (size, r) = (self.chunks[ri].0, &regions[ri]);
-                tracker.lift(&r.tr, r.guard, c * size, ((c + 1) * size).min(r.tr.npages));
+                let tr = &self.regions[ri].tr;
+                self.tracker
+                    .lift(tr, chunk_range(self.chunks[ri].0, c, tr.npages));
             }
         }
     }
+}
+
+/// Pages of chunk `c` of `size` pages, in a region of `n`.
+fn chunk_range(size: usize, c: usize, n: usize) -> std::ops::Range<usize> {
+    c * size..((c + 1) * size).min(n)
 }
 
 impl Protocol {

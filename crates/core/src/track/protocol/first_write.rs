@@ -411,17 +411,12 @@ pub mod test_pause {
         AFTER_COLLECT.store(f as usize, SeqCst);
     }
 
-    pub(crate) fn after_collect(id: u64, last: bool) {
-        let f = if last {
-            AFTER_COLLECT.swap(0, SeqCst)
-        } else {
-            AFTER_COLLECT.load(SeqCst)
-        };
-        if f != 0 {
-            // SAFETY: only `after_next_collects` stores a non-zero value: a `fn(u64)`.
-            let f: fn(u64) = unsafe { std::mem::transmute::<usize, fn(u64)>(f) };
-            f(id);
-        }
+    /// The function set for this checkpoint, taken (so a checkpoint that fails half-way
+    /// leaves none behind for the next).
+    pub(crate) fn take_after_collect() -> Option<fn(u64)> {
+        let f = AFTER_COLLECT.swap(0, SeqCst);
+        // SAFETY: only `after_next_collects` stores a non-zero value: a `fn(u64)`.
+        (f != 0).then(|| unsafe { std::mem::transmute::<usize, fn(u64)>(f) })
     }
 }
 
