@@ -197,14 +197,12 @@ impl Engine {
     /// them. An async commit runs beside the application: a fence. A sync one checks after
     /// the copy instead (any write to the region then means a retry), except where the
     /// commit itself is likely to write, which would make it commit twice: a region on this
-    /// thread's stack (the commit's own frames), or one sharing a page with memory outside
-    /// it (the allocator's, whose metadata the commit's own allocations write).
+    /// thread's stack (the commit's own frames). A region sharing a page with memory outside
+    /// it (an unaligned heap buffer, beside the allocator's headers, which the commit's own
+    /// allocations write) is checked too: the tracker fences the shared pages alone.
     fn guard_for(&self, tr: &TrackedRegion, fence_all: bool) -> Guard {
-        let ps = page_size();
-        let shares_a_page = tr.page_offset() != 0 || (tr.page_offset() + tr.user_len) % ps != 0;
         if fence_all
             || self.cfg.mode == CommitMode::Async
-            || shares_a_page
             || track::on_this_stack((tr.base(), tr.span_end()))
         {
             Guard::Fence

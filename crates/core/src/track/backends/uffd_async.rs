@@ -8,7 +8,8 @@
 //! decided page by page as with the mprotect backend. The commit lifts the fence chunk by
 //! chunk behind itself (`committer::LiftBehind`), so writes to pages it has taken cost the
 //! kernel's async fault again while it runs on. A sync commit, which usually meets
-//! no write, collects without the fence and checks afterwards that none came (`Guard`).
+//! no write, collects without the fence (but over pages shared with memory outside the
+//! region) and checks afterwards that none came (`Guard`).
 
 use crate::sys::mem::Protection;
 use crate::sys::page_size;
@@ -78,6 +79,16 @@ impl UffdAsyncTracker {
         }
     }
 
+    /// Fence `pages` of `r` (a `Guard::Check` collect's shared edge pages).
+    fn fence_pages(r: &TrackedRegion, pages: [Option<usize>; 2]) -> Result<(), TrackError> {
+        for p in pages.into_iter().flatten() {
+            r.mem
+                .protect_pages(p, 1, Protection::Tracked)
+                .map_err(TrackError::Protect)?;
+        }
+        Ok(())
+    }
+
     /// Lift the fence over `pages` of `r`, but for an edge page shared with a neighbour
     /// `keep` says must stay fenced.
     fn open_fence(
@@ -136,7 +147,24 @@ impl Tracker for UffdAsyncTracker {
             if !r.still_mapped() {
                 return Err(TrackError::Unmapped);
             }
+            // A page the region shares with memory outside it is fenced alone (before the
+            // scan, as the whole fence is): the commit's own allocations may write there
+            // (an unaligned heap buffer's edge pages hold the allocator's headers), which
+            // the check would take for a race every time. A write there traps and is
+            // decided page by page, after waiting at the gate until every region is
+            // collected; the check leaves these pages out.
+            let edges = if guard == Guard::Check {
+                r.shared_edge_pages()
+            } else {
+                [None; 2]
+            };
+            let faults_before = r.dirty.faults();
+            Self::fence_pages(r, edges)?;
             let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
+            // This thread's own write there, during the collect, opened it: again.
+            if r.dirty.faults() != faults_before {
+                Self::fence_pages(r, edges)?;
+            }
             if !Self::take_unarmed(r) && guard == Guard::Check {
                 r.dirty.count_faults(written);
             }
@@ -175,9 +203,13 @@ impl Tracker for UffdAsyncTracker {
             return Ok(true);
         }
         self.regions.check_owner()?;
+        // Shared edge pages were fenced (`collect`): their writes were decided, not missed.
+        let edges = r.shared_edge_pages();
         let mut written = false;
         self.scanner
-            .each_written(r, |_, _| written = true)
+            .each_written(r, |lo, hi| {
+                written |= (lo..hi).any(|p| !edges.contains(&Some(p)));
+            })
             .map_err(TrackError::Userfault)?;
         Ok(!written)
     }
@@ -191,8 +223,18 @@ impl Tracker for UffdAsyncTracker {
     /// edge page shared with a neighbour that page protection tracks stays fenced: its next
     /// write traps and is marked for both, where opening it would blind the neighbour.
     fn release(&self, r: &TrackedRegion, guard: Guard) {
-        if guard == Guard::Fence && self.lifts_fence_early(r) {
-            self.open_fence(r, 0..r.npages, |o| o.tracked_by_protection());
+        if !self.lifts_fence_early(r) {
+            return;
+        }
+        let keep = |o: &TrackedRegion| o.tracked_by_protection();
+        match guard {
+            Guard::Fence => self.open_fence(r, 0..r.npages, keep),
+            Guard::Check => {
+                for p in r.shared_edge_pages().into_iter().flatten() {
+                    self.open_fence(r, p..p + 1, keep);
+                }
+            }
+            Guard::Rearm => {}
         }
     }
 

@@ -88,6 +88,16 @@ impl TrackedRegion {
         self.base() + self.span_len()
     }
 
+    /// The covering pages the region shares with memory outside it (an unaligned buffer's
+    /// first and last pages: a heap buffer's hold the allocator's headers): page 0 and the
+    /// last page, each when the region does not fill it. Allocation-free.
+    pub fn shared_edge_pages(&self) -> [Option<usize>; 2] {
+        let last = self.npages - 1;
+        let tail = (self.page_offset() + self.user_len) % page_size() != 0;
+        let first = (self.page_offset() != 0).then_some(0);
+        [first, (tail && first != Some(last)).then_some(last)]
+    }
+
     pub fn page_addr(&self, page: usize) -> usize {
         self.base() + page * page_size()
     }
