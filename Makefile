@@ -87,7 +87,7 @@ bench-incremental: build plot-deps
 	/usr/bin/python3 scripts/plot_incremental.py docs/benchmarks/incremental.json \
 	    docs/benchmarks/incremental.png
 
-# Writes docs/benchmarks/aickpt-*.{csv,json,png} (about 25 minutes).
+# Writes docs/benchmarks/aickpt-*.{csv,json,png} (25 minutes on the AMD VM, 36 on the Xeon one).
 bench-aickpt: build plot-deps
 	scripts/bench-aickpt.sh $(RELEASE)/ickpt docs/benchmarks
 

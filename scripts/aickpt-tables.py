@@ -27,6 +27,10 @@ def pick(runs, figure, pattern, mode, cow=None):
 
 
 def pct(a, b):
+    """a against b as a signed percentage; n/a when b is not positive (a noise-dominated
+    added time, against which a ratio means nothing)."""
+    if b <= 0:
+        return "n/a"
     return f"{(a / b - 1) * 100:+.0f}%".replace("-", "−")
 
 
@@ -56,7 +60,8 @@ def fig4(runs):
             ap = pick(runs, "fig4", p, "async-adaptive", cow)
             if not (ad and ap and p in sync):
                 continue
-            red = lambda r: f"{(1 - r['added_s'] / sync[p]) * 100:.0f}% ({r['added_s']:.2f} s)"
+            red = lambda r: (f"{(1 - r['added_s'] / sync[p]) * 100:.0f}%" if sync[p] > 0
+                             else "n/a") + f" ({r['added_s']:.2f} s)"
             out.append(
                 f"| {p} | {cow} MiB | {red(ad)} | {red(ap)} | {pct(ap['added_s'], ad['added_s'])} "
                 f"| {ad['wait_per_checkpoint']:,.0f} / {ap['wait_per_checkpoint']:,.0f} |")
@@ -64,6 +69,8 @@ def fig4(runs):
 
 
 def main(args):
+    if not args or (args[0] == "--pair" and len(args) != 3):
+        sys.exit(__doc__)
     if args[:1] == ["--pair"]:
         (_, a), (_, b) = rows(args[1]), rows(args[2])
         print("| pattern | mode | A added | B added | B / A |\n|---|---|---|---|---|")
@@ -71,20 +78,22 @@ def main(args):
             o = pick(b, r["figure"], r["pattern"], r["mode"], r["cow_mib"])
             if r["figure"] == "fig2" and o:
                 print(f"| {r['pattern']} | {r['mode']} | {r['added_s']:.2f} s | {o['added_s']:.2f} s "
-                      f"| {o['added_s'] / r['added_s']:.2f} |")
+                      f"| {o['added_s'] / r['added_s']:.2f} |" if r['added_s'] > 0 else "| n/a |")
         return
     print("| setting | pattern | sync: added | async, address: added (vs sync) "
           "| async, adaptive: added (vs sync; vs address) "
           "| WAIT / AVOIDED / COW per checkpoint, address → adaptive |")
     print("|---|---|---|---|---|---|")
-    sweeps = []
+    sweeps, sources = [], []
     for path in args:
         d, runs = rows(path)
         name = Path(path).stem.removeprefix("aickpt-")
         print("\n".join(fig2(name, runs)))
         sweeps += fig4(runs)
-        print(f"<!-- {name}: backend {sorted({r.get('backend', '?') for r in runs})}, "
-              f"commit {d.get('git_commit', '?')}, {d['machine']} -->")
+        sources.append(f"<!-- {name}: backend {sorted({r.get('backend', '?') for r in runs})}, "
+                       f"commit {d.get('git_commit', '?')}, {d['machine']} -->")
+    # After the table: a comment line inside it would end it.
+    print("\n".join(sources))
     if sweeps:
         print("\n| pattern | cow | async, address | async, adaptive | adaptive vs address "
               "| WAIT per checkpoint, address / adaptive |\n|---|---|---|---|---|---|")

@@ -1,8 +1,9 @@
 /* What a fence costs (issue 11, docs/design.md "The fence"): mprotect(PROT_READ) and back over
- * 256 MiB of populated 4 KiB pages, whole, and run by run over a random 1 / 10 / 50% of the
- * pages (one mprotect per run of consecutive pages, as a fence over the dirty runs only would
+ * 256 MiB of populated pages, whole, and run by run over a random 1 / 10 / 50% of the pages
+ * (one mprotect per run of consecutive chosen pages, as a fence over the dirty runs only would
  * need). Not part of the build or the tests; run by hand:
  *     cc -O2 scripts/fence-cost.c -o /tmp/fence-cost && /tmp/fence-cost
+ * Output kept in docs/benchmarks/issue11-fence-cost/.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -10,28 +11,75 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1e3+t.tv_nsec/1e6;}
-int main(){
-  size_t ps=4096, n=65536, sz=n*ps;
-  char*p=mmap(0,sz,PROT_READ|PROT_WRITE,MAP_PRIVATE|MAP_ANONYMOUS,-1,0);
-  madvise(p,sz,MADV_NOHUGEPAGE);
-  memset(p,1,sz);
-  for(int rep=0;rep<3;rep++){
-    double t0=now(); mprotect(p,sz,PROT_READ); double t1=now(); mprotect(p,sz,PROT_READ|PROT_WRITE); double t2=now();
-    printf("whole: fence %.2f lift %.2f ms\n",t1-t0,t2-t1);
-  }
-  double fr[]={0.01,0.10,0.5};
-  for(int f=0;f<3;f++){
-    srand(1); char*sel=calloc(n,1); for(size_t i=0;i<n*fr[f];i++) sel[rand()%n]=1; /* a random share of the pages */
-    size_t runs=0; for(size_t i=0;i<n;i++) if(sel[i]&&(i==0||!sel[i-1])) runs++;
-    double t0=now();
-    for(size_t i=0;i<n;){ if(!sel[i]){i++;continue;} size_t j=i; while(j<n&&sel[j]) j++; mprotect(p+i*ps,(j-i)*ps,PROT_READ); i=j;}
-    double t1=now();
-    for(size_t i=0;i<n;){ if(!sel[i]){i++;continue;} size_t j=i; while(j<n&&sel[j]) j++; mprotect(p+i*ps,(j-i)*ps,PROT_READ|PROT_WRITE); i=j;}
-    double t2=now();
-    /* lift in random order */
-    for(size_t i=0;i<n;){ if(!sel[i]){i++;continue;} size_t j=i; while(j<n&&sel[j]) j++; mprotect(p+i*ps,(j-i)*ps,PROT_READ); i=j;}
-    double t3=now(); mprotect(p,sz,PROT_READ|PROT_WRITE); double t4=now();
-    printf("%.0f%%: runs %zu per-run fence %.2f lift %.2f ms; fence again %.2f, whole lift %.2f\n",fr[f]*100,runs,t1-t0,t2-t1,t3-t2,t4-t3);
-  }
+#include <unistd.h>
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static void must(int ok, const char *what) {
+    if (!ok) {
+        perror(what);
+        exit(1);
+    }
+}
+
+/* mprotect each run of consecutive chosen pages to `prot`; returns the runs. */
+static size_t each_run(char *p, size_t ps, const char *sel, size_t n, int prot) {
+    size_t runs = 0;
+    for (size_t i = 0; i < n;) {
+        if (!sel[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < n && sel[j])
+            j++;
+        must(mprotect(p + i * ps, (j - i) * ps, prot) == 0, "mprotect run");
+        runs++;
+        i = j;
+    }
+    return runs;
+}
+
+int main(void) {
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE), sz = 256u << 20, n = sz / ps;
+    char *p = mmap(0, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    must(p != MAP_FAILED, "mmap");
+    /* Page-sized entries, as ickpt's tracked memory after its first epoch. */
+    must(madvise(p, sz, MADV_NOHUGEPAGE) == 0, "madvise");
+    memset(p, 1, sz);
+    printf("256 MiB, %zu pages of %zu bytes\n", n, ps);
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_ms();
+        must(mprotect(p, sz, PROT_READ) == 0, "mprotect");
+        double t1 = now_ms();
+        must(mprotect(p, sz, PROT_READ | PROT_WRITE) == 0, "mprotect");
+        double t2 = now_ms();
+        printf("whole region: fence %.2f ms, lift %.2f ms\n", t1 - t0, t2 - t1);
+    }
+    const double shares[] = {0.01, 0.10, 0.50};
+    char *sel = malloc(n);
+    must(sel != NULL, "malloc");
+    for (int f = 0; f < 3; f++) {
+        srand(1);
+        size_t chosen = 0;
+        for (size_t i = 0; i < n; i++) {
+            sel[i] = rand() < shares[f] * RAND_MAX;
+            chosen += sel[i];
+        }
+        double t0 = now_ms();
+        size_t runs = each_run(p, ps, sel, n, PROT_READ);
+        double t1 = now_ms();
+        each_run(p, ps, sel, n, PROT_READ | PROT_WRITE);
+        double t2 = now_ms();
+        printf("%.1f%% of pages in %zu runs: fence run by run %.2f ms (%.2f us a run), "
+               "lift %.2f ms\n",
+               100.0 * chosen / n, runs, t1 - t0, (t1 - t0) * 1e3 / runs, t2 - t1);
+    }
+    free(sel);
+    must(munmap(p, sz) == 0, "munmap");
+    return 0;
 }

@@ -5,7 +5,7 @@
 //! address order and async with the adaptive order. Figure 4: the async orders with the
 //! copy-on-write buffer swept, as the reduction of sync's overhead.
 
-use super::util::{cpu_model, git_commit, kernel, machine, WorkDir, PAGE};
+use super::util::{machine, with_run_header, WorkDir, PAGE};
 use crate::CmdResult;
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::store::parse_size;
@@ -360,16 +360,12 @@ pub fn run(a: &Args) -> CmdResult {
             })
         })
         .collect();
-    let out = json!({
-        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(),
-        "git_commit": git_commit(),
-        "backend_requested": std::env::var("ICKPT_BACKEND").unwrap_or_else(|_| "auto".into()),
-        "fence_whole": std::env::var("ICKPT_FENCE_WHOLE").is_ok_and(|v| v == "1"),
+    let out = with_run_header(json!({
         "size_mib": a.size_mib, "iterations": a.iterations,
         "every": a.every, "work": a.work, "bandwidth": bandwidth, "cow_mib": a.cow_mib,
         "fault_around": a.fault_around, "reps": a.reps,
         "runs": rows,
-    });
+    }));
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {

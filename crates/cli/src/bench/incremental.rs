@@ -12,8 +12,8 @@
 
 use super::paired::{interleave, Comparison, CSV_HEADER};
 use super::util::{
-    bytes_below, cpu_model, drop_cached, fill_random, git_commit, kernel, machine, median, ms,
-    named, plain_read, plain_write, random_pages, settle, touch_pages, write_file, WorkDir, PAGE,
+    bytes_below, drop_cached, fill_random, median, ms, named, plain_read, plain_write,
+    random_pages, settle, touch_pages, with_run_header, write_file, WorkDir, PAGE,
 };
 use crate::{human, CmdResult};
 use ickpt::format::CommitMode;
@@ -486,12 +486,8 @@ fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
         })
         .collect();
     let restore = |c: &Comparison| json!({"ms": c.ickpt_median(), "read_ms": c.baseline_median(), "ratio": c.ratio_stats().0});
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    json!({
-        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(), "cores": cores,
-        "git_commit": git_commit(),
+    with_run_header(json!({
         "backend": backend.as_str(),
-        "backend_requested": std::env::var("ICKPT_BACKEND").unwrap_or_else(|_| "auto".into()),
         "size_mib": a.size_mib, "reps": reps,
         "run_seconds": started.elapsed().as_secs_f64(),
         "full_checkpoint": {"bytes": full.bytes, "ms": ms(full.duration)},
@@ -511,7 +507,7 @@ fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
             "cold_ratio": r.chain_cold.ratio_stats().0,
         },
         "comparisons": run.comparisons().iter().map(|c| c.to_json()).collect::<Vec<_>>(),
-    })
+    }))
 }
 
 fn print_tables(j: &Value, run: &Run) {

@@ -50,7 +50,6 @@ impl Comparison {
         }
     }
 
-    /// Record repetition `rep` (see `interleave` for which side went first).
     /// One pair of `ran`: its step `ickpt` (plus `extra`, time the ickpt side spent outside
     /// the step) against its step `baseline`, in the order they actually ran.
     pub fn push(&mut self, ran: &Ran, ickpt: usize, baseline: usize, extra: Duration) {

@@ -3,7 +3,7 @@
 //! (`cat FILE > /dev/null`: read(2) into one 128 KiB buffer; and the same read into memory
 //! mapped fresh, where a restore's bytes must land), interleaved per repetition.
 
-use super::util::{machine, median, ms, random_pages, WorkDir, PAGE};
+use super::util::{machine, median, ms, random_pages, with_run_header, WorkDir, PAGE};
 use crate::CmdResult;
 use ickpt::{Config, Engine};
 use serde_json::json;
@@ -181,8 +181,8 @@ pub fn run(a: &Args) -> CmdResult {
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({
-                "machine": machine(), "backend": backend.as_str(), "size_mib": a.size_mib,
+            serde_json::to_string_pretty(&with_run_header(json!({
+                "backend": backend.as_str(), "size_mib": a.size_mib,
                 "reps": reps, "file_bytes": bytes,
                 "plain_read_ms": ms(median(plain.clone())), "restore_full_ms": ms(median(full.clone())),
                 "restore_chain_ms": ms(median(chain.clone())), "chain_versions": chain_info.chain_len,
@@ -194,7 +194,7 @@ pub fn run(a: &Args) -> CmdResult {
                 "runs": {"plain_read_ms": list(&plain), "plain_read_into_memory_ms": list(&into_memory),
                          "restore_full_ms": list(&full),
                          "restore_chain_ms": list(&chain)},
-            }))?
+            })))?
         );
         return Ok(ExitCode::SUCCESS);
     }

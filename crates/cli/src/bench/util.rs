@@ -267,6 +267,29 @@ pub fn git_commit() -> String {
     "unknown".into()
 }
 
+/// What every benchmark's JSON records about its run, merged into `out` (an object): the
+/// machine, the commit, the backend asked for, and the test switches that change what is
+/// measured (unset ones as null), so two runs of one binary can be told apart from the file.
+pub fn with_run_header(mut out: serde_json::Value) -> serde_json::Value {
+    let var = |name: &str| std::env::var(name).ok();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let header = serde_json::json!({
+        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(), "cores": cores,
+        "git_commit": git_commit(),
+        "backend_requested": var("ICKPT_BACKEND").unwrap_or_else(|| "auto".into()),
+        "switches": {
+            "ICKPT_SYNC_FENCE": var("ICKPT_SYNC_FENCE"),
+            "ICKPT_FENCE_WHOLE": var("ICKPT_FENCE_WHOLE"),
+            "ICKPT_NO_UFFD": var("ICKPT_NO_UFFD"),
+            "ICKPT_NO_PAGEMAP_SCAN": var("ICKPT_NO_PAGEMAP_SCAN"),
+        },
+    });
+    if let (Some(o), serde_json::Value::Object(h)) = (out.as_object_mut(), header) {
+        o.extend(h);
+    }
+    out
+}
+
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

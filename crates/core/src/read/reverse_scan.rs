@@ -26,7 +26,7 @@ const WINDOW: usize = 2 << 20;
 const MAX_GAP: usize = 8 << 10;
 /// A version with less than a window to read into memory is read by one thread: one read,
 /// nothing to share. Was 16 MiB, which left the older increments of a chain on one thread:
-/// 2 MiB cut a full + 9 chain's restore by a median 10% (issue 11, docs/benchmarks.md).
+/// 2 MiB cut a full + 9 chain's restore by a median 9% (issue 11, docs/benchmarks.md).
 const PARALLEL_MIN: usize = WINDOW;
 
 /// Where restored bytes go. Every byte of every selected region is delivered exactly once.
