@@ -1,7 +1,9 @@
 /* What a fence costs (issue 11, docs/design.md "The fence"): mprotect(PROT_READ) and back over
  * 256 MiB of populated pages, whole, and run by run over a random 1 / 10 / 50% of the pages
  * (one mprotect per run of consecutive chosen pages, as a fence over the dirty runs only would
- * need). Not part of the build or the tests; run by hand:
+ * need). Then what the mprotect backend's re-protect costs: the same runs opened (as its first
+ * writes open them, splitting the mapping), then one mprotect(PROT_READ) over the whole
+ * region, which merges the pieces back. Not part of the build or the tests; run by hand:
  *     cc -O2 scripts/fence-cost.c -o /tmp/fence-cost && /tmp/fence-cost
  * Output kept in docs/benchmarks/issue11-fence-cost/.
  */
@@ -78,6 +80,18 @@ int main(void) {
         printf("%.1f%% of pages in %zu runs: fence run by run %.2f ms (%.2f us a run), "
                "lift %.2f ms\n",
                100.0 * chosen / n, runs, t1 - t0, (t1 - t0) * 1e3 / runs, t2 - t1);
+        /* The mprotect backend: tracked (read-only) region, the runs opened by first writes,
+         * then re-protected whole at the next checkpoint. */
+        must(mprotect(p, sz, PROT_READ) == 0, "mprotect");
+        for (int rep = 0; rep < 3; rep++) {
+            each_run(p, ps, sel, n, PROT_READ | PROT_WRITE);
+            double t3 = now_ms();
+            must(mprotect(p, sz, PROT_READ) == 0, "mprotect");
+            double t4 = now_ms();
+            printf("  re-protect whole after opening those runs: %.2f ms (%.2f us a run)\n",
+                   t4 - t3, (t4 - t3) * 1e3 / runs);
+        }
+        must(mprotect(p, sz, PROT_READ | PROT_WRITE) == 0, "mprotect");
     }
     free(sel);
     must(munmap(p, sz) == 0, "munmap");

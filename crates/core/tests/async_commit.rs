@@ -372,15 +372,27 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
 fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
     // Reported as such (issue 9: it read "a thread wrote to a protected page"), with the
     // version and the panic's message, as ICKPT_ERR_INTERNAL; in sync mode too, where the
-    // panic used to unwind through `checkpoint`.
-    for mode in [CommitMode::Async, CommitMode::Sync] {
+    // panic used to unwind through `checkpoint`. A commit of 4 pages panics in its first
+    // write; one of 1024 in its third, a batch a sync commit writes on its writing thread.
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    for (mode, pages) in [
+        (CommitMode::Async, 4),
+        (CommitMode::Sync, 4),
+        (CommitMode::Async, 1024),
+        (CommitMode::Sync, 1024),
+    ] {
+        let ctx = format!("{mode:?}, {pages} pages");
         let dir = scratch_dir("async-panic");
-        let armed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let a = armed.clone();
-        let hook = move || {
-            if a.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        // Writes left until the one that panics; 0: none does.
+        let left = Arc::new(AtomicUsize::new(0));
+        let l = left.clone();
+        let hook = move || match l.load(SeqCst) {
+            0 => {}
+            1 => {
+                l.store(0, SeqCst);
                 panic!("a store bug");
             }
+            n => l.store(n - 1, SeqCst),
         };
         let store: Arc<dyn Store> = Arc::new(HookStore {
             inner: DirStore::open_write(&dir).unwrap(),
@@ -389,13 +401,20 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         let mut c = async_config(&dir, 4, FlushOrder::Address);
         c.mode = mode;
         let e = Engine::with_store(c, store).unwrap();
-        let mut buf = Buf::new(4 * PS);
+        let mut buf = Buf::new(pages * PS);
         // SAFETY: `buf` outlives the engine.
         unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
         let v1 = e.checkpoint().unwrap().version;
         e.wait().unwrap();
-        buf.slice_mut()[2 * PS] = 42;
-        armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let dirty: Vec<usize> = if pages > 4 {
+            (0..pages).collect()
+        } else {
+            vec![2]
+        };
+        for &p in &dirty {
+            buf.slice_mut()[p * PS] = 42;
+        }
+        left.store(if pages > 4 { 3 } else { 1 }, SeqCst);
         let failed = match mode {
             CommitMode::Async => e.checkpoint().and_then(|_| e.wait()).map(drop),
             CommitMode::Sync => e.checkpoint().map(drop),
@@ -403,11 +422,12 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         let err = failed.expect_err("the commit panicked");
         match &err {
             CheckpointError::CommitPanicked { version, message } => {
-                assert_eq!(*version, v1 + 1, "{mode:?}");
-                assert_eq!(message, "a store bug", "{mode:?}");
+                assert_eq!(*version, v1 + 1, "{ctx}");
+                assert_eq!(message, "a store bug", "{ctx}");
             }
-            other => panic!("{mode:?}: {other:?}"),
+            other => panic!("{ctx}: {other:?}"),
         }
+        assert_eq!(left.load(SeqCst), 0, "{ctx}: the store panicked");
         let msg = err.to_string();
         assert!(
             msg.contains("panicked") && msg.contains("a store bug"),
@@ -419,15 +439,16 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         );
         buf.slice_mut()[0] = 7;
         let v = e.checkpoint().unwrap().version;
+        let want_pages = dirty.len() + usize::from(!dirty.contains(&0));
         assert_eq!(
             e.wait().unwrap().unwrap().pages,
-            2,
-            "{mode:?}: the abandoned commit's page too"
+            want_pages as u64,
+            "{ctx}: the abandoned commit's pages too"
         );
         let want = buf.slice().to_vec();
         buf.slice_mut().fill(0);
         e.restore(v).unwrap();
-        assert!(buf.slice() == &want[..]);
+        assert!(buf.slice() == &want[..], "{ctx}");
         drop(e);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -33,18 +33,36 @@ fn temp_files(dir: &std::path::Path) -> usize {
 }
 
 fn check_fault(fault: Fault, expect: fn(&CheckpointError) -> bool, first_fails: bool) {
+    check_fault_in(fault, expect, first_fails, 32);
+}
+
+/// A region of `pages` pages; above 64 (a batch) every page is written before the failing
+/// checkpoint, so a sync commit writes it in many batches, on its writing thread.
+fn check_fault_in(
+    fault: Fault,
+    expect: fn(&CheckpointError) -> bool,
+    first_fails: bool,
+    pages: usize,
+) {
     let dir = scratch_dir("faults");
     let plan = FaultPlan::new();
-    let mut buf = Buf::new(32 * PS);
+    let mut buf = Buf::new(pages * PS);
     let e = open(&dir, &plan);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     buf.slice_mut().fill(1);
     let mut committed = Vec::new();
+    let mut dirty = vec![3, 20, 31];
     if !first_fails {
         committed.push(e.checkpoint().unwrap().version);
         buf.slice_mut()[3 * PS] = 2;
         buf.slice_mut()[20 * PS + 5] = 3;
+        if pages > 64 {
+            dirty = (0..pages).collect();
+            for p in &dirty {
+                buf.slice_mut()[p * PS + 9] = *p as u8;
+            }
+        }
     }
     plan.arm(fault);
     let err = e.checkpoint().unwrap_err();
@@ -85,7 +103,7 @@ fn check_fault(fault: Fault, expect: fn(&CheckpointError) -> bool, first_fails: 
     } else {
         assert_eq!(
             (retry.kind, retry.pages),
-            (Kind::Incremental, 3),
+            (Kind::Incremental, dirty.len() as u64),
             "{fault:?}: dirty pages kept"
         );
     }
@@ -137,6 +155,22 @@ fn eio_and_failed_fsync() {
 }
 
 #[test]
+fn a_failure_while_batches_are_written_on_the_writing_thread() {
+    // 1024 pages are 16 batches (plus the header): fail in the fifth, and at the very end.
+    let fifth = 4 * (256 << 10) + 100;
+    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, false, 1024);
+    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, true, 1024);
+    check_fault_in(Fault::NoSpaceAfter(1024 * PS as u64), no_space, false, 1024);
+    check_fault_in(Fault::IoErrorAfter(fifth), io, false, 1024);
+    // Later writes succeed: only a commit that stops at the first error fails.
+    check_fault_in(Fault::IoErrorOnceAt(fifth), io, false, 1024);
+    check_fault_in(Fault::IoErrorOnceAt(fifth), io, true, 1024);
+    check_fault(Fault::IoErrorOnceAt(PS as u64 + 1), io, false);
+    check_fault_in(Fault::CrashAfter(fifth), io, false, 1024);
+    check_fault_in(Fault::CommitFails, io, false, 1024);
+}
+
+#[test]
 fn abandoned_writer_leaves_only_a_temporary_file() {
     check_fault(Fault::CrashAfter(2 * PS as u64), io, false);
 }
@@ -145,6 +179,7 @@ fn abandoned_writer_leaves_only_a_temporary_file() {
 fn env_switch_parses() {
     assert_eq!(Fault::parse("enospc@12"), Some(Fault::NoSpaceAfter(12)));
     assert_eq!(Fault::parse("eio@0"), Some(Fault::IoErrorAfter(0)));
+    assert_eq!(Fault::parse("eio-once@7"), Some(Fault::IoErrorOnceAt(7)));
     assert_eq!(Fault::parse("commit-eio"), Some(Fault::CommitFails));
     assert_eq!(Fault::parse("crash@5"), Some(Fault::CrashAfter(5)));
     assert_eq!(Fault::parse("bogus"), None);

@@ -9,7 +9,8 @@ use ickpt::{Config, Engine};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const PS: usize = 4096;
-const PAGES: usize = 64;
+/// More than three batches of a commit: a sync commit writes them on its writing thread.
+const PAGES: usize = 200;
 const THREADS: usize = 3;
 
 #[test]

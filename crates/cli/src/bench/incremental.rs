@@ -4,7 +4,8 @@
 //! For 1 / 10 / 50 / 100% dirty pages of a region of random bytes (nothing compresses or
 //! dedups): the sync checkpoint against a write+fsync of as many bytes to a new file in the
 //! same directory, and against the same write with early writeback every 8 MiB (as the store
-//! does); the async checkpoint's call (the pause the application sees), and the call plus
+//! does), and against itself writing on the committing thread (`ICKPT_WRITE_INLINE`: what
+//! overlapping copy and checksum with the write gains); the async checkpoint's call (the pause the application sees), and the call plus
 //! `wait()`, against the write+fsync. Then the restore of a full version against a plain
 //! sequential read of as many bytes, and the restore of full + 9 increments against one full,
 //! each with a warm and a cold page cache. Each repetition measures the ickpt side and its
@@ -53,6 +54,7 @@ const DIRTY_PERCENT: [usize; 4] = [1, 10, 50, 100];
 /// The baselines' labels.
 const WRITE: &str = "write+fsync";
 const WRITE_WB: &str = "write+fsync with writeback every 8 MiB";
+const INLINE: &str = "sync checkpoint() with ICKPT_WRITE_INLINE=1 (no writing thread)";
 const FULL: &str = "restore of full";
 /// Increments in the chain restored against one full (issue 11: full + 9).
 const CHAIN_INCREMENTS: u64 = 9;
@@ -66,6 +68,7 @@ struct Case {
     phases: [Duration; 6],
     sync: Comparison,
     sync_writeback: Comparison,
+    sync_inline: Comparison,
     async_call: Comparison,
     async_total: Comparison,
     async_wait: Duration,
@@ -74,11 +77,29 @@ struct Case {
 }
 
 fn engine(dir: &Path, full_every: u32, mode: CommitMode) -> Res<Engine> {
+    engine_with(dir, full_every, mode, false)
+}
+
+/// With `inline_writes`, an engine whose commits write every batch on the committing thread
+/// (`ICKPT_WRITE_INLINE=1`, a test switch read when an engine opens: set only while it does).
+fn engine_with(dir: &Path, full_every: u32, mode: CommitMode, inline_writes: bool) -> Res<Engine> {
+    const SWITCH: &str = "ICKPT_WRITE_INLINE";
+    let before = std::env::var_os(SWITCH);
+    if inline_writes {
+        std::env::set_var(SWITCH, "1");
+    }
     let mut c = Config::new(dir);
     c.full_every = full_every;
     c.keep_chains = 1;
     c.mode = mode;
-    let e = Engine::open(c)?;
+    let e = Engine::open(c);
+    if inline_writes {
+        match before {
+            Some(v) => std::env::set_var(SWITCH, v),
+            None => std::env::remove_var(SWITCH),
+        }
+    }
+    let e = e?;
     if e.config().mode != mode {
         return Err(format!(
             "ICKPT_MODE made the {mode:?} engine {:?}: unset it for this benchmark",
@@ -128,17 +149,22 @@ pub fn run(a: &Args) -> CmdResult {
     eprintln!("checkpoints: {} MiB, {reps} repetitions ...", a.size_mib);
     let es = engine(&work.sub("sync")?, u32::MAX, CommitMode::Sync)?;
     let ea = engine(&work.sub("async")?, u32::MAX, CommitMode::Async)?;
+    let ei = engine_with(&work.sub("inline")?, u32::MAX, CommitMode::Sync, true)?;
     let backend = es.backend();
     let mem = random_region(&es, size, 1)?;
     let amem = random_region(&ea, size, 2)?;
+    let imem = random_region(&ei, size, 3)?;
     let full = es.checkpoint()?;
+    ei.checkpoint()?;
     ea.checkpoint()?;
     ea.wait()?;
     let t = Checkpoints {
         sync: &es,
         asynchronous: &ea,
+        inline: &ei,
         mem,
         amem,
+        imem,
         baseline_dir: &baseline_dir,
         pages,
         reps,
@@ -160,7 +186,7 @@ pub fn run(a: &Args) -> CmdResult {
         seq_p.push(unsafe { touch_pages(src.as_mut_ptr(), &all, v) });
     }
     let seq = [median(seq_t), median(seq_p)];
-    drop((es, ea));
+    drop((es, ea, ei));
 
     eprintln!("restores ...");
     let restores = restores(&work, size, &src, reps)?;
@@ -199,8 +225,11 @@ pub fn run(a: &Args) -> CmdResult {
 struct Checkpoints<'a> {
     sync: &'a Engine,
     asynchronous: &'a Engine,
+    /// A sync engine whose commits write on the committing thread.
+    inline: &'a Engine,
     mem: *mut u8,
     amem: *mut u8,
+    imem: *mut u8,
     baseline_dir: &'a Path,
     pages: usize,
     reps: usize,
@@ -214,19 +243,26 @@ impl Checkpoints<'_> {
         let Checkpoints {
             sync: es,
             asynchronous: ea,
+            inline: ei,
             mem,
             amem,
+            imem,
             baseline_dir,
             pages,
             reps,
         } = *self;
         let n = (pages * pct / 100).max(1);
-        let [mut sync, mut sync_writeback, mut async_call, mut async_total] = [
+        let [mut sync, mut sync_writeback, mut sync_inline, mut async_call, mut async_total] = [
             ("sync_checkpoint", "sync checkpoint()", WRITE),
             (
                 "sync_checkpoint_vs_writeback",
                 "sync checkpoint()",
                 WRITE_WB,
+            ),
+            (
+                "sync_checkpoint_vs_inline_writes",
+                "sync checkpoint()",
+                INLINE,
             ),
             ("async_call", "async checkpoint()", WRITE),
             ("async_call_and_wait", "async checkpoint() + wait()", WRITE),
@@ -246,10 +282,11 @@ impl Checkpoints<'_> {
                 pw.push(touch_pages(src.as_mut_ptr(), &list, v));
                 fill_random(mem, &list, seed);
                 fill_random(amem, &list, !seed);
+                fill_random(imem, &list, seed ^ 0x5a5a);
             }
             let src: &[u8] = src;
             let mut info = None;
-            let t = interleave(rep, 3, |step| -> Res<Duration> {
+            let t = interleave(rep, 4, |step| -> Res<Duration> {
                 settle();
                 Ok(match step {
                     0 => {
@@ -261,11 +298,17 @@ impl Checkpoints<'_> {
                         d
                     }
                     1 => plain_write(baseline_dir, bytes, src, false)?,
-                    _ => plain_write(baseline_dir, bytes, src, true)?,
+                    2 => plain_write(baseline_dir, bytes, src, true)?,
+                    _ => {
+                        let t = Instant::now();
+                        checked(ei.checkpoint()?, n);
+                        t.elapsed()
+                    }
                 })
             })?;
             sync.push(&t, 0, 1, Duration::ZERO);
             sync_writeback.push(&t, 0, 2, Duration::ZERO);
+            sync_inline.push(&t, 0, 3, Duration::ZERO);
             let p = info.expect("step 0 ran").phases;
             for (v, d) in ph
                 .iter_mut()
@@ -295,6 +338,7 @@ impl Checkpoints<'_> {
         for c in [
             &mut sync,
             &mut sync_writeback,
+            &mut sync_inline,
             &mut async_call,
             &mut async_total,
         ] {
@@ -307,6 +351,7 @@ impl Checkpoints<'_> {
             phases: ph.map(median),
             sync,
             sync_writeback,
+            sync_inline,
             async_call,
             async_total,
             async_wait: median(waits),
@@ -441,7 +486,15 @@ impl Run {
         let mut v: Vec<&Comparison> = self
             .cases
             .iter()
-            .flat_map(|c| [&c.sync, &c.sync_writeback, &c.async_call, &c.async_total])
+            .flat_map(|c| {
+                [
+                    &c.sync,
+                    &c.sync_writeback,
+                    &c.sync_inline,
+                    &c.async_call,
+                    &c.async_total,
+                ]
+            })
             .collect();
         let r = &self.restores;
         v.extend([&r.warm, &r.cold, &r.chain_warm, &r.chain_cold]);
@@ -476,6 +529,7 @@ fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
                               "commit": ms(c.phases[5])},
                 "ratio": c.sync.ratio_stats().0,
                 "ratio_writeback": c.sync_writeback.ratio_stats().0,
+                "ratio_inline_writes": c.sync_inline.ratio_stats().0,
                 "async_call_ms": c.async_call.ickpt_median(),
                 "async_wait_ms": ms(c.async_wait),
                 "async_plain_write_ms": c.async_call.baseline_median(),

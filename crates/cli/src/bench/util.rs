@@ -280,6 +280,7 @@ pub fn with_run_header(mut out: serde_json::Value) -> serde_json::Value {
         "switches": {
             "ICKPT_SYNC_FENCE": var("ICKPT_SYNC_FENCE"),
             "ICKPT_FENCE_WHOLE": var("ICKPT_FENCE_WHOLE"),
+            "ICKPT_WRITE_INLINE": var("ICKPT_WRITE_INLINE"),
             "ICKPT_NO_UFFD": var("ICKPT_NO_UFFD"),
             "ICKPT_NO_PAGEMAP_SCAN": var("ICKPT_NO_PAGEMAP_SCAN"),
         },

@@ -165,6 +165,9 @@ pub(crate) struct TestSwitches {
     /// `ICKPT_FENCE_WHOLE`: a commit keeps its fences up until it ends, instead of lifting
     /// them chunk by chunk behind itself (`committer::LiftBehind`), to measure and test both.
     pub fence_whole: bool,
+    /// `ICKPT_WRITE_INLINE`: a commit writes its batches itself between copies, instead of
+    /// on a second thread while it copies the next (`engine::sink`), to measure and test both.
+    pub write_inline: bool,
 }
 
 impl TestSwitches {
@@ -172,7 +175,7 @@ impl TestSwitches {
         Ok(TestSwitches {
             fault: parsed(
                 "ICKPT_FAULT",
-                "enospc@BYTES, eio@BYTES, crash@BYTES or commit-eio (fault injection for \
+                "enospc@BYTES, eio@BYTES, eio-once@BYTES, crash@BYTES or commit-eio (fault injection for \
                  tests; unset it otherwise)",
                 Fault::parse,
             )?,
@@ -181,6 +184,7 @@ impl TestSwitches {
             hide: hidden_features()?,
             sync_fence: switch("ICKPT_SYNC_FENCE")?,
             fence_whole: switch("ICKPT_FENCE_WHOLE")?,
+            write_inline: switch("ICKPT_WRITE_INLINE")?,
         })
     }
 }

@@ -4,27 +4,19 @@
 //! committer thread (async) or on the caller (sync); the fault path competes for the same
 //! pages through the protocol (`track/protocol`).
 
+use super::sink::{Handoff, Sink, BATCHES, BATCH_PAGES};
 use super::{gc, CheckpointInfo, Phases};
-use crate::error::{CheckpointError, FileError};
+use crate::error::CheckpointError;
 use crate::policy::Head;
 use crate::read::catalog::Catalog;
-use crate::store::{version_name, Store, StoreId, StoreWriter};
+use crate::store::{version_name, Store, StoreId};
 use crate::sys::thread;
 use crate::track::protocol::committer::{Drain, LiftBehind, Scheduled, Selector, Take};
 use crate::track::{Guard, OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, StoredPhases, VersionLayout};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Bytes gathered before one store write: 64 pages, so a write's system call costs little
-/// per page, while a writer waiting on a page (which the committer takes only between
-/// writes) waits at most one such write: 1 ms at 256 MB/s.
-const BATCH_BYTES: usize = 256 << 10;
-
-/// The buffer pages are staged in (see `Engine::staging`): a batch, and at least one page.
-pub(super) fn staging_buffer(page_size: usize) -> std::io::Result<OwnBytes> {
-    OwnBytes::new(BATCH_BYTES.max(page_size))
-}
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Everything a commit needs, moved to the thread that runs it.
 pub(crate) struct Job {
@@ -55,6 +47,10 @@ pub(crate) struct Job {
     /// Lift fences chunk by chunk behind the commit (`LiftBehind`); false with
     /// `ICKPT_FENCE_WHOLE`.
     pub lift_behind: bool,
+    /// Write batches on a second thread (`sink`); false with `ICKPT_WRITE_INLINE`.
+    pub write_thread: bool,
+    /// Counts batches the commit waited for the store to take (`Stats::commit_stalls`).
+    pub stalls: Arc<AtomicU64>,
 }
 
 /// What a finished commit hands back to the engine.
@@ -92,6 +88,8 @@ pub(super) fn run(job: Job) -> Outcome {
         mut stats,
         page_size: ps,
         lift_behind,
+        write_thread,
+        stalls,
     } = job;
     let mut drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
@@ -118,108 +116,123 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut lift = LiftBehind::start(&regions, &protocol, &*tracker, lift_behind);
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
     let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
-    let mut sink = Sink::create(&*store, &name, staging.as_mut_slice(), ps);
-    sink.write(&layout.prefix());
-
-    // The prefix's write came before the copying began.
-    let write_before = sink.write_time;
-    let started = Instant::now();
-    let mut sel = Selector::new(&regions, priority);
-    let mut done = 0u64;
-    while done < total {
-        // Write a full batch before claiming the next page: a page claimed first would stay
-        // FLUSHING, and a writer wanting it would wait, for the whole write.
-        sink.make_room(&mut layout);
-        let Some(take) = sel.next(&protocol) else {
-            // Only pages a writer is still copying into a slot are left: a memcpy away.
-            thread::yield_now();
-            continue;
-        };
-        // The page is released (TAKEN) as soon as its bytes are copied, before its CRC (taken
-        // with its batch): a writer waiting for it then waits for a memcpy only, and never
-        // across anything that could take a lock.
-        let (ri, page) = match take {
-            Take::Memory(ri, page) => {
-                if let Some(dst) = sink.slot(&mut layout) {
-                    // The region stays tracked (mapped, readable) until the commit settles;
-                    // the page is Flushing, so no writer can open it before we are done.
-                    regions[ri].tr.copy_page_out(page, dst);
-                }
-                (ri, page)
-            }
-            Take::Slot(slot, ri, page) => {
-                if let Some(dst) = sink.slot(&mut layout) {
-                    dst.copy_from_slice(protocol.cow.bytes(slot));
-                }
-                protocol.cow.free(slot);
-                (ri, page)
-            }
-        };
-        protocol.taken(&regions[ri].tr, page);
-        lift.taken(ri, page);
-        sink.seal(ri, page);
-        done += 1;
-    }
-    let t = Instant::now();
-    let (counts, peak) = drain.end_commit();
-    let raced = sink.err.is_none() && !unwritten_since_collect(&regions, &*tracker);
-    if raced {
-        sink.err = Some(CheckpointError::CommitAborted { version });
-    }
-    phases.release = t.elapsed();
-    sink.flush(&mut layout);
-    phases.crc = sink.crc_time;
-    phases.copy = started
-        .elapsed()
-        .saturating_sub(sink.write_time - write_before)
-        .saturating_sub(sink.crc_time)
-        .saturating_sub(phases.release);
-
-    stats.commit_ns = requested.elapsed().as_nanos() as u64;
-    stats.wait_ns = counts.wait_ns;
-    stats.cow_pages = counts.cow;
-    stats.wait_pages = counts.wait;
-    stats.avoided_pages = counts.avoided;
-    stats.peak_cow_bytes = peak;
-    stats.phases = StoredPhases {
-        collect_ns: phases.collect.as_nanos() as u64,
-        copy_ns: phases.copy.as_nanos() as u64,
-        crc_ns: phases.crc.as_nanos() as u64,
-        release_ns: phases.release.as_nanos() as u64,
-        // The trailer's own write is not in it: the file records what came before it.
-        write_ns: sink.write_time.as_nanos() as u64,
-        attempts: stats.phases.attempts,
-    };
-    layout.set_stats(stats);
-    let trailer = layout.trailer();
-    head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
-    sink.write(&trailer);
-    if protocol.poisoned() && sink.err.is_none() {
-        sink.err = Some(CheckpointError::CommitAborted { version });
-    }
-    phases.write = sink.write_time;
-    let result = sink.commit(&mut phases).map(|bytes| {
-        if kind == Kind::Full {
-            // A failure leaves extra old versions, never a broken one.
-            let t = Instant::now();
-            let _ = gc::collect(
-                &Catalog::with_identity(&*store, Some(store_id)),
-                keep_chains,
-                Some(version),
-            );
-            phases.gc = t.elapsed();
+    let staging = staging.as_mut_slice();
+    let mut batches = staging.chunks_mut(staging.len() / BATCHES);
+    let first = batches.next().expect("BATCHES buffers");
+    let handoff = Handoff::new(batches);
+    let threaded = write_thread && total as usize > BATCH_PAGES;
+    let result = std::thread::scope(|scope| {
+        let prefix = layout.prefix();
+        // The prefix first, on this thread: a commit held at its first write (tests) has
+        // then taken no page yet.
+        let mut sink = Sink::create(&*store, &name, &prefix, first, &stalls, ps);
+        if threaded {
+            sink.write_on_thread(scope, &handoff);
         }
-        CheckpointInfo {
-            version,
-            kind,
-            parent,
-            pages: layout.page_count(),
-            bytes,
-            duration: requested.elapsed(),
-            phases: phases.clone(),
-            commit: stats,
+        // The prefix's write came before the copying began.
+        let wait_before = sink.io_wait;
+        let started = Instant::now();
+        let mut sel = Selector::new(&regions, priority);
+        let mut done = 0u64;
+        while done < total {
+            // Pass a full batch on before claiming the next page: a page claimed first would
+            // stay FLUSHING, and a writer wanting it would wait, for the whole write.
+            sink.make_room(&mut layout);
+            let Some(take) = sel.next(&protocol) else {
+                // Only pages a writer is still copying into a slot are left: a memcpy away.
+                thread::yield_now();
+                continue;
+            };
+            // The page is released (TAKEN) as soon as its bytes are copied, before its CRC
+            // (taken with its batch): a writer waiting for it then waits for a memcpy only,
+            // and never across anything that could take a lock.
+            let (ri, page) = match take {
+                Take::Memory(ri, page) => {
+                    if let Some(dst) = sink.slot(&mut layout) {
+                        // The region stays tracked (mapped, readable) until the commit
+                        // settles; the page is Flushing, so no writer can open it before we
+                        // are done.
+                        regions[ri].tr.copy_page_out(page, dst);
+                    }
+                    (ri, page)
+                }
+                Take::Slot(slot, ri, page) => {
+                    if let Some(dst) = sink.slot(&mut layout) {
+                        dst.copy_from_slice(protocol.cow.bytes(slot));
+                    }
+                    protocol.cow.free(slot);
+                    (ri, page)
+                }
+            };
+            protocol.taken(&regions[ri].tr, page);
+            lift.taken(ri, page);
+            sink.seal(ri, page);
+            done += 1;
         }
+        let t = Instant::now();
+        let (counts, peak) = drain.end_commit();
+        let raced = sink.err.is_none() && !unwritten_since_collect(&regions, &*tracker);
+        if raced {
+            sink.err = Some(CheckpointError::CommitAborted { version });
+        }
+        phases.release = t.elapsed();
+        sink.flush(&mut layout);
+        sink.finish_batches();
+        phases.crc = sink.crc_time;
+        phases.copy = started
+            .elapsed()
+            .saturating_sub(sink.io_wait - wait_before)
+            .saturating_sub(sink.crc_time)
+            .saturating_sub(phases.release);
+
+        stats.commit_ns = requested.elapsed().as_nanos() as u64;
+        stats.wait_ns = counts.wait_ns;
+        stats.cow_pages = counts.cow;
+        stats.wait_pages = counts.wait;
+        stats.avoided_pages = counts.avoided;
+        stats.peak_cow_bytes = peak;
+        stats.phases = StoredPhases {
+            collect_ns: phases.collect.as_nanos() as u64,
+            copy_ns: phases.copy.as_nanos() as u64,
+            crc_ns: phases.crc.as_nanos() as u64,
+            release_ns: phases.release.as_nanos() as u64,
+            // The trailer's own write is not in it: the file records what came before it.
+            write_ns: sink.write_time.as_nanos() as u64,
+            attempts: stats.phases.attempts,
+        };
+        layout.set_stats(stats);
+        let trailer = layout.trailer();
+        head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
+        sink.write(&trailer);
+        if protocol.poisoned() && sink.err.is_none() {
+            sink.err = Some(CheckpointError::CommitAborted { version });
+        }
+        phases.write = sink.write_time;
+        let result = sink.commit(&mut phases.commit).map(|bytes| {
+            if kind == Kind::Full {
+                // A failure leaves extra old versions, never a broken one.
+                let t = Instant::now();
+                let _ = gc::collect(
+                    &Catalog::with_identity(&*store, Some(store_id)),
+                    keep_chains,
+                    Some(version),
+                );
+                phases.gc = t.elapsed();
+            }
+            CheckpointInfo {
+                version,
+                kind,
+                parent,
+                pages: layout.page_count(),
+                bytes,
+                duration: requested.elapsed(),
+                phases: phases.clone(),
+                commit: stats,
+            }
+        });
+        (result, raced)
     });
+    let (result, raced) = result;
     if result.is_ok() {
         drain.committed();
     }
@@ -239,116 +252,4 @@ fn unwritten_since_collect(regions: &[Scheduled], tracker: &dyn Tracker) -> bool
         .iter()
         .filter(|r| r.guard == Guard::Check)
         .all(|r| tracker.unwritten_since_collect(&r.tr).unwrap_or(false))
-}
-
-/// Most pages one batch holds (a batch of 4 KiB pages).
-const BATCH_PAGES: usize = BATCH_BYTES / 4096;
-
-/// The version file being written: pages gathered into a batch, checksummed and written when
-/// it fills. After the first error nothing more is written, but pages are still accepted.
-struct Sink<'a> {
-    w: Option<Box<dyn StoreWriter>>,
-    err: Option<CheckpointError>,
-    file: String,
-    buf: &'a mut [u8],
-    fill: usize,
-    /// The batch's pages as (region index, page), in the order of their bytes in `buf`.
-    batch: [(u32, u64); BATCH_PAGES],
-    ps: usize,
-    bytes: u64,
-    write_time: Duration,
-    crc_time: Duration,
-}
-
-impl<'a> Sink<'a> {
-    fn create(store: &dyn Store, name: &str, buf: &'a mut [u8], ps: usize) -> Self {
-        let file = store.describe(name);
-        let (w, err) = match store.create(name) {
-            Ok(w) => (Some(w), None),
-            Err(e) => (None, Some(FileError::new(&file, "create", e).into())),
-        };
-        Sink {
-            w,
-            err,
-            file,
-            buf,
-            fill: 0,
-            batch: [(0, 0); BATCH_PAGES],
-            ps,
-            bytes: 0,
-            write_time: Duration::ZERO,
-            crc_time: Duration::ZERO,
-        }
-    }
-
-    /// Where the next page's bytes go; None once writing has failed (the page is then
-    /// only released, not copied).
-    fn slot(&mut self, layout: &mut VersionLayout) -> Option<&mut [u8]> {
-        if self.err.is_some() {
-            return None;
-        }
-        self.make_room(layout);
-        Some(&mut self.buf[self.fill..self.fill + self.ps])
-    }
-
-    /// The page copied into `slot` is complete; it is checksummed with its batch.
-    fn seal(&mut self, ri: usize, page: usize) {
-        if self.err.is_some() {
-            return;
-        }
-        self.batch[self.fill / self.ps] = (ri as u32, page as u64);
-        self.fill += self.ps;
-    }
-
-    /// Write the batch out if it has no room for another page.
-    fn make_room(&mut self, layout: &mut VersionLayout) {
-        if self.fill + self.ps > self.buf.len() || self.fill / self.ps == BATCH_PAGES {
-            self.flush(layout);
-        }
-    }
-
-    /// Checksum the batch's pages into the layout, in order, and write them. The pages are
-    /// released already: a writer waiting for one never waits for its checksum.
-    fn flush(&mut self, layout: &mut VersionLayout) {
-        let fill = std::mem::take(&mut self.fill);
-        if self.err.is_some() {
-            // Nothing more is written (a failed write, or a commit that met a write).
-            return;
-        }
-        let data = std::mem::take(&mut self.buf);
-        let t = Instant::now();
-        for (i, page) in data[..fill].chunks_exact(self.ps).enumerate() {
-            let (ri, p) = self.batch[i];
-            layout.push_page(ri, p, ickpt_format::crc(page));
-        }
-        self.crc_time += t.elapsed();
-        self.write(&data[..fill]);
-        self.buf = data;
-    }
-
-    fn write(&mut self, data: &[u8]) {
-        if data.is_empty() || self.err.is_some() {
-            return;
-        }
-        let Some(w) = self.w.as_mut() else { return };
-        let t = Instant::now();
-        match w.write_all(data) {
-            Ok(()) => self.bytes += data.len() as u64,
-            Err(e) => self.err = Some(FileError::new(&self.file, "write", e).into()),
-        }
-        self.write_time += t.elapsed();
-    }
-
-    /// Make the version durable and visible; returns the file's size.
-    fn commit(mut self, phases: &mut Phases) -> Result<u64, CheckpointError> {
-        if let Some(e) = self.err.take() {
-            return Err(e);
-        }
-        let w = self.w.take().expect("a writer when there is no error");
-        let t = Instant::now();
-        w.commit()
-            .map_err(|e| FileError::new(&self.file, "commit", e))?;
-        phases.commit = t.elapsed();
-        Ok(self.bytes)
-    }
 }

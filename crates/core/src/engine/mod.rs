@@ -10,6 +10,7 @@ mod gc;
 mod pending;
 mod restore_regions;
 mod schedule;
+mod sink;
 mod stats;
 mod versions;
 
@@ -77,6 +78,11 @@ pub struct Engine {
     /// `ICKPT_FENCE_WHOLE`: a commit lifts its fences at its end only, not chunk by chunk
     /// behind itself (see `LiftBehind`).
     fence_whole: bool,
+    /// `ICKPT_WRITE_INLINE`: a commit writes its batches itself, not on a second thread.
+    write_inline: bool,
+    /// Batches commits waited for the store to take (`Stats::commit_stalls`), counted by the
+    /// commit as it runs.
+    stalls: Arc<std::sync::atomic::AtomicU64>,
     /// The process that opened it: a child forked from it inherits the engine but must not
     /// write into its parent's store, nor wait for threads that did not come along.
     pid: u32,
@@ -141,6 +147,8 @@ impl Engine {
         Ok(Engine {
             sync_fence: test.sync_fence,
             fence_whole: test.fence_whole,
+            write_inline: test.write_inline,
+            stalls: Arc::default(),
             huge_worker,
             pid: std::process::id(),
             cfg,
@@ -149,7 +157,7 @@ impl Engine {
             tracker,
             protocol,
             staging: Arc::new(Mutex::new(
-                commit::staging_buffer(page_size()).map_err(track::TrackError::OwnAlloc)?,
+                sink::staging_buffer(page_size()).map_err(track::TrackError::OwnAlloc)?,
             )),
             state: Mutex::new(State {
                 regions: BTreeMap::new(),
@@ -337,6 +345,7 @@ impl Engine {
             sum(|r| r.acck_released_pages()) + st.stats.acck_released_of_removed;
         s.acck_huge_spans = self.protocol.huge_queue().map_or(0, |q| q.collapsed());
         s.regions_by_protection = sum(|r| r.tracked_by_protection() as u64);
+        s.commit_stalls = self.stalls.load(std::sync::atomic::Ordering::Relaxed);
         s
     }
 

@@ -190,6 +190,9 @@ impl Engine {
             },
             page_size: page_size(),
             lift_behind: !self.fence_whole,
+            // An async commit stays on one thread of ickpt's, beside the application's.
+            write_thread: !self.write_inline && self.cfg.mode == CommitMode::Sync,
+            stalls: self.stalls.clone(),
         })
     }
 

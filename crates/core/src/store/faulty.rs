@@ -12,6 +12,10 @@ pub enum Fault {
     NoSpaceAfter(u64),
     /// Accept this many bytes of the next object, then fail with EIO.
     IoErrorAfter(u64),
+    /// Fail the one write that reaches this many bytes of the next object with EIO (having
+    /// written none of it), and accept the writes after it: a transient error, which leaves
+    /// a hole only a writer that stops at the first error never commits.
+    IoErrorOnceAt(u64),
     /// Write everything, then fail the commit (fsync) with EIO.
     CommitFails,
     /// Accept this many bytes, then fail and leave the temporary object behind as a killed
@@ -20,7 +24,8 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// Parse the `ICKPT_FAULT` syntax: `enospc@BYTES`, `eio@BYTES`, `commit-eio`, `crash@BYTES`.
+    /// Parse the `ICKPT_FAULT` syntax: `enospc@BYTES`, `eio@BYTES`, `eio-once@BYTES`,
+    /// `commit-eio`, `crash@BYTES`.
     pub fn parse(s: &str) -> Option<Fault> {
         if s == "commit-eio" {
             return Some(Fault::CommitFails);
@@ -30,6 +35,7 @@ impl Fault {
         match kind {
             "enospc" => Some(Fault::NoSpaceAfter(n)),
             "eio" => Some(Fault::IoErrorAfter(n)),
+            "eio-once" => Some(Fault::IoErrorOnceAt(n)),
             "crash" => Some(Fault::CrashAfter(n)),
             _ => None,
         }
@@ -90,6 +96,12 @@ struct FaultyWriter {
 
 impl StoreWriter for FaultyWriter {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if let Some(Fault::IoErrorOnceAt(n)) = self.fault {
+            if self.written + buf.len() as u64 > n {
+                self.fault = None;
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+        }
         let limit = match self.fault {
             Some(Fault::NoSpaceAfter(n) | Fault::IoErrorAfter(n) | Fault::CrashAfter(n)) => n,
             _ => u64::MAX,
