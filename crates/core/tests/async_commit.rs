@@ -373,13 +373,13 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
     // Reported as such (issue 9: it read "a thread wrote to a protected page"), with the
     // version and the panic's message, as ICKPT_ERR_INTERNAL; in sync mode too, where the
     // panic used to unwind through `checkpoint`. A commit of 4 pages panics in its first
-    // write; one of 1024 in its third, a batch a sync commit writes on its writing thread.
+    // write; one of 4096 in its third, a batch a sync commit writes on its writing thread.
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     for (mode, pages) in [
         (CommitMode::Async, 4),
         (CommitMode::Sync, 4),
-        (CommitMode::Async, 1024),
-        (CommitMode::Sync, 1024),
+        (CommitMode::Async, 4096),
+        (CommitMode::Sync, 4096),
     ] {
         let ctx = format!("{mode:?}, {pages} pages");
         let dir = scratch_dir("async-panic");

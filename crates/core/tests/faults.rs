@@ -37,7 +37,7 @@ fn check_fault(fault: Fault, expect: fn(&CheckpointError) -> bool, first_fails: 
 }
 
 /// A region of `pages` pages; above 64 (a batch) every page is written before the failing
-/// checkpoint, so a sync commit writes it in many batches, on its writing thread.
+/// checkpoint, so a sync commit writes it in many batches, from 32 on its writing thread.
 fn check_fault_in(
     fault: Fault,
     expect: fn(&CheckpointError) -> bool,
@@ -156,18 +156,19 @@ fn eio_and_failed_fsync() {
 
 #[test]
 fn a_failure_while_batches_are_written_on_the_writing_thread() {
-    // 1024 pages are 16 batches (plus the header): fail in the fifth, and at the very end.
+    // 4096 pages are 64 batches (plus the header), written on the writing thread: fail in the
+    // fifth, and at the very end.
     let fifth = 4 * (256 << 10) + 100;
-    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, false, 1024);
-    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, true, 1024);
-    check_fault_in(Fault::NoSpaceAfter(1024 * PS as u64), no_space, false, 1024);
-    check_fault_in(Fault::IoErrorAfter(fifth), io, false, 1024);
+    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, false, 4096);
+    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, true, 4096);
+    check_fault_in(Fault::NoSpaceAfter(4096 * PS as u64), no_space, false, 4096);
+    check_fault_in(Fault::IoErrorAfter(fifth), io, false, 4096);
     // Later writes succeed: only a commit that stops at the first error fails.
-    check_fault_in(Fault::IoErrorOnceAt(fifth), io, false, 1024);
-    check_fault_in(Fault::IoErrorOnceAt(fifth), io, true, 1024);
+    check_fault_in(Fault::IoErrorOnceAt(fifth), io, false, 4096);
+    check_fault_in(Fault::IoErrorOnceAt(fifth), io, true, 4096);
     check_fault(Fault::IoErrorOnceAt(PS as u64 + 1), io, false);
-    check_fault_in(Fault::CrashAfter(fifth), io, false, 1024);
-    check_fault_in(Fault::CommitFails, io, false, 1024);
+    check_fault_in(Fault::CrashAfter(fifth), io, false, 4096);
+    check_fault_in(Fault::CommitFails, io, false, 4096);
 }
 
 #[test]

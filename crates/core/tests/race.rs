@@ -9,18 +9,28 @@ use ickpt::{Config, Engine};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 const PS: usize = 4096;
-/// More than three batches of a commit: a sync commit writes them on its writing thread.
-const PAGES: usize = 200;
+const PAGES: usize = 64;
 const THREADS: usize = 3;
 
 #[test]
 fn writes_racing_checkpoints_are_never_lost() {
     let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
+    writes_racing_checkpoints(PAGES, rounds);
+}
+
+/// 32 batches: sync commits of this size write them on their writing thread.
+#[test]
+fn writes_racing_checkpoints_written_on_a_second_thread_are_never_lost() {
+    let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
+    writes_racing_checkpoints(32 * PAGES, rounds.div_ceil(10));
+}
+
+fn writes_racing_checkpoints(pages: usize, rounds: usize) {
     let dir = scratch_dir("race");
     let mut c = Config::new(&dir);
     c.keep_chains = 1;
     let e = Engine::open(c).unwrap();
-    let base = e.alloc(1, PAGES * PS).unwrap() as usize;
+    let base = e.alloc(1, pages * PS).unwrap() as usize;
     let mut raced_total = 0u64;
     for round in 0..rounds {
         let stop = AtomicBool::new(false);
@@ -34,7 +44,7 @@ fn writes_racing_checkpoints_are_never_lost() {
                     let mut pass = 0u32;
                     while !stop.load(Ordering::Relaxed) {
                         pass += 1;
-                        for p in 0..PAGES {
+                        for p in 0..pages {
                             let at = base + p * PS + t * 8;
                             // SAFETY: inside the allocated region; each thread owns its bytes.
                             unsafe {
@@ -46,7 +56,7 @@ fn writes_racing_checkpoints_are_never_lost() {
                 });
             }
             common::spin_until("the writers starting", || {
-                writes.load(Ordering::Relaxed) >= (THREADS * PAGES) as u64
+                writes.load(Ordering::Relaxed) >= (THREADS * pages) as u64
             });
             // At least three checkpoints, and go on until one of them provably ran while the
             // threads wrote (the round proves nothing otherwise).
@@ -63,12 +73,12 @@ fn writes_racing_checkpoints_are_never_lost() {
             }
             raced_total += raced;
         });
-        // SAFETY: the region is PAGES*PS bytes; the writers have stopped.
-        let mem = unsafe { std::slice::from_raw_parts(base as *const u8, PAGES * PS) };
+        // SAFETY: the region is pages*PS bytes; the writers have stopped.
+        let mem = unsafe { std::slice::from_raw_parts(base as *const u8, pages * PS) };
         let before = mem.to_vec();
         let v = e.checkpoint().unwrap().version;
         e.restore(v).unwrap();
-        let bad = (0..PAGES)
+        let bad = (0..pages)
             .filter(|p| mem[p * PS..(p + 1) * PS] != before[p * PS..(p + 1) * PS])
             .count();
         assert_eq!(

@@ -4,7 +4,7 @@
 //! committer thread (async) or on the caller (sync); the fault path competes for the same
 //! pages through the protocol (`track/protocol`).
 
-use super::sink::{Handoff, Sink, BATCHES, BATCH_PAGES};
+use super::sink::{Handoff, Sink, BATCHES, BATCH_PAGES, THREAD_MIN_BATCHES};
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
 use crate::policy::Head;
@@ -120,7 +120,7 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut batches = staging.chunks_mut(staging.len() / BATCHES);
     let first = batches.next().expect("BATCHES buffers");
     let handoff = Handoff::new(batches);
-    let threaded = write_thread && total as usize > BATCH_PAGES;
+    let threaded = write_thread && total as usize >= THREAD_MIN_BATCHES * BATCH_PAGES;
     let result = std::thread::scope(|scope| {
         let prefix = layout.prefix();
         // The prefix first, on this thread: a commit held at its first write (tests) has
