@@ -386,10 +386,14 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         // Writes left until the one that panics; 0: none does.
         let left = Arc::new(AtomicUsize::new(0));
         let l = left.clone();
+        // The thread the panicking write ran on.
+        let on = Arc::new(std::sync::Mutex::new(String::new()));
+        let o = on.clone();
         let hook = move || match l.load(SeqCst) {
             0 => {}
             1 => {
                 l.store(0, SeqCst);
+                *o.lock().unwrap() = std::thread::current().name().unwrap_or("").to_string();
                 panic!("a store bug");
             }
             n => l.store(n - 1, SeqCst),
@@ -428,6 +432,13 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
             other => panic!("{ctx}: {other:?}"),
         }
         assert_eq!(left.load(SeqCst), 0, "{ctx}: the store panicked");
+        let writing_thread = mode == CommitMode::Sync && pages > 4;
+        assert_eq!(
+            on.lock().unwrap().as_str() == "ickpt-write",
+            writing_thread,
+            "{ctx}: the panicking write ran on {:?}",
+            on.lock().unwrap()
+        );
         let msg = err.to_string();
         assert!(
             msg.contains("panicked") && msg.contains("a store bug"),

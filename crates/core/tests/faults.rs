@@ -156,18 +156,20 @@ fn eio_and_failed_fsync() {
 
 #[test]
 fn a_failure_while_batches_are_written_on_the_writing_thread() {
-    // 4096 pages are 64 batches (plus the header), written on the writing thread: fail in the
-    // fifth, and at the very end.
-    let fifth = 4 * (256 << 10) + 100;
-    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, false, 4096);
-    check_fault_in(Fault::NoSpaceAfter(fifth), no_space, true, 4096);
+    // 4096 pages are 64 batches after a one-page header, written on the writing thread: fail
+    // in an early one (the fourth), and at the very end.
+    let early = 4 * (256 << 10) + 100;
+    check_fault_in(Fault::NoSpaceAfter(early), no_space, false, 4096);
+    check_fault_in(Fault::NoSpaceAfter(early), no_space, true, 4096);
     check_fault_in(Fault::NoSpaceAfter(4096 * PS as u64), no_space, false, 4096);
-    check_fault_in(Fault::IoErrorAfter(fifth), io, false, 4096);
+    check_fault_in(Fault::IoErrorAfter(early), io, false, 4096);
     // Later writes succeed: only a commit that stops at the first error fails.
-    check_fault_in(Fault::IoErrorOnceAt(fifth), io, false, 4096);
-    check_fault_in(Fault::IoErrorOnceAt(fifth), io, true, 4096);
+    check_fault_in(Fault::IoErrorOnceAt(early), io, false, 4096);
+    check_fault_in(Fault::IoErrorOnceAt(early), io, true, 4096);
+    // The last batch: only the end of the commit, once the writing thread is done, sees it.
+    check_fault_in(Fault::IoErrorOnceAt(4096 * PS as u64), io, false, 4096);
     check_fault(Fault::IoErrorOnceAt(PS as u64 + 1), io, false);
-    check_fault_in(Fault::CrashAfter(fifth), io, false, 4096);
+    check_fault_in(Fault::CrashAfter(early), io, false, 4096);
     check_fault_in(Fault::CommitFails, io, false, 4096);
 }
 

@@ -91,7 +91,7 @@ pub(super) fn run(job: Job) -> Outcome {
         write_thread,
         stalls,
     } = job;
-    let mut drain = Drain::new(&regions, &protocol, &*tracker);
+    let drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
     let name = version_name(version);
     let created = SystemTime::now()
@@ -122,6 +122,9 @@ pub(super) fn run(job: Job) -> Outcome {
     let handoff = Handoff::new(batches);
     let threaded = write_thread && total as usize >= THREAD_MIN_BATCHES * BATCH_PAGES;
     let result = std::thread::scope(|scope| {
+        // Dropped in here, also when this unwinds: the pages are released before the scope
+        // waits for the writing thread, whose exit may need a lock a waiting writer holds.
+        let mut drain = drain;
         let prefix = layout.prefix();
         // The prefix first, on this thread: a commit held at its first write (tests) has
         // then taken no page yet.
@@ -171,13 +174,15 @@ pub(super) fn run(job: Job) -> Outcome {
         }
         let t = Instant::now();
         let (counts, peak) = drain.end_commit();
-        let raced = sink.err.is_none() && !unwritten_since_collect(&regions, &*tracker);
+        let raced = !sink.failed() && !unwritten_since_collect(&regions, &*tracker);
         if raced {
-            sink.err = Some(CheckpointError::CommitAborted { version });
+            sink.abort(CheckpointError::CommitAborted { version });
         }
         phases.release = t.elapsed();
         sink.flush(&mut layout);
+        // A write error the writing thread met meanwhile is reported rather than the race.
         sink.finish_batches();
+        let raced = raced && sink.aborted();
         phases.crc = sink.crc_time;
         phases.copy = started
             .elapsed()
@@ -204,8 +209,8 @@ pub(super) fn run(job: Job) -> Outcome {
         let trailer = layout.trailer();
         head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
         sink.write(&trailer);
-        if protocol.poisoned() && sink.err.is_none() {
-            sink.err = Some(CheckpointError::CommitAborted { version });
+        if protocol.poisoned() && !sink.failed() {
+            sink.abort(CheckpointError::CommitAborted { version });
         }
         phases.write = sink.write_time;
         let result = sink.commit(&mut phases.commit).map(|bytes| {
@@ -230,13 +235,12 @@ pub(super) fn run(job: Job) -> Outcome {
                 commit: stats,
             }
         });
+        if result.is_ok() {
+            drain.committed();
+        }
         (result, raced)
     });
     let (result, raced) = result;
-    if result.is_ok() {
-        drain.committed();
-    }
-    drop(drain);
     Outcome {
         result,
         head,

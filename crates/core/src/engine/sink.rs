@@ -58,6 +58,9 @@ struct Pass<'a> {
     empty: Vec<&'a mut [u8]>,
     /// No more batches: the writing thread returns once `full` is written.
     closed: bool,
+    /// The writing thread is running and holds the file: its start-up (which allocates) is
+    /// over.
+    started: bool,
     /// The writing thread has ended (returned, or panicked): nothing more comes back.
     gone: bool,
     /// A write failed: nothing more is written, whatever is queued.
@@ -79,6 +82,7 @@ impl<'a> Handoff<'a> {
                 full: VecDeque::with_capacity(empty.len() + 1),
                 empty,
                 closed: false,
+                started: false,
                 gone: false,
                 failed: false,
                 err: None,
@@ -120,9 +124,13 @@ impl<'a> Handoff<'a> {
             }
         }
         let _gone = Gone(self);
-        let Some(mut w) = self.lock().writer.take() else {
+        let mut p = self.lock();
+        let Some(mut w) = p.writer.take() else {
             return;
         };
+        p.started = true;
+        drop(p);
+        self.to_fill.notify_one();
         loop {
             let ready = |p: &Pass<'a>| !p.full.is_empty() || p.closed;
             let mut p = self.wait_until(&self.to_write, self.lock(), ready);
@@ -156,6 +164,16 @@ impl<'a> Handoff<'a> {
     }
 }
 
+/// Why nothing more is written. Kept as it came, and made a `CheckpointError` (which
+/// allocates, for the file's name) only once every page is released: a writer waiting for a
+/// page may hold the allocator's lock.
+enum Failure {
+    /// A store call failed: which one, and how.
+    Io(&'static str, io::Error),
+    /// The commit gave up (it met a write, or the protocol was poisoned).
+    Abort(CheckpointError),
+}
+
 /// Where batches go: written by this thread, or by the writing thread.
 enum Out<'s, 'a> {
     Here(Box<dyn StoreWriter>),
@@ -171,7 +189,7 @@ enum Out<'s, 'a> {
 /// pages are still accepted (and only released).
 pub(super) struct Sink<'s, 'a> {
     out: Out<'s, 'a>,
-    pub err: Option<CheckpointError>,
+    failure: Option<Failure>,
     file: String,
     /// The batch being filled; None once writing has failed.
     buf: Option<&'a mut [u8]>,
@@ -203,16 +221,13 @@ impl<'s, 'a> Sink<'s, 'a> {
         ps: usize,
     ) -> Self {
         let file = store.describe(name);
-        let (out, err) = match store.create(name) {
+        let (out, failure) = match store.create(name) {
             Ok(w) => (Out::Here(w), None),
-            Err(e) => (
-                Out::Nowhere,
-                Some(FileError::new(&file, "create", e).into()),
-            ),
+            Err(e) => (Out::Nowhere, Some(Failure::Io("create", e))),
         };
         let mut sink = Sink {
             out,
-            err,
+            failure,
             file,
             buf: Some(staging),
             fill: 0,
@@ -235,7 +250,7 @@ impl<'s, 'a> Sink<'s, 'a> {
     where
         'a: 's,
     {
-        if self.err.is_some() {
+        if self.failure.is_some() {
             return;
         }
         let Out::Here(w) = std::mem::replace(&mut self.out, Out::Nowhere) else {
@@ -246,7 +261,14 @@ impl<'s, 'a> Sink<'s, 'a> {
             .name("ickpt-write".into())
             .spawn_scoped(scope, || handoff.write_batches());
         self.out = match spawned {
-            Ok(thread) => Out::Thread { handoff, thread },
+            Ok(thread) => {
+                // A thread starting up allocates (thread-locals, its malloc arena): that must
+                // be over before the first page is taken, since a writer waiting for a page
+                // may hold the allocator's lock.
+                let p = handoff.lock();
+                drop(handoff.wait_until(&handoff.to_fill, p, |p| p.started || p.gone));
+                Out::Thread { handoff, thread }
+            }
             // No thread to be had: the batches are written here, as before issue 11.
             Err(_) => Out::Here(handoff.lock().writer.take().expect("not taken")),
         };
@@ -255,7 +277,7 @@ impl<'s, 'a> Sink<'s, 'a> {
     /// Where the next page's bytes go; None once writing has failed (the page is then
     /// only released, not copied).
     pub(super) fn slot(&mut self, layout: &mut VersionLayout) -> Option<&mut [u8]> {
-        if self.err.is_some() {
+        if self.failure.is_some() {
             return None;
         }
         self.make_room(layout);
@@ -265,7 +287,7 @@ impl<'s, 'a> Sink<'s, 'a> {
 
     /// The page copied into `slot` is complete; it is checksummed with its batch.
     pub(super) fn seal(&mut self, ri: usize, page: usize) {
-        if self.err.is_some() {
+        if self.failure.is_some() {
             return;
         }
         self.batch[self.fill / self.ps] = (ri as u32, page as u64);
@@ -284,7 +306,7 @@ impl<'s, 'a> Sink<'s, 'a> {
     /// The pages are released already: a writer waiting for one never waits for its checksum.
     pub(super) fn flush(&mut self, layout: &mut VersionLayout) {
         let fill = std::mem::take(&mut self.fill);
-        if self.err.is_some() || fill == 0 {
+        if self.failure.is_some() || fill == 0 {
             // After a failed write, or a commit that met a write, nothing more is written.
             return;
         }
@@ -324,7 +346,7 @@ impl<'s, 'a> Sink<'s, 'a> {
         }
         self.io_wait += t.elapsed();
         if let Some(e) = p.err.take() {
-            self.err = Some(FileError::new(&self.file, "write", e).into());
+            self.failure = Some(Failure::Io("write", e));
             return None;
         }
         let next = p.empty.pop()?;
@@ -337,14 +359,14 @@ impl<'s, 'a> Sink<'s, 'a> {
     /// Write `data` on this thread: the prefix and the trailer, and every batch when there
     /// is no writing thread.
     pub(super) fn write(&mut self, data: &[u8]) {
-        if data.is_empty() || self.err.is_some() {
+        if data.is_empty() || self.failure.is_some() {
             return;
         }
         let Out::Here(w) = &mut self.out else { return };
         let t = Instant::now();
         match w.write_all(data) {
             Ok(()) => self.bytes += data.len() as u64,
-            Err(e) => self.err = Some(FileError::new(&self.file, "write", e).into()),
+            Err(e) => self.failure = Some(Failure::Io("write", e)),
         }
         let took = t.elapsed();
         self.write_time += took;
@@ -374,16 +396,36 @@ impl<'s, 'a> Sink<'s, 'a> {
         self.write_time += p.write_time;
         self.bytes += p.bytes;
         if let Some(e) = p.err.take() {
-            self.err
-                .get_or_insert(FileError::new(&self.file, "write", e).into());
+            // A failed write outranks an abort: it is what the retry would meet again.
+            if !matches!(self.failure, Some(Failure::Io(..))) {
+                self.failure = Some(Failure::Io("write", e));
+            }
         }
         self.out = p.writer.take().map_or(Out::Nowhere, Out::Here);
     }
 
+    /// Whether nothing more is written (a store call failed, or the commit gave up).
+    pub(super) fn failed(&self) -> bool {
+        self.failure.is_some()
+    }
+
+    /// Give up the version: nothing more is written, and `commit` returns `e` (unless a store
+    /// call failed first).
+    pub(super) fn abort(&mut self, e: CheckpointError) {
+        self.failure.get_or_insert(Failure::Abort(e));
+    }
+
+    /// Whether the version was given up with `abort`, and no store call failed.
+    pub(super) fn aborted(&self) -> bool {
+        matches!(self.failure, Some(Failure::Abort(_)))
+    }
+
     /// Make the version durable and visible; returns the file's size.
     pub(super) fn commit(mut self, commit_time: &mut Duration) -> Result<u64, CheckpointError> {
-        if let Some(e) = self.err.take() {
-            return Err(e);
+        match self.failure.take() {
+            Some(Failure::Io(op, e)) => return Err(FileError::new(&self.file, op, e).into()),
+            Some(Failure::Abort(e)) => return Err(e),
+            None => {}
         }
         let Out::Here(w) = std::mem::replace(&mut self.out, Out::Nowhere) else {
             unreachable!("a writer when there is no error, once the batches are finished")
@@ -401,7 +443,11 @@ impl Drop for Sink<'_, '_> {
     /// or the scope it runs in would wait for it forever.
     fn drop(&mut self) {
         if let Out::Thread { handoff, .. } = &self.out {
-            handoff.lock().closed = true;
+            let mut p = handoff.lock();
+            // What is queued belongs to a file that will be discarded.
+            p.failed = true;
+            p.closed = true;
+            drop(p);
             handoff.to_write.notify_one();
         }
     }

@@ -33,8 +33,9 @@ pub struct Phases {
     /// lifting the fence `collect` set (the rest of the fence's cost is in `collect`), or, for
     /// a sync commit without one, checking that no write reached its pages meanwhile.
     pub release: Duration,
-    /// Handing bytes to the store (page cache for a local directory). A sync commit does it
-    /// on a second thread while it copies, so this overlaps `copy` and `crc`.
+    /// Handing bytes to the store (page cache for a local directory). A sync commit of 2048
+    /// pages or more does it on a second thread while it copies: this then overlaps `copy`
+    /// and `crc`.
     pub write: Duration,
     /// Making the version durable and visible: fsync, rename, directory fsync.
     pub commit: Duration,
@@ -100,10 +101,11 @@ pub struct Stats {
     /// Sync commits taken again with fences because a write reached a page they had
     /// collected without one before they copied it (uffd-async; see `docs/design.md`).
     pub raced_commits: u64,
-    /// Batches of pages a commit, its staging buffers all still queued for the store, had to
-    /// wait for the store to take (every batch, with `ICKPT_WRITE_INLINE`): a commit that
-    /// stalls often is as fast as its store, and copying ahead would not make it faster.
-    /// Counted while commits run.
+    /// Batches of pages a commit had to wait for the store to take: on a sync commit's writing
+    /// thread, those for which every staging buffer was still queued (a commit that stalls
+    /// often runs at its store's speed, and copying further ahead would not help); every
+    /// batch a commit writes itself (async commits, sync ones under 8 MiB of pages, and any
+    /// with `ICKPT_WRITE_INLINE`). Counted while commits run.
     pub commit_stalls: u64,
     pub restores: u64,
     pub pages_restored: u64,
