@@ -116,7 +116,9 @@ pub enum Guard {
     Fence,
     /// Let them through and ask afterwards ([`Tracker::unwritten_since_collect`]): a sync
     /// commit whose application threads are still (the usual case) then pays no fence, and
-    /// one that met a write is taken again with [`Guard::Fence`].
+    /// one that met a write is taken again with [`Guard::Fence`]. Pages the region shares
+    /// with memory outside it are the exception on uffd-async: they are fenced (the commit's
+    /// own allocations may write there) and their writes decided page by page.
     Check,
     /// No commit needs the pages: a restore re-arms tracking after writing them (its writes
     /// are no first writes of an epoch, so no fault is counted).
@@ -152,8 +154,9 @@ pub trait Tracker: Send + Sync {
     /// stores: regions are collected one after another (and a scan walks its region in
     /// address order), so a write the version leaves out (a page clean when scanned) may
     /// precede, in the writer's order, a write it holds (a page scanned later); only no write
-    /// at all makes the version one instant. Backends that intercept every write answer
-    /// true.
+    /// at all makes the version one instant. Pages the collect fenced under `Check` (shared
+    /// edge pages) are left out: their writes were decided, not missed. Backends that
+    /// intercept every write answer true.
     fn unwritten_since_collect(&self, _r: &TrackedRegion) -> Result<bool, TrackError> {
         Ok(true)
     }

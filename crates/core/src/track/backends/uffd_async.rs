@@ -1,5 +1,5 @@
 //! Write tracking by userfaultfd async write-protect (Linux 6.7+). The kernel resolves a
-//! first write itself (no signal, no handler thread: about 0.8 µs instead of 4–8 µs) and
+//! first write itself (no signal, no handler thread: about 1 µs in this project's VM instead of 4–8 µs) and
 //! PAGEMAP_SCAN reads the written pages back and write-protects them again in one call.
 //!
 //! No write reaches ickpt while this tracks, so a write cannot be held back for a running
@@ -89,10 +89,15 @@ impl UffdAsyncTracker {
         Ok(())
     }
 
+    /// Whether `r`'s protection is a fence of ours to lift: not where page protection is the
+    /// region's tracking, nor in a forked child (the fence is the parent's).
+    fn fence_is_ours(&self, r: &TrackedRegion) -> bool {
+        !r.tracked_by_protection() && !self.regions.forked()
+    }
+
     /// Lift the fence over `pages` of `r`, but for an edge page shared with a neighbour
     /// `keep` says must stay fenced.
     fn open_fence(
-        &self,
         r: &TrackedRegion,
         pages: std::ops::Range<usize>,
         keep: impl Fn(&TrackedRegion) -> bool,
@@ -138,59 +143,44 @@ impl Tracker for UffdAsyncTracker {
         if let Some(done) = self.regions.collect_common(r, out, before_rearm) {
             return done;
         }
-        if guard != Guard::Fence {
-            // No fence: whether a write reached a collected page before the commit copied it
-            // is asked afterwards (`unwritten_since_collect`), or no commit needs the pages
-            // (a restore). A whole-region mprotect is 5-10 ms per 256 MiB each way, most of a
-            // small sync checkpoint (issue 11). The scan passes over an unmapped range
-            // silently, where the fence's mprotect failed: ask.
-            if !r.still_mapped() {
-                return Err(TrackError::Unmapped);
-            }
-            // A page the region shares with memory outside it is fenced alone (before the
-            // scan, as the whole fence is): the commit's own allocations may write there
-            // (an unaligned heap buffer's edge pages hold the allocator's headers), which
-            // the check would take for a race every time. A write there traps and is
-            // decided page by page, after waiting at the gate until every region is
-            // collected; the check leaves these pages out.
-            let edges = if guard == Guard::Check {
-                r.shared_edge_pages()
-            } else {
-                [None; 2]
-            };
-            let faults_before = r.dirty.faults();
-            Self::fence_pages(r, edges)?;
-            let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
-            // This thread's own write there, during the collect, opened it: again.
-            if r.dirty.faults() != faults_before {
-                Self::fence_pages(r, edges)?;
-            }
-            if !Self::take_unarmed(r) && guard == Guard::Check {
-                r.dirty.count_faults(written);
-            }
-            return Ok(());
+        // A fence (async commits) first: from here a write by any other thread traps and
+        // waits at the gate, so none lands between the scan and the page states the commit
+        // sets. A sync commit's `Check` raises none: whether a write reached a collected page
+        // before the commit copied it is asked afterwards (`unwritten_since_collect`), since
+        // a whole-region mprotect costs 2-13 ms per 256 MiB each way, most of a small sync
+        // checkpoint (issue 11). It fences alone the pages the region shares with memory
+        // outside it: the commit's own allocations may write there (an unaligned heap
+        // buffer's edge pages hold the allocator's headers), which the check would take for
+        // a race every time; a write there traps and is decided page by page, after waiting
+        // at the gate, and the check leaves those pages out. `Rearm` (a restore) needs none.
+        let fence = || match guard {
+            Guard::Fence => r
+                .mem
+                .protect(Protection::Tracked)
+                .map_err(TrackError::Protect),
+            Guard::Check => Self::fence_pages(r, r.shared_edge_pages()),
+            Guard::Rearm => Ok(()),
+        };
+        // Without the whole fence the scan passes over an unmapped range silently, where the
+        // fence's mprotect would have failed: ask.
+        if guard != Guard::Fence && !r.still_mapped() {
+            return Err(TrackError::Unmapped);
         }
-        // Fence first: from here a write by any other thread traps and waits at the gate, so
-        // none lands between the scan and the page states the commit sets below.
         let faults_before = r.dirty.faults();
-        r.mem
-            .protect(Protection::Tracked)
-            .map_err(TrackError::Protect)?;
+        fence()?;
         // Pages opened through the fence during the last commit, and the bits of a failed
         // commit put back: their pages are written-protected already or reported by the scan.
         // On failure the caller's `release` lifts the fence, keeping an edge page a neighbour
         // tracks by protection fenced (opening the whole region here would not).
         let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
-        // This thread's own writes pass the gate. One that landed on a region page since the
+        // This thread's own writes pass the gate. One that landed on a fenced page since the
         // fence (its heap shares a page with a tracked buffer, as `out` may) opened that page
-        // through the fence with a stale state: fence it again, or other threads' writes to
-        // it would reach the version.
+        // with a stale state: fence it again, or other threads' writes to it would reach the
+        // version.
         if r.dirty.faults() != faults_before {
-            r.mem
-                .protect(Protection::Tracked)
-                .map_err(TrackError::Protect)?;
+            fence()?;
         }
-        if !Self::take_unarmed(r) {
+        if !Self::take_unarmed(r) && guard != Guard::Rearm {
             r.dirty.count_faults(written);
         }
         Ok(())
@@ -219,19 +209,19 @@ impl Tracker for UffdAsyncTracker {
         false
     }
 
-    /// Only a fenced collect raised anything; a forked child's is the parent's to lift. An
+    /// Lifts what the collect raised (the whole fence, or a check's shared edge pages). An
     /// edge page shared with a neighbour that page protection tracks stays fenced: its next
     /// write traps and is marked for both, where opening it would blind the neighbour.
     fn release(&self, r: &TrackedRegion, guard: Guard) {
-        if !self.lifts_fence_early(r) {
+        if !self.fence_is_ours(r) {
             return;
         }
         let keep = |o: &TrackedRegion| o.tracked_by_protection();
         match guard {
-            Guard::Fence => self.open_fence(r, 0..r.npages, keep),
+            Guard::Fence => Self::open_fence(r, 0..r.npages, keep),
             Guard::Check => {
                 for p in r.shared_edge_pages().into_iter().flatten() {
-                    self.open_fence(r, p..p + 1, keep);
+                    Self::open_fence(r, p..p + 1, keep);
                 }
             }
             Guard::Rearm => {}
@@ -241,11 +231,11 @@ impl Tracker for UffdAsyncTracker {
     /// Mid-commit, an edge page shared with any neighbour stays fenced too: the neighbour's
     /// part of the commit may still need it (`release` opens it once the commit ends).
     fn lift(&self, r: &TrackedRegion, pages: std::ops::Range<usize>) {
-        self.open_fence(r, pages, |_| true);
+        Self::open_fence(r, pages, |_| true);
     }
 
     fn lifts_fence_early(&self, r: &TrackedRegion) -> bool {
-        !r.tracked_by_protection() && !self.regions.forked()
+        self.fence_is_ours(r)
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

@@ -151,13 +151,15 @@ pub(crate) struct LiftBehind<'a> {
     regions: &'a [Scheduled],
     protocol: &'a Protocol,
     tracker: &'a dyn Tracker,
-    /// Per region, as `regions`: pages per chunk and each chunk's pages still to take
-    /// (empty: the region's fence is lifted at the end only).
+    /// Per region, as `regions`: pages per chunk and each chunk's pages still to take, or
+    /// [`LIFTED`] (empty: the region's fence is lifted at the end only). A chunk at 0 is
+    /// complete and still fenced, until `armed`.
     chunks: Vec<(usize, Vec<u32>)>,
-    /// Chunks complete but still fenced, as (region index, chunk), until `armed`.
-    pending: Vec<(usize, usize)>,
     armed: bool,
 }
+
+/// A chunk of [`LiftBehind`] whose fence is lifted.
+const LIFTED: u32 = u32::MAX;
 
 impl<'a> LiftBehind<'a> {
     /// Counts what each chunk of `regions` has to take and lifts the chunks with nothing
@@ -192,17 +194,21 @@ impl<'a> LiftBehind<'a> {
                 (size, left)
             })
             .collect();
-        let pending = Vec::with_capacity(chunks.iter().map(|(_, l)| l.len()).sum());
-        let lift = LiftBehind {
+        let mut lift = LiftBehind {
             regions,
             protocol,
             tracker,
             chunks,
-            pending,
             armed: false,
         };
-        // Consecutive empty chunks in one call.
-        for (r, (size, left)) in regions.iter().zip(&lift.chunks) {
+        lift.lift_complete();
+        lift
+    }
+
+    /// Lift every complete chunk still fenced, consecutive ones in one call (each takes the
+    /// address space's lock).
+    fn lift_complete(&mut self) {
+        for (r, (size, left)) in self.regions.iter().zip(&mut self.chunks) {
             let mut c = 0;
             while c < left.len() {
                 if left[c] != 0 {
@@ -211,12 +217,13 @@ impl<'a> LiftBehind<'a> {
                 }
                 let first = c;
                 while c < left.len() && left[c] == 0 {
+                    left[c] = LIFTED;
                     c += 1;
                 }
-                tracker.lift(&r.tr, first * size..(c * size).min(r.tr.npages));
+                self.tracker
+                    .lift(&r.tr, first * *size..(c * *size).min(r.tr.npages));
             }
         }
-        lift
     }
 
     /// Page `page` of region `ri` is taken: its chunk is complete if it was the chunk's
@@ -229,22 +236,22 @@ impl<'a> LiftBehind<'a> {
         }
         let c = page / *size;
         // Each scheduled page is taken once; a miscount must keep the fence, never lift early.
-        debug_assert!(left[c] > 0, "page {page} taken twice, or never scheduled");
-        if left[c] == 0 {
+        let counted = left[c] != 0 && left[c] != LIFTED;
+        debug_assert!(counted, "page {page} taken twice, or never scheduled");
+        if !counted {
             return;
         }
         left[c] -= 1;
         if left[c] != 0 {
             return;
         }
-        self.pending.push((ri, c));
-        self.armed = self.armed || self.protocol.avoided_so_far() >= LIFT_AFTER_AVOIDED;
         if self.armed {
-            for (ri, c) in self.pending.drain(..) {
-                let tr = &self.regions[ri].tr;
-                self.tracker
-                    .lift(tr, chunk_range(self.chunks[ri].0, c, tr.npages));
-            }
+            left[c] = LIFTED;
+            let tr = &self.regions[ri].tr;
+            self.tracker.lift(tr, chunk_range(*size, c, tr.npages));
+        } else if self.protocol.avoided_so_far() >= LIFT_AFTER_AVOIDED {
+            self.armed = true;
+            self.lift_complete();
         }
     }
 }
