@@ -77,8 +77,11 @@ def main(args):
         for r in a:
             o = pick(b, r["figure"], r["pattern"], r["mode"], r["cow_mib"])
             if r["figure"] == "fig2" and o:
+                # A ratio of added times means nothing unless both sides added time.
+                ratio = (f"{o['added_s'] / r['added_s']:.2f}"
+                         if r["added_s"] > 0 and o["added_s"] > 0 else "n/a")
                 print(f"| {r['pattern']} | {r['mode']} | {r['added_s']:.2f} s | {o['added_s']:.2f} s "
-                      f"| {o['added_s'] / r['added_s']:.2f} |" if r['added_s'] > 0 else "| n/a |")
+                      f"| {ratio} |")
         return
     print("| setting | pattern | sync: added | async, address: added (vs sync) "
           "| async, adaptive: added (vs sync; vs address) "

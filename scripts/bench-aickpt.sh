@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The AI-Ckpt benchmark as recorded in docs/benchmarks.md: three settings, CSV + JSON +
-# PNG plots under docs/benchmarks/. About 25 minutes on a 2-core VM.
+# PNG plots under docs/benchmarks/. 25 minutes on the AMD VM, 36 on the Xeon one.
 #   raw:     the loop as fast as it goes (one vectorised increment per page), the device as
 #            it is; once with one trap per page (the paper), once with fault-around 16.
 #   paced:   per-page work 45 (an iteration ~0.25 s) and storage at 256 MiB/s (a commit

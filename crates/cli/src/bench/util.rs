@@ -245,45 +245,45 @@ pub fn machine() -> String {
 }
 
 /// The commit of the source tree this binary was built in (`git describe --always --dirty` in
-/// the directory of the executable, which `cargo build` puts under the tree's target/), or of
-/// the current directory; "unknown" outside a repository.
+/// the directory of the executable, which `cargo build` puts under the tree's target/);
+/// "unknown" for a binary outside a repository (never the current directory's commit, which
+/// need not be the one built).
 pub fn git_commit() -> String {
     let exe_dir = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(Path::to_path_buf));
-    for dir in exe_dir.into_iter().chain([PathBuf::from(".")]) {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&dir)
-            .args(["describe", "--always", "--dirty", "--abbrev=40"])
-            .stderr(std::process::Stdio::null())
-            .output();
-        if let Ok(o) = out {
-            if o.status.success() {
-                return String::from_utf8_lossy(&o.stdout).trim().to_string();
-            }
-        }
+    let Some(dir) = exe_dir else {
+        return "unknown".into();
+    };
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&dir)
+        .args(["describe", "--always", "--dirty", "--abbrev=40"])
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => "unknown".into(),
     }
-    "unknown".into()
 }
 
 /// What every benchmark's JSON records about its run, merged into `out` (an object): the
-/// machine, the commit, the backend asked for, and the test switches that change what is
-/// measured (unset ones as null), so two runs of one binary can be told apart from the file.
+/// machine, the commit, the backend asked for, and every `ICKPT_*` variable set (test
+/// switches and overrides alike change what is measured), so two runs of one binary can be
+/// told apart from the file.
 pub fn with_run_header(mut out: serde_json::Value) -> serde_json::Value {
-    let var = |name: &str| std::env::var(name).ok();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let ickpt: serde_json::Map<String, serde_json::Value> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+        .filter(|(k, _)| k.starts_with("ICKPT_"))
+        .map(|(k, v)| (k, v.to_string_lossy().into_owned().into()))
+        .collect();
+    let backend = ickpt.get("ICKPT_BACKEND").cloned();
     let header = serde_json::json!({
-        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(), "cores": cores,
+        "machine": machine(), "cpu": cpu_model(), "kernel": kernel(),
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "git_commit": git_commit(),
-        "backend_requested": var("ICKPT_BACKEND").unwrap_or_else(|| "auto".into()),
-        "switches": {
-            "ICKPT_SYNC_FENCE": var("ICKPT_SYNC_FENCE"),
-            "ICKPT_FENCE_WHOLE": var("ICKPT_FENCE_WHOLE"),
-            "ICKPT_WRITE_INLINE": var("ICKPT_WRITE_INLINE"),
-            "ICKPT_NO_UFFD": var("ICKPT_NO_UFFD"),
-            "ICKPT_NO_PAGEMAP_SCAN": var("ICKPT_NO_PAGEMAP_SCAN"),
-        },
+        "backend_requested": backend.unwrap_or_else(|| "auto".into()),
+        "environment": ickpt,
     });
     if let (Some(o), serde_json::Value::Object(h)) = (out.as_object_mut(), header) {
         o.extend(h);
