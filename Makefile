@@ -63,8 +63,8 @@ test-rust: deps
 	ICKPT_SYNC_FENCE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test sync_unfenced --test race --test conformance --test owner_heap --test stack
 	@echo "== auto, fences lifted only when a commit ends, as before issue 11 (ICKPT_FENCE_WHOLE)"
 	ICKPT_FENCE_WHOLE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test async_commit --test race --test conformance --test owner_heap --test stack
-	@echo "== auto, sync commits writing between copies, as before issue 11 (ICKPT_WRITE_INLINE)"
-	ICKPT_WRITE_INLINE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test faults --test race --test sync_unfenced --test power_loss
+	@echo "== auto, sync commits with a writing thread (ICKPT_WRITE_THREAD, off by default)"
+	ICKPT_WRITE_THREAD=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test acceptance --test restore_large
 
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"

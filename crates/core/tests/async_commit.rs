@@ -2,7 +2,7 @@
 //! called, whatever threads write while it commits, with any copy-on-write budget, flush
 //! order and write pattern; copies stay within the budget; failures surface at `wait`;
 //! and the flush order follows Algorithm 4.
-//! ICKPT_ASYNC_ROUNDS sets the number of random rounds (default 24).
+//! ICKPT_ASYNC_ROUNDS sets the number of random rounds (default 36).
 
 mod common;
 use common::hook_store::{gated_store, Gate, HookStore};
@@ -373,15 +373,18 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
     // Reported as such (issue 9: it read "a thread wrote to a protected page"), with the
     // version and the panic's message, as ICKPT_ERR_INTERNAL; in sync mode too, where the
     // panic used to unwind through `checkpoint`. A commit of 4 pages panics in its first
-    // write; one of 4096 in its third, a batch a sync commit writes on its writing thread.
+    // write; one of 2048 (the fewest a sync commit with `write_thread` writes on its writing
+    // thread) in its third, a batch that thread writes.
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     for (mode, pages) in [
         (CommitMode::Async, 4),
         (CommitMode::Sync, 4),
-        (CommitMode::Async, 4096),
-        (CommitMode::Sync, 4096),
+        (CommitMode::Async, 2048),
+        (CommitMode::Sync, 2048),
     ] {
         let ctx = format!("{mode:?}, {pages} pages");
+        // A writing thread that never hands back, or is never joined, hangs the commit.
+        let _watchdog = common::watchdog("a commit that panics", 120);
         let dir = scratch_dir("async-panic");
         // Writes left until the one that panics; 0: none does.
         let left = Arc::new(AtomicUsize::new(0));
@@ -404,8 +407,10 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         });
         let mut c = async_config(&dir, 4, FlushOrder::Address);
         c.mode = mode;
-        let e = Engine::with_store(c, store).unwrap();
+        c.write_thread = true;
+        // The buffer first: it is dropped after the engine, also when the test panics.
         let mut buf = Buf::new(pages * PS);
+        let e = Engine::with_store(c, store).unwrap();
         // SAFETY: `buf` outlives the engine.
         unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
         let v1 = e.checkpoint().unwrap().version;
@@ -432,12 +437,13 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
             other => panic!("{ctx}: {other:?}"),
         }
         assert_eq!(left.load(SeqCst), 0, "{ctx}: the store panicked");
+        // The thread serves sync commits of 2048 pages or more only.
         let writing_thread = mode == CommitMode::Sync && pages > 4;
+        let ran_on = on.lock().unwrap().clone();
         assert_eq!(
-            on.lock().unwrap().as_str() == "ickpt-write",
+            ran_on == "ickpt-write",
             writing_thread,
-            "{ctx}: the panicking write ran on {:?}",
-            on.lock().unwrap()
+            "{ctx}: the panicking write ran on {ran_on:?}"
         );
         let msg = err.to_string();
         assert!(

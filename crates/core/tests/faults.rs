@@ -11,12 +11,15 @@ use std::sync::Arc;
 
 const PS: usize = 4096;
 
-fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>) -> Engine {
+/// With `write_thread`, sync commits of 2048 pages or more write on their writing thread.
+fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>, write_thread: bool) -> Engine {
     let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
         DirStore::open_write(dir).unwrap(),
         plan.clone(),
     ));
-    Engine::with_store(Config::new(dir), store).unwrap()
+    let mut c = Config::new(dir);
+    c.write_thread = write_thread;
+    Engine::with_store(c, store).unwrap()
 }
 
 fn temp_files(dir: &std::path::Path) -> usize {
@@ -37,17 +40,20 @@ fn check_fault(fault: Fault, expect: fn(&CheckpointError) -> bool, first_fails: 
 }
 
 /// A region of `pages` pages; above 64 (a batch) every page is written before the failing
-/// checkpoint, so a sync commit writes it in many batches, from 32 on its writing thread.
+/// checkpoint, so a sync commit writes it in many batches, from 32 on its writing thread
+/// (which the engine then has).
 fn check_fault_in(
     fault: Fault,
     expect: fn(&CheckpointError) -> bool,
     first_fails: bool,
     pages: usize,
 ) {
+    // A writing thread that never hands back, or is never joined, hangs the commit.
+    let _watchdog = common::watchdog("a store fault", 120);
     let dir = scratch_dir("faults");
     let plan = FaultPlan::new();
     let mut buf = Buf::new(pages * PS);
-    let e = open(&dir, &plan);
+    let e = open(&dir, &plan, pages > 64);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     buf.slice_mut().fill(1);
@@ -150,27 +156,28 @@ fn enospc_at_every_stage_of_the_file() {
 #[test]
 fn eio_and_failed_fsync() {
     check_fault(Fault::IoErrorAfter(PS as u64 + 1), io, false);
+    // Later writes succeed; the committer wrote the batch itself and stops there.
+    check_fault(Fault::IoErrorOnceAt(PS as u64 + 1), io, false);
     check_fault(Fault::CommitFails, io, false);
     check_fault(Fault::CommitFails, io, true);
 }
 
 #[test]
 fn a_failure_while_batches_are_written_on_the_writing_thread() {
-    // 4096 pages are 64 batches after a one-page header, written on the writing thread: fail
-    // in an early one (the fourth), and at the very end.
+    // 2048 pages (the fewest a sync commit writes on a writing thread) are 32 batches
+    // after a one-page header: fail in an early one (the fourth), and in the last.
     let early = 4 * (256 << 10) + 100;
-    check_fault_in(Fault::NoSpaceAfter(early), no_space, false, 4096);
-    check_fault_in(Fault::NoSpaceAfter(early), no_space, true, 4096);
-    check_fault_in(Fault::NoSpaceAfter(4096 * PS as u64), no_space, false, 4096);
-    check_fault_in(Fault::IoErrorAfter(early), io, false, 4096);
+    check_fault_in(Fault::NoSpaceAfter(early), no_space, false, 2048);
+    check_fault_in(Fault::NoSpaceAfter(early), no_space, true, 2048);
+    check_fault_in(Fault::NoSpaceAfter(2048 * PS as u64), no_space, false, 2048);
+    check_fault_in(Fault::IoErrorAfter(early), io, false, 2048);
     // Later writes succeed: only a commit that stops at the first error fails.
-    check_fault_in(Fault::IoErrorOnceAt(early), io, false, 4096);
-    check_fault_in(Fault::IoErrorOnceAt(early), io, true, 4096);
+    check_fault_in(Fault::IoErrorOnceAt(early), io, false, 2048);
+    check_fault_in(Fault::IoErrorOnceAt(early), io, true, 2048);
     // The last batch: only the end of the commit, once the writing thread is done, sees it.
-    check_fault_in(Fault::IoErrorOnceAt(4096 * PS as u64), io, false, 4096);
-    check_fault(Fault::IoErrorOnceAt(PS as u64 + 1), io, false);
-    check_fault_in(Fault::CrashAfter(early), io, false, 4096);
-    check_fault_in(Fault::CommitFails, io, false, 4096);
+    check_fault_in(Fault::IoErrorOnceAt(2048 * PS as u64), io, false, 2048);
+    check_fault_in(Fault::CrashAfter(early), io, false, 2048);
+    check_fault_in(Fault::CommitFails, io, false, 2048);
 }
 
 #[test]

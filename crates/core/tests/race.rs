@@ -4,9 +4,12 @@
 //! threads test; this loops enough rounds to catch that reliably.)
 
 mod common;
+use common::hook_store::HookStore;
 use common::scratch_dir;
+use ickpt::store::{DirStore, Store};
 use ickpt::{Config, Engine};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 const PS: usize = 4096;
 const PAGES: usize = 64;
@@ -15,21 +18,41 @@ const THREADS: usize = 3;
 #[test]
 fn writes_racing_checkpoints_are_never_lost() {
     let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
-    writes_racing_checkpoints(PAGES, rounds);
+    writes_racing_checkpoints(PAGES, rounds, false);
 }
 
-/// 32 batches: sync commits of this size write them on their writing thread.
+/// 32 batches (2048 pages): sync commits of this size, with `write_thread`, write them on
+/// their writing thread.
 #[test]
 fn writes_racing_checkpoints_written_on_a_second_thread_are_never_lost() {
     let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
-    writes_racing_checkpoints(32 * PAGES, rounds.div_ceil(10));
+    let on_thread = writes_racing_checkpoints(32 * PAGES, rounds.div_ceil(10), true);
+    // More than the first (full) version's 32 batches: racing commits used the thread.
+    assert!(
+        on_thread > 2 * 32,
+        "{on_thread} batches written on the writing thread"
+    );
 }
 
-fn writes_racing_checkpoints(pages: usize, rounds: usize) {
+/// Returns how many store writes ran on a commit's writing thread.
+fn writes_racing_checkpoints(pages: usize, rounds: usize, write_thread: bool) -> u64 {
+    // A writing thread that never hands back, or is never joined, hangs a commit.
+    let _watchdog = common::watchdog("writes_racing_checkpoints", 300);
     let dir = scratch_dir("race");
     let mut c = Config::new(&dir);
     c.keep_chains = 1;
-    let e = Engine::open(c).unwrap();
+    c.write_thread = write_thread;
+    let on_thread = Arc::new(AtomicU64::new(0));
+    let counted = on_thread.clone();
+    let store: Arc<dyn Store> = Arc::new(HookStore {
+        inner: DirStore::open_write(&dir).unwrap(),
+        hook: Arc::new(move || {
+            if std::thread::current().name() == Some("ickpt-write") {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        }),
+    });
+    let e = Engine::with_store(c, store).unwrap();
     let base = e.alloc(1, pages * PS).unwrap() as usize;
     let mut raced_total = 0u64;
     for round in 0..rounds {
@@ -87,6 +110,7 @@ fn writes_racing_checkpoints(pages: usize, rounds: usize) {
         );
     }
     eprintln!("{raced_total} checkpoints overlapped writes in {rounds} rounds");
+    on_thread.load(Ordering::Relaxed)
 }
 
 /// A first write that traps just before its region is unprotected finds the region gone

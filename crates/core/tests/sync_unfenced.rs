@@ -24,8 +24,8 @@ fn unfenced(b: Backend) -> bool {
 /// A sync checkpoint of a region `offset` bytes into a fresh buffer (its first and last
 /// pages then shared with bytes outside it), held at its first store write (before any page
 /// is copied) while the test writes 7 at byte `at` of the region. Returns whether the
-/// commit was taken again and the byte the version holds there.
-fn write_during_a_sync_commit(name: &str, offset: usize, at: usize) -> (bool, u8) {
+/// commit was taken again, the byte the version holds there, and the backend.
+fn write_during_a_sync_commit(name: &str, offset: usize, at: usize) -> (bool, u8, Backend) {
     // The gate bounds a write held there, not a retry that never ends: `join` below would.
     let _watchdog = common::watchdog("write_during_a_sync_commit", 120);
     let dir = scratch_dir(name);
@@ -33,8 +33,9 @@ fn write_during_a_sync_commit(name: &str, offset: usize, at: usize) -> (bool, u8
     gate.set(true);
     let mut c = Config::new(&dir);
     c.cow_bytes = 16 * PS;
-    let e = Engine::with_store(c, store).unwrap();
+    // The buffer first: it is dropped after the engine, also when the test panics.
     let mut buf = Buf::new(PAGES * PS + offset.next_multiple_of(PS));
+    let e = Engine::with_store(c, store).unwrap();
     buf.slice_mut().fill(1);
     let region = (buf.ptr as usize + offset) as *mut u8;
     // SAFETY: inside `buf`, which outlives the engine.
@@ -68,9 +69,10 @@ fn write_during_a_sync_commit(name: &str, offset: usize, at: usize) -> (bool, u8
     // only one in the store.
     assert_eq!(info.version, 1);
     assert_eq!(ickpt::read::catalog::versions(e.store()).unwrap(), vec![1]);
+    let backend = e.backend();
     drop(e);
     let _ = std::fs::remove_dir_all(&dir);
-    (raced == 1, held)
+    (raced == 1, held, backend)
 }
 
 /// A write that lands on a collected page before the commit copies it. With a fence the
@@ -79,19 +81,19 @@ fn write_during_a_sync_commit(name: &str, offset: usize, at: usize) -> (bool, u8
 /// has the new byte). Never a failure, never a version that mixes the two.
 #[test]
 fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
-    let e = Engine::open(Config::new(scratch_dir("sync-unfenced-backend"))).unwrap();
-    let want = if unfenced(e.backend()) {
-        (true, 7)
-    } else {
-        (false, 1)
-    };
-    drop(e);
-    let got = write_during_a_sync_commit("sync-unfenced-race", 0, 40 * PS + 8);
-    assert_eq!(got, want, "(taken again, byte in the version)");
-    // An unaligned region (a heap buffer's) is checked the same way, not fenced whole.
-    let got = write_during_a_sync_commit("sync-unfenced-unaligned", 100, 40 * PS + 8);
+    let want = |b: Backend| if unfenced(b) { (true, 7) } else { (false, 1) };
+    let (raced, held, backend) = write_during_a_sync_commit("sync-unfenced-race", 0, 40 * PS + 8);
     assert_eq!(
-        got, want,
+        (raced, held),
+        want(backend),
+        "(taken again, byte in the version)"
+    );
+    // An unaligned region (a heap buffer's) is checked the same way, not fenced whole.
+    let (raced, held, backend) =
+        write_during_a_sync_commit("sync-unfenced-unaligned", 100, 40 * PS + 8);
+    assert_eq!(
+        (raced, held),
+        want(backend),
         "(taken again, byte in the version), unaligned region"
     );
 }
@@ -103,9 +105,9 @@ fn a_write_during_an_unfenced_sync_commit_makes_it_commit_again() {
 #[test]
 fn a_write_to_a_shared_edge_page_is_decided_not_retried() {
     for at in [8, PAGES * PS - 8] {
-        let got = write_during_a_sync_commit("sync-unfenced-edge", 100, at);
+        let (raced, held, _) = write_during_a_sync_commit("sync-unfenced-edge", 100, at);
         assert_eq!(
-            got,
+            (raced, held),
             (false, 1),
             "(taken again, byte in the version) at {at}"
         );
@@ -143,7 +145,9 @@ fn quiet_sync_checkpoints_commit_once() {
 
 /// The same for a heap buffer, unaligned and between the allocator's headers, which the
 /// commit's own allocations may write: its shared edge pages are fenced, the rest checked,
-/// and quiet checkpoints are still taken once each and restore exactly.
+/// and quiet checkpoints are still taken once each and restore exactly. A smoke test: it
+/// meets an unfenced edge page only where the allocator puts the commit's allocations
+/// beside the buffer (the edge test above pins the fencing itself).
 #[test]
 fn quiet_sync_checkpoints_of_a_heap_buffer_commit_once() {
     let dir = scratch_dir("sync-unfenced-heap");

@@ -159,15 +159,25 @@ pub(crate) struct TestSwitches {
     pub uffd_spin: UffdSpin,
     /// `ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: kernel features hidden from the probe.
     pub hide: Hidden,
+    /// Commit paths issue 11 added, switched to measure and test both ways.
+    pub commit: CommitSwitches,
+}
+
+/// The commit paths issue 11 added, each with a switch between it and the one before.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CommitSwitches {
     /// `ICKPT_SYNC_FENCE`: sync commits fence every region, as async ones do, instead of
-    /// checking for writes after the copy (`track::Guard`), to measure and test both.
+    /// checking for writes after the copy (`track::Guard`).
     pub sync_fence: bool,
     /// `ICKPT_FENCE_WHOLE`: a commit keeps its fences up until it ends, instead of lifting
-    /// them chunk by chunk behind itself (`committer::LiftBehind`), to measure and test both.
+    /// them chunk by chunk behind itself (`committer::LiftBehind`).
     pub fence_whole: bool,
-    /// `ICKPT_WRITE_INLINE`: a commit writes its batches itself between copies, instead of
-    /// on a second thread while it copies the next (`engine::sink`), to measure and test both.
-    pub write_inline: bool,
+    /// `ICKPT_WRITE_THREAD` (or `Config::write_thread`): a sync commit writes its batches on a
+    /// second thread while it copies the next (`engine::sink`), instead of itself between
+    /// copies. Off by default: on this project's VM it gained 0.77-0.83x on tmpfs and
+    /// nothing on disk, and was 7-8x slower in a state the bench runs reached
+    /// (docs/benchmarks.md).
+    pub write_thread: bool,
 }
 
 impl TestSwitches {
@@ -182,9 +192,11 @@ impl TestSwitches {
             rename: rename()?,
             uffd_spin: uffd_spin()?,
             hide: hidden_features()?,
-            sync_fence: switch("ICKPT_SYNC_FENCE")?,
-            fence_whole: switch("ICKPT_FENCE_WHOLE")?,
-            write_inline: switch("ICKPT_WRITE_INLINE")?,
+            commit: CommitSwitches {
+                sync_fence: switch("ICKPT_SYNC_FENCE")?,
+                fence_whole: switch("ICKPT_FENCE_WHOLE")?,
+                write_thread: switch("ICKPT_WRITE_THREAD")?,
+            },
         })
     }
 }

@@ -4,7 +4,7 @@
 //! committer thread (async) or on the caller (sync); the fault path competes for the same
 //! pages through the protocol (`track/protocol`).
 
-use super::sink::{Handoff, Sink, BATCHES, BATCH_PAGES, THREAD_MIN_BATCHES};
+use super::sink::{batch_bytes, Handoff, Sink, BATCH_PAGES, THREAD_MIN_BATCHES};
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
 use crate::policy::Head;
@@ -47,7 +47,8 @@ pub(crate) struct Job {
     /// Lift fences chunk by chunk behind the commit (`LiftBehind`); false with
     /// `ICKPT_FENCE_WHOLE`.
     pub lift_behind: bool,
-    /// Write batches on a second thread (`sink`); false with `ICKPT_WRITE_INLINE`.
+    /// Write batches on a second thread (`sink`): `Config::write_thread` or
+    /// `ICKPT_WRITE_THREAD`, sync commits only.
     pub write_thread: bool,
     /// Counts batches the commit waited for the store to take (`Stats::commit_stalls`).
     pub stalls: Arc<AtomicU64>,
@@ -117,8 +118,8 @@ pub(super) fn run(job: Job) -> Outcome {
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
     let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
     let staging = staging.as_mut_slice();
-    let mut batches = staging.chunks_mut(staging.len() / BATCHES);
-    let first = batches.next().expect("BATCHES buffers");
+    let mut batches = staging.chunks_mut(batch_bytes(ps));
+    let first = batches.next().expect("a batch buffer at least");
     let handoff = Handoff::new(batches);
     let threaded = write_thread && total as usize >= THREAD_MIN_BATCHES * BATCH_PAGES;
     let result = std::thread::scope(|scope| {

@@ -16,7 +16,7 @@ mod versions;
 
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
-use crate::config::env::TestSwitches;
+use crate::config::env::{CommitSwitches, TestSwitches};
 use crate::config::Config;
 use crate::error::{
     CheckpointError, FileError, ForkedChild, InitError, ProtectError, RangeProblem, RegionError,
@@ -73,13 +73,8 @@ pub struct Engine {
     state: Mutex<State>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
-    /// `ICKPT_SYNC_FENCE`: sync commits fence every region (see `Guard`).
-    sync_fence: bool,
-    /// `ICKPT_FENCE_WHOLE`: a commit lifts its fences at its end only, not chunk by chunk
-    /// behind itself (see `LiftBehind`).
-    fence_whole: bool,
-    /// `ICKPT_WRITE_INLINE`: a commit writes its batches itself, not on a second thread.
-    write_inline: bool,
+    /// The issue-11 commit paths switched back (tests and measurements).
+    switches: CommitSwitches,
     /// Batches commits waited for the store to take (`Stats::commit_stalls`), counted by the
     /// commit as it runs.
     stalls: Arc<std::sync::atomic::AtomicU64>,
@@ -144,10 +139,15 @@ impl Engine {
             }
             None => None,
         };
+        let switches = CommitSwitches {
+            write_thread: test.commit.write_thread || cfg.write_thread,
+            ..test.commit
+        };
+        // One batch buffer, or one per batch in flight with the writing thread.
+        let staging = sink::staging_buffer(page_size(), switches.write_thread)
+            .map_err(track::TrackError::OwnAlloc)?;
         Ok(Engine {
-            sync_fence: test.sync_fence,
-            fence_whole: test.fence_whole,
-            write_inline: test.write_inline,
+            switches,
             stalls: Arc::default(),
             huge_worker,
             pid: std::process::id(),
@@ -156,9 +156,7 @@ impl Engine {
             id,
             tracker,
             protocol,
-            staging: Arc::new(Mutex::new(
-                sink::staging_buffer(page_size()).map_err(track::TrackError::OwnAlloc)?,
-            )),
+            staging: Arc::new(Mutex::new(staging)),
             state: Mutex::new(State {
                 regions: BTreeMap::new(),
                 head: None,

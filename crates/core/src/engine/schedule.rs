@@ -189,9 +189,9 @@ impl Engine {
                 ..CommitStats::default()
             },
             page_size: page_size(),
-            lift_behind: !self.fence_whole,
+            lift_behind: !self.switches.fence_whole,
             // An async commit stays on one thread of ickpt's, beside the application's.
-            write_thread: !self.write_inline && self.cfg.mode == CommitMode::Sync,
+            write_thread: self.switches.write_thread && self.cfg.mode == CommitMode::Sync,
             stalls: self.stalls.clone(),
         })
     }

@@ -1,8 +1,10 @@
 //! The version file as a commit writes it: pages gathered into batches, each batch
-//! checksummed by the committer and written by a second thread while the committer copies
-//! the next one. Copy and checksum then hide under the write instead of adding to it
-//! (issue 11: at 100% dirty they were a quarter of a sync checkpoint's time), and a writer
-//! waiting for a page still waits for one batch's write at most.
+//! checksummed by the committer and written, by the committer between copies or (a sync
+//! commit with `ICKPT_WRITE_THREAD`) by a second thread while the committer copies the next
+//! one. Copy and checksum then hide under the write instead of adding to it (issue 11: at
+//! 100% dirty they were a quarter of a sync checkpoint's time); a writer waiting for a page
+//! still waits for about one batch's write at most. The thread is off by default: on this
+//! project's VM it paid on tmpfs only, and lost badly in some runs (docs/benchmarks.md).
 
 use crate::error::{CheckpointError, FileError};
 use crate::store::{Store, StoreWriter};
@@ -29,14 +31,23 @@ pub(super) const BATCH_PAGES: usize = BATCH_BYTES / 4096;
 pub(super) const BATCHES: usize = 8;
 
 /// A commit of fewer batches writes them itself: starting the thread and waking it for each
-/// batch cost more than the overlap gained (a 1% checkpoint of 256 MiB, 10 batches, took
-/// 1.20x the time of writing inline, paired over 5 repetitions).
+/// batch cost more than the overlap gained (the first run of the thread, its JSON not kept:
+/// a 1% checkpoint of 256 MiB, 11 batches, took 1.20x the time of writing inline).
 pub(super) const THREAD_MIN_BATCHES: usize = 32;
 
-/// The buffer pages are staged in (see `Engine::staging`): `BATCHES` batches of at least
-/// one page each.
-pub(super) fn staging_buffer(page_size: usize) -> io::Result<crate::track::OwnBytes> {
-    crate::track::OwnBytes::new(BATCHES * BATCH_BYTES.max(page_size))
+/// Bytes of one batch buffer: a batch, and at least one page.
+pub(super) fn batch_bytes(page_size: usize) -> usize {
+    BATCH_BYTES.max(page_size)
+}
+
+/// The buffer pages are staged in (see `Engine::staging`): one batch buffer, or `BATCHES`
+/// for an engine whose sync commits may use the writing thread.
+pub(super) fn staging_buffer(
+    page_size: usize,
+    write_thread: bool,
+) -> io::Result<crate::track::OwnBytes> {
+    let buffers = if write_thread { BATCHES } else { 1 };
+    crate::track::OwnBytes::new(buffers * batch_bytes(page_size))
 }
 
 /// The batches passed between the committer and the writing thread.

@@ -90,11 +90,13 @@ pub fn spin_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Aborts the test binary if the returned guard is still alive after `secs` seconds: for
+/// Aborts the test binary if the returned guard is still alive after `secs` seconds (at least
+/// twice the wait limit, so that a bounded wait inside the test names its hang first): for
 /// tests whose failure mode is a call that never returns. Dropping the guard (the test
 /// ended) stops it, so it never aborts a later test of the same binary.
 #[must_use = "the watchdog stops when its guard drops"]
 pub fn watchdog(what: &'static str, secs: u64) -> Watchdog {
+    let secs = secs.max(2 * wait_limit().as_secs());
     let done = std::sync::Arc::new(AtomicBool::new(false));
     let d = done.clone();
     let thread = std::thread::spawn(move || {
