@@ -174,9 +174,9 @@ pub(crate) struct CommitSwitches {
     pub fence_whole: bool,
     /// `ICKPT_WRITE_THREAD` (or `Config::write_thread`): a sync commit writes its batches on a
     /// second thread while it copies the next (`engine::sink`), instead of itself between
-    /// copies. Off by default: on this project's VM it gained 0.77-0.83x on tmpfs and
-    /// nothing on disk, and was 7-8x slower in a state the bench runs reached
-    /// (docs/benchmarks.md).
+    /// copies. Off by default: on this project's VM it gained nothing on disk and was several
+    /// times slower on tmpfs in the recorded runs (docs/benchmarks.md, "Copy and checksum
+    /// overlapped with the write").
     pub write_thread: bool,
 }
 
