@@ -13,8 +13,8 @@
 
 use super::paired::{interleave, Comparison, CSV_HEADER};
 use super::util::{
-    bytes_below, drop_cached, fill_random, median, ms, named, plain_read, plain_write,
-    random_pages, settle, touch_pages, with_run_header, write_file, WorkDir, PAGE,
+    bytes_below, drop_cached, fill_random, median, ms, named, page_reporting, plain_read,
+    plain_write, random_pages, settle, touch_pages, with_run_header, write_file, WorkDir, PAGE,
 };
 use crate::{human, CmdResult};
 use ickpt::format::CommitMode;
@@ -122,6 +122,7 @@ fn random_region(e: &Engine, size: usize, seed: u64) -> Res<*mut u8> {
 
 pub fn run(a: &Args) -> CmdResult {
     let started = Instant::now();
+    let reporting_at_start = page_reporting();
     let size = a.size_mib << 20;
     let pages = size / PAGE;
     if pages == 0 {
@@ -192,6 +193,7 @@ pub fn run(a: &Args) -> CmdResult {
         cases,
         seq,
         restores,
+        reporting_at_start,
     };
     let report = report(a, reps, &run, started);
     if let Some(dir) = &a.out {
@@ -259,6 +261,10 @@ impl Checkpoints<'_> {
         ]
         .map(|(name, ickpt, baseline)| Comparison::new(name, ickpt, baseline, Some(pct)));
         let (mut tw, mut pw, mut waits) = (vec![], vec![], vec![]);
+        // Every baseline file stays until the run ends, as every version stays in the stores.
+        let kept = |pct: usize, rep: usize, what: &str| {
+            baseline_dir.join(format!("{pct}pct-rep{rep}-{what}.bin"))
+        };
         let mut ph: [Vec<Duration>; 6] = Default::default();
         // Known from the first repetition on, which runs its checkpoint first.
         let mut bytes = 0u64;
@@ -294,8 +300,8 @@ impl Checkpoints<'_> {
                         info = Some(i);
                         d
                     }
-                    2 => plain_write(baseline_dir, bytes, src, false)?,
-                    _ => plain_write(baseline_dir, bytes, src, true)?,
+                    2 => plain_write(&kept(pct, rep, "write"), bytes, src, false)?,
+                    _ => plain_write(&kept(pct, rep, "writeback"), bytes, src, true)?,
                 })
             })?;
             sync.push(&t, 1, 2, Duration::ZERO);
@@ -312,7 +318,7 @@ impl Checkpoints<'_> {
             let t = interleave(rep, 2, |step| -> Res<Duration> {
                 settle();
                 if step == 1 {
-                    return Ok(plain_write(baseline_dir, bytes, src, false)?);
+                    return Ok(plain_write(&kept(pct, rep, "async"), bytes, src, false)?);
                 }
                 let t = Instant::now();
                 checked(ea.checkpoint()?, n);
@@ -465,6 +471,8 @@ fn restores(work: &WorkDir, size: usize, src: &[u8], reps: usize) -> Res<Restore
 
 /// Everything a run measured.
 struct Run {
+    /// `page_reporting()` when the run began.
+    reporting_at_start: Option<(u64, u64)>,
     backend: ickpt::Backend,
     full: CheckpointInfo,
     cases: Vec<Case>,
@@ -504,7 +512,13 @@ fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
         cases,
         seq: [seq_tracked, seq_plain],
         restores: r,
+        reporting_at_start,
     } = run;
+    // How much freed memory the guest handed back to the host while the run went on: each
+    // such page the run took again cost a host fault, on either side of a pair.
+    let reporting = reporting_at_start.zip(page_reporting()).map(|((a, order), (b, _))| {
+        json!({"order": order, "reported_mib_during_run": b.saturating_sub(a) / 1024})
+    });
     let pages = (a.size_mib << 20) / PAGE;
     let per_page = |d: Duration, n: usize| d.as_nanos() as f64 / n as f64;
     let rows: Vec<_> = cases
@@ -536,6 +550,7 @@ fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
         "backend": backend.as_str(),
         "size_mib": a.size_mib, "reps": reps,
         "run_seconds": started.elapsed().as_secs_f64(),
+        "free_page_reporting": reporting,
         "full_checkpoint": {"bytes": full.bytes, "ms": ms(full.duration)},
         "cases": rows,
         "sequential_first_write": {

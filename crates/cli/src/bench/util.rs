@@ -104,19 +104,36 @@ pub unsafe fn touch_pages(base: *mut u8, pages: &[usize], value: u8) -> Duration
 /// store's `WRITEBACK_BYTES`).
 pub const CHUNK: usize = 8 << 20;
 
-/// The baseline a checkpoint is compared with: write `bytes` sequentially to a new file in
-/// `dir`, taken from `src` (from its start again when `bytes` is longer), and fsync it and
-/// its directory (the same durability a committed version gets). With `writeback`, the
-/// device is asked to start writing every `CHUNK` appended (sync_file_range, as the store
-/// does), so the final fsync finds most bytes already on their way.
-pub fn plain_write(dir: &Path, bytes: u64, src: &[u8], writeback: bool) -> io::Result<Duration> {
-    let path = dir.join("baseline.bin");
+/// The baseline a checkpoint is compared with: write `bytes` sequentially to the new file
+/// `path`, taken from `src` (from its start again when `bytes` is longer), and fsync it and its
+/// directory (the same durability a committed version gets). With `writeback`, the device is
+/// asked to start writing every `CHUNK` appended (sync_file_range, as the store does), so the
+/// final fsync finds most bytes already on their way.
+///
+/// The file is kept, as a store keeps its versions: a baseline that removed its file drew its
+/// page cache from pages just freed, while the store takes fresh ones for every version. On a
+/// VM that hands freed memory back to the host (free page reporting), fresh pages cost a host
+/// fault each, and only one side paid it.
+pub fn plain_write(path: &Path, bytes: u64, src: &[u8], writeback: bool) -> io::Result<Duration> {
+    let dir = path.parent().unwrap_or(Path::new("."));
     let t = Instant::now();
-    write_file(&path, bytes, src, writeback)?;
+    write_file(path, bytes, src, writeback)?;
     File::open(dir)?.sync_all()?;
-    let d = t.elapsed();
-    std::fs::remove_file(&path)?;
-    Ok(d)
+    Ok(t.elapsed())
+}
+
+/// What the guest kernel's free page reporting (virtio balloon) has handed back to the host so
+/// far, in KiB, and its order: memory freed in blocks of that order goes back to the host, and
+/// the next use of such a page pays a host fault. `None` where the kernel has no such files.
+pub fn page_reporting() -> Option<(u64, u64)> {
+    let read = |name: &str| -> Option<u64> {
+        std::fs::read_to_string(format!("/sys/module/page_reporting/parameters/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((read("reported_kib")?, read("page_reporting_order")?))
 }
 
 /// Create `path` with `bytes` bytes taken from `src` (cycling), `CHUNK` per write, and fsync it.
