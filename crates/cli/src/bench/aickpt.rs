@@ -242,7 +242,7 @@ impl Bench<'_> {
             runs.sort_by(|x, y| x.added().total_cmp(&y.added()));
             let r = runs.swap_remove(runs.len() / 2);
             eprintln!(
-                "  {} {pattern:<10} {:<15} cow {:>3} MiB: +{:.2} s over {:.2} s  WAIT {:>6.0} AVOIDED {:>6.0} COW {:>6.0} per checkpoint, waited {:.2} s",
+                "  {} {pattern:<10} {:<15} cow {:>3} MiB: {:+.2} s over {:.2} s  WAIT {:>6.0} AVOIDED {:>6.0} COW {:>6.0} per checkpoint, waited {:.2} s",
                 r.figure,
                 r.label,
                 r.cow_mib,
