@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps build header install uninstall stage testfs test test-rust test-c lint demo bench bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -24,17 +24,28 @@ build: deps
 header:
 	ICKPT_BLESS_HEADER=1 $(CARGO) test -q -p ickpt --test header
 
+# libickpt_mpi is built with the MPI compiler wrapper MPICC (the first mpicc in PATH unless
+# set: MPICC=mpicc.mpich), so it serves the MPI it was built with (docs/mpi.md).
+MPICC ?= mpicc
+
 install: build
 	scripts/install.sh "$(DESTDIR)$(PREFIX)" "$(PREFIX)"
+	scripts/install-mpi.sh "$(DESTDIR)$(PREFIX)" "$(PREFIX)" "$(MPICC)"
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libickpt.so $(DESTDIR)$(PREFIX)/lib/libickpt.a \
 	      $(DESTDIR)$(PREFIX)/include/ickpt.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt.pc \
+	      $(DESTDIR)$(PREFIX)/lib/libickpt_mpi.so $(DESTDIR)$(PREFIX)/include/ickpt_mpi.h \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-mpi.pc \
+	      $(DESTDIR)$(PREFIX)/lib/libickpt_fortran.so $(DESTDIR)$(PREFIX)/lib/libickpt_mpi_fortran.so \
+	      $(DESTDIR)$(PREFIX)/include/ickpt.mod $(DESTDIR)$(PREFIX)/include/ickpt_mpi.mod \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-fortran.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-mpi-fortran.pc \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-static.pc $(DESTDIR)$(PREFIX)/bin/ickpt
 
 # A private install that the C tests and the demo build against, through pkg-config.
 stage: build
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
+	scripts/install-mpi.sh "$(STAGE)" "$(STAGE)" "$(MPICC)"
 
 # The FUSE file system the C tests mount to inject store faults (tests only, never installed).
 testfs: deps
@@ -70,13 +81,18 @@ test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"
 	scripts/each-backend.sh $(RELEASE)/ickpt env ICKPT_TEST_BACKEND=@ tests/c/run.sh "$(STAGE)"
 
-test: lint test-rust test-c
+# The MPI layer with Open MPI and MPICH, 2 and 4 ranks, kills at random and inside the
+# protocol (tests/mpi/run.sh; each mpirun bounded).
+test-mpi: build
+	tests/mpi/run.sh
+
+test: lint test-rust test-c test-mpi
 	@echo "make test: all suites passed"
 
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: bench-incremental bench-aickpt bench-tracking
+bench: bench-incremental bench-aickpt bench-tracking bench-mpi
 
 # Issue 11's side-by-side: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
 # The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
@@ -97,6 +113,11 @@ bench-aickpt: build plot-deps
 bench-tracking: build plot-deps
 	$(RELEASE)/ickpt bench tracking --dir $(BUILD)/bench-tracking --out docs/benchmarks
 	/usr/bin/python3 scripts/plot_tracking.py docs/benchmarks/tracking.json docs/benchmarks/
+
+# Coordination cost of a global checkpoint at 1, 2, 4 ranks, and restart time: writes
+# docs/benchmarks/mpi.{json,csv} (a few minutes).
+bench-mpi: stage
+	scripts/bench-mpi.sh "$(STAGE)" docs/benchmarks
 
 plot-deps:
 	@scripts/deps.sh plot

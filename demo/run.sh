@@ -6,7 +6,9 @@
 #   c. runs it with async checkpointing, kills it with SIGKILL mid-run (while a commit may
 #      be running), restarts it: it restores the latest committed checkpoint and finishes
 #      (grid B),
-#   d. checks that A and B are byte for byte identical.
+#   d. checks that A and B are byte for byte identical,
+#   e. runs the MPI example on 4 ranks, kills the whole job after its third global version,
+#      restarts it, and checks its checksum against the checkpoint-free MPI code.
 # Usage: demo/run.sh STAGE   (STAGE: an ickpt install prefix, e.g. build/prefix)
 set -euo pipefail
 
@@ -165,5 +167,56 @@ if cmp_out=$(cmp "$OUT/grid-a.bin" "$OUT/grid-b.bin" 2>&1); then
     echo "restart verified: identical"
 else
     echo "restart verified: DIFFERENT ($cmp_out)"
+    exit 1
+fi
+
+# e. The MPI example (examples/mpi/heat_ickpt.c) on 4 ranks: killed whole (SIGKILL to every
+# process of the job) once its third global version is recorded, run again, and compared with
+# the checkpoint-free heat.c.
+MPI_RANKS=4 MPI_STEPS=3000 MPI_CELLS=250000 MPI_EVERY=100
+echo
+echo "== MPI: examples/mpi/heat_ickpt.c on $MPI_RANKS ranks ($MPI_STEPS steps, global version every $MPI_EVERY) =="
+MPI_SRC=$(dirname "$DEMO_SRC")/examples/mpi
+MPI_FLAGS=$(PKG_CONFIG_PATH="$STAGE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+    pkg-config --cflags --libs ickpt-mpi)
+read -ra MPI_FLAGS <<<"$MPI_FLAGS"
+${MPICC:-mpicc} -O2 -o "$OUT/mpi-heat" "$MPI_SRC/heat.c"
+${MPICC:-mpicc} -O2 -o "$OUT/mpi-heat-ickpt" "$MPI_SRC/heat_ickpt.c" "${MPI_FLAGS[@]}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(timeout -k 5 300 mpirun)
+mpirun --version 2>/dev/null | grep -q "Open MPI" && MPIRUN+=(--oversubscribe)
+MPIRUN+=(-np "$MPI_RANKS")
+"${MPIRUN[@]}" "$OUT/mpi-heat" "$MPI_STEPS" "$MPI_CELLS" >"$OUT/mpi-ref.log" 2>&1 ||
+    die "heat (MPI) failed; see $OUT/mpi-ref.log"
+WANT=$(sed -n 's/.*checksum //p' "$OUT/mpi-ref.log")
+echo "[e] reference (no checkpoints): checksum $WANT"
+export ICKPT_DIR=$OUT/mpi-job
+setsid "${MPIRUN[@]}" "$OUT/mpi-heat-ickpt" "$MPI_STEPS" "$MPI_CELLS" "$MPI_EVERY" \
+    >"$OUT/mpi-killed.log" 2>&1 &
+HEAT_PID=$!
+# Bounded poll for the job's third global version (its record in rank 0's store).
+for _ in $(seq 1200); do
+    [[ -e $ICKPT_DIR/rank-00000/g00000003.global ]] && break
+    kill -0 "$HEAT_PID" 2>/dev/null || break
+    sleep 0.05
+done
+[[ -e $ICKPT_DIR/rank-00000/g00000003.global ]] || die "no third global version; see $OUT/mpi-killed.log"
+pkill -KILL -s "$HEAT_PID" 2>/dev/null || true
+wait "$HEAT_PID" 2>/dev/null || true
+HEAT_PID=
+pkill -KILL -f "^$OUT/mpi-heat-ickpt" 2>/dev/null || true
+echo "[e] killed every process of the job once rank 0 had recorded global version 3"
+"${MPIRUN[@]}" "$OUT/mpi-heat-ickpt" "$MPI_STEPS" "$MPI_CELLS" "$MPI_EVERY" >"$OUT/mpi-restart.log" 2>&1 ||
+    die "the restarted MPI job failed; see $OUT/mpi-restart.log"
+GOT=$(sed -n 's/.*checksum //p' "$OUT/mpi-restart.log")
+if [[ -x $STAGE/bin/ickpt ]]; then
+    echo "[e] rank 0's store after the restart (ickpt ls):"
+    "$STAGE/bin/ickpt" ls --dir "$ICKPT_DIR/rank-00000" 2>&1 | sed 's/^/  /'
+fi
+unset ICKPT_DIR
+if [[ $GOT == "$WANT" ]]; then
+    echo "MPI restart verified: identical checksum ($GOT)"
+else
+    echo "MPI restart verified: DIFFERENT (restarted $GOT, reference $WANT)"
     exit 1
 fi

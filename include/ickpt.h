@@ -125,7 +125,12 @@ typedef enum ickpt_result {
   /**
    * A bug in ickpt; the message says where.
    */
-  ICKPT_ERR_INTERNAL = 14
+  ICKPT_ERR_INTERNAL = 14,
+  /**
+   * ickpt_mpi: the ranks are not all in the same collective call, or an MPI call failed.
+   * The serial library never returns it.
+   */
+  ICKPT_ERR_COLLECTIVE = 15
 } ickpt_result;
 
 /**
@@ -402,6 +407,13 @@ enum ickpt_result ickpt_free(void *ptr);
 enum ickpt_result ickpt_checkpoint(struct ickpt_checkpoint_info *info);
 
 /**
+ * `ickpt_checkpoint`, the version carrying `tag`: the application's own value for it (an
+ * iteration number, a time step), which `ickpt_restore_latest_tagged` and
+ * `ickpt_version_tag` return and `ickpt ls` shows. `ickpt_checkpoint` gives tag 0.
+ */
+enum ickpt_result ickpt_checkpoint_tagged(uint64_t tag, struct ickpt_checkpoint_info *info);
+
+/**
  * Block until the checkpoint in flight (async mode) is committed. `info` may be NULL;
  * otherwise it receives the newest committed checkpoint of this process (ICKPT_ERR_NOT_FOUND
  * if there is none). Returns the error of a commit that failed (once).
@@ -431,6 +443,51 @@ enum ickpt_result ickpt_restore(uint64_t version);
  * when the protected regions differ from the newest version's.
  */
 enum ickpt_result ickpt_restore_latest(uint64_t *version);
+
+/**
+ * `ickpt_restore_latest`, also giving the restored version's tag (0 when it was
+ * checkpointed without one, or by an ickpt older than format 5). Neither out-parameter may
+ * be NULL.
+ */
+enum ickpt_result ickpt_restore_latest_tagged(uint64_t *version, uint64_t *tag);
+
+/**
+ * The tag `version` was checkpointed with (0 when none was given). Reads and checks the
+ * version's metadata: ICKPT_ERR_NOT_FOUND for no such version, ICKPT_ERR_CORRUPT for a
+ * damaged one.
+ */
+enum ickpt_result ickpt_version_tag(uint64_t version, uint64_t *tag);
+
+/**
+ * Record durably, in this process's store, that global version `global` of a coordinated
+ * job (the MPI layer's numbering, the same on every rank) is this store's `version`, which
+ * must be committed with an intact chain. `global` must be above every number recorded so
+ * far (ICKPT_ERR_INVALID_ARGUMENT otherwise). The newest two records are kept, and garbage
+ * collection keeps the chains of the versions they name. `ickpt_mpi_checkpoint` calls this
+ * once every rank has committed; a serial program has no need of it.
+ */
+enum ickpt_result ickpt_global_commit(uint64_t global, uint64_t version);
+
+/**
+ * The newest global version recorded in this store (`*global`) and the version holding it
+ * (`*version`); records that fail their checks, or whose version file is gone or was
+ * replaced, are passed over. ICKPT_ERR_NOT_FOUND when there is none.
+ */
+enum ickpt_result ickpt_global_latest(uint64_t *global, uint64_t *version);
+
+/**
+ * The version holding global version `global` in this store. ICKPT_ERR_NOT_FOUND when no
+ * intact record of it is here.
+ */
+enum ickpt_result ickpt_global_version(uint64_t global, uint64_t *version);
+
+/**
+ * Delete every version newer than `version` from the store, and first every global record
+ * naming one: a restart of a coordinated job discards what not every rank committed, so no
+ * later restart can pick it. `version` 0 empties the store of versions. If this process's
+ * next checkpoint was to increment a deleted version, it is full instead.
+ */
+enum ickpt_result ickpt_discard_newer(uint64_t version);
 
 /**
  * The version files in the store, ascending, restorable or not: up to `capacity` numbers

@@ -30,6 +30,18 @@ if ! /usr/bin/python3 -c 'import cffi' >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-cffi
 fi
+# MPI jobs (issue 12): Open MPI and MPICH, both tested (mpicc.openmpi, mpicc.mpich), and
+# gfortran for the Fortran modules and examples.
+mpi=()
+command -v mpicc.openmpi >/dev/null 2>&1 || mpi+=(libopenmpi-dev openmpi-bin)
+command -v mpicc.mpich >/dev/null 2>&1 || mpi+=(libmpich-dev mpich)
+command -v gfortran >/dev/null 2>&1 || mpi+=(gfortran)
+if [ ${#mpi[@]} -gt 0 ]; then
+  echo "deps: installing ${mpi[*]} with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${mpi[@]}"
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "deps: cargo is in $HOME/.cargo/bin; add it to PATH" >&2

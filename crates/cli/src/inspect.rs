@@ -32,6 +32,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
         let out = json!({
             "version": v, "file": ickpt::store::Store::describe(&store, &ickpt::store::version_name(v)),
             "format_version": h.format_version, "kind": h.kind.as_str(), "parent": h.parent,
+            "tag": h.tag,
             "chain_depth": h.chain_depth, "page_size": h.page_size,
             "created_unix_ns": h.created_unix_ns, "bytes": ov.bytes(),
             "pages": m.footer.page_count, "runs": m.footer.run_count,
@@ -75,6 +76,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
         }
     );
     println!("chain depth  {}", h.chain_depth);
+    println!("tag          {}", tag_text(h.tag, h.format_version));
     match h.store_id {
         Some(id) => println!("store        {}", ickpt::store::StoreId(id)),
         None => println!("store        - (format {} records none)", h.format_version),
@@ -184,4 +186,14 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
         &rows,
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// A version's tag for people: the number, or why there is none (0 is what a checkpoint
+/// without a tag records, and all a file older than format 5 can say).
+pub fn tag_text(tag: u64, format_version: u16) -> String {
+    match (tag, format_version) {
+        (0, f) if f < 5 => format!("- (format {f} records none)"),
+        (0, _) => "- (none given)".into(),
+        (t, _) => t.to_string(),
+    }
 }

@@ -25,15 +25,24 @@ fn after_in(all: &[Surveyed], i: usize) -> Option<u64> {
 }
 
 /// The table's columns; STATUS last.
-const COLUMNS: [&str; 11] = [
-    "VERSION", "KIND", "PARENT", "REGIONS", "PAGES", "BYTES", "MODE", "WAITS", "COMMIT", "CREATED",
-    "STATUS",
+const COLUMNS: [&str; 13] = [
+    "VERSION", "KIND", "PARENT", "TAG", "GLOBAL", "REGIONS", "PAGES", "BYTES", "MODE", "WAITS",
+    "COMMIT", "CREATED", "STATUS",
 ];
 
 pub fn run(s: &StoreArgs) -> CmdResult {
     let store = open_store(s)?;
     let catalog = Catalog::new(&store)?;
     let all = catalog.survey(None)?;
+    // Global versions of a coordinated (MPI) job this store holds a part of, by version.
+    let globals = ickpt::read::global_records::records(&catalog)?;
+    let global_of = |v: u64| {
+        globals
+            .iter()
+            .rev()
+            .find(|r| r.version == v)
+            .map(|r| r.global)
+    };
     let newest = all.iter().rev().find(|v| v.restorable()).map(|v| v.version);
     let mut rows = Vec::new();
     let mut items = Vec::new();
@@ -66,7 +75,8 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         let st = m.stats;
         let after = after_in(&all, i);
         items.push(json!({
-            "version": v, "kind": h.kind.as_str(), "parent": h.parent,
+            "version": v, "kind": h.kind.as_str(), "parent": h.parent, "tag": h.tag,
+            "global": global_of(v),
             "chain_depth": h.chain_depth, "regions": h.region_count,
             "pages": m.footer.page_count, "bytes": sv.bytes,
             "created_unix_ns": h.created_unix_ns, "format_version": h.format_version,
@@ -83,6 +93,13 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             } else {
                 h.parent.to_string()
             },
+            // 0 is what a checkpoint without a tag records.
+            if h.tag == 0 {
+                "-".into()
+            } else {
+                h.tag.to_string()
+            },
+            global_of(v).map_or_else(dash, |g| g.to_string()),
             h.region_count.to_string(),
             m.footer.page_count.to_string(),
             human::bytes(sv.bytes),
@@ -101,6 +118,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             "{}",
             serde_json::to_string_pretty(&json!({
                 "dir": s.dir()?, "newest_restorable": newest, "versions": items,
+                "newest_global": globals.last().map(|r| json!({"global": r.global, "version": r.version})),
             }))?
         );
         return Ok(ExitCode::SUCCESS);
@@ -114,6 +132,12 @@ pub fn run(s: &StoreArgs) -> CmdResult {
     match newest {
         Some(n) => println!("newest restorable: {n}"),
         None => println!("no version can be restored"),
+    }
+    if let Some(r) = globals.last() {
+        println!(
+            "newest global version: {} (version {}; a restart of the job restores it, or the one before, on every rank)",
+            r.global, r.version
+        );
     }
     if bad > 0 {
         println!("{bad} version(s) cannot be restored; 'ickpt verify' checks every page too");

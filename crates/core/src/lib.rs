@@ -39,8 +39,8 @@ pub mod track;
 pub use config::{Config, SettingError};
 pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
 pub use error::{
-    CheckpointError, Error, FileError, ForkedChild, GcError, InitError, ProtectError, RangeProblem,
-    ReadError, RegionError, RestoreError, VERIFY_HINT,
+    CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, ProtectError,
+    RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,
 };
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

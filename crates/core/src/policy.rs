@@ -27,8 +27,8 @@ pub fn next_kind(head: Option<Head>, full_every: u32) -> Kind {
 /// chain ends in a full version older than the `keep_chains` newest full versions.
 /// Returned newest first, so a crash midway never leaves an increment without its parent.
 /// Versions whose chain cannot be followed are left for `verify` to report.
-/// The chain of `keep` (if any) is never collectable.
-pub fn collectable(versions: &[(u64, Kind, u64)], keep_chains: u32, keep: Option<u64>) -> Vec<u64> {
+/// The chains of the versions in `keep` are never collectable.
+pub fn collectable(versions: &[(u64, Kind, u64)], keep_chains: u32, keep: &[u64]) -> Vec<u64> {
     let parent: HashMap<u64, u64> = versions.iter().map(|&(v, _, p)| (v, p)).collect();
     let mut fulls: Vec<u64> = versions
         .iter()
@@ -48,10 +48,10 @@ pub fn collectable(versions: &[(u64, Kind, u64)], keep_chains: u32, keep: Option
             }
         }
     };
-    let kept_root = keep.and_then(root);
+    let kept_roots: Vec<u64> = keep.iter().filter_map(|&v| root(v)).collect();
     let mut out: Vec<u64> = versions
         .iter()
-        .filter(|&&(v, _, _)| root(v).is_some_and(|r| r < oldest_kept && Some(r) != kept_root))
+        .filter(|&&(v, _, _)| root(v).is_some_and(|r| r < oldest_kept && !kept_roots.contains(&r)))
         .map(|&(v, _, _)| v)
         .collect();
     out.sort_unstable_by(|a, b| b.cmp(a));
@@ -134,15 +134,18 @@ mod tests {
             (7, Incremental, 6),
             (8, Incremental, 5),
         ];
-        assert_eq!(collectable(&vs, 2, None), vec![3, 2, 1]);
-        assert_eq!(collectable(&vs, 1, None), vec![8, 5, 4, 3, 2, 1]);
-        assert_eq!(collectable(&vs, 3, None), Vec::<u64>::new());
+        assert_eq!(collectable(&vs, 2, &[]), vec![3, 2, 1]);
+        assert_eq!(collectable(&vs, 1, &[]), vec![8, 5, 4, 3, 2, 1]);
+        assert_eq!(collectable(&vs, 3, &[]), Vec::<u64>::new());
         // The engine's head chain stays, whatever else goes.
-        assert_eq!(collectable(&vs, 1, Some(8)), vec![3, 2, 1]);
-        assert_eq!(collectable(&vs, 1, Some(2)), vec![8, 5, 4]);
+        assert_eq!(collectable(&vs, 1, &[8]), vec![3, 2, 1]);
+        assert_eq!(collectable(&vs, 1, &[2]), vec![8, 5, 4]);
+        // So do the chains global records name, each of them.
+        assert_eq!(collectable(&vs, 1, &[8, 2]), Vec::<u64>::new());
+        assert_eq!(collectable(&vs, 1, &[7, 3]), vec![8, 5, 4]);
         // A chain whose parent is missing is never collected: verify reports it.
         let broken = [(1, Full, 0), (3, Incremental, 2), (4, Full, 0)];
-        assert_eq!(collectable(&broken, 1, None), vec![1]);
+        assert_eq!(collectable(&broken, 1, &[]), vec![1]);
     }
 
     #[test]

@@ -160,6 +160,7 @@ fn craft(dir: &Path, v: u64, kind: Kind, regions: Vec<RegionEntry>, pages: &[(u3
             parent_meta_crc: parent_crc,
             store_id: catalog.identity().unwrap().0,
             created_unix_ns: 0,
+            tag: 0,
         },
         regions,
     );

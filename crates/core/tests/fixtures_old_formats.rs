@@ -1,6 +1,6 @@
 //! Every format version stays readable: a store written by each is checked in under
 //! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
-//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
+//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11, v5 since issue 12). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
 //! format version N, once, when that version is new.
 
 mod common;
@@ -50,6 +50,20 @@ fn format_v4_fixture_still_restores() {
     check_fixture(4);
 }
 
+#[test]
+fn format_v5_fixture_still_restores() {
+    check_fixture(5);
+}
+
+/// The tag the fixture's version `v` carries: format 5 on, version v was taken with tag 100v.
+fn tag_of(format: u16, v: u64) -> u64 {
+    if format >= 5 {
+        100 * v
+    } else {
+        0
+    }
+}
+
 fn check_fixture(format: u16) {
     let dir = fixture_dir(format);
     let write = std::env::var("ICKPT_WRITE_FIXTURE").ok() == Some(format.to_string());
@@ -79,7 +93,7 @@ fn check_fixture(format: u16) {
             };
             write(big.slice_mut(), &b);
             write(&mut small.slice_mut()[17..17 + SMALL], &s);
-            e.checkpoint().unwrap();
+            e.checkpoint_tagged(tag_of(format, v)).unwrap();
         }
     }
     // Read from a copy: the fixture itself stays untouched (opening for restore takes a lock
@@ -107,7 +121,9 @@ fn check_fixture(format: u16) {
         let e = Engine::open(Config::new(&copy)).unwrap();
         let big = e.alloc(1, BIG).unwrap();
         let small = e.alloc(2, SMALL).unwrap();
-        e.restore(v).unwrap();
+        let info = e.restore(v).unwrap();
+        assert_eq!(info.tag, tag_of(format, v), "v{v}: the tag restore returns");
+        assert_eq!(e.version_tag(v).unwrap(), tag_of(format, v));
         let (b, s) = expected(v);
         // SAFETY: alloc returned buffers of these lengths.
         unsafe {
@@ -165,6 +181,7 @@ fn check_fixture(format: u16) {
             .open(v)
             .unwrap();
         assert_eq!(ov.meta.header.format_version, format);
+        assert_eq!(ov.meta.header.tag, tag_of(format, v), "v{v}: tag");
         assert_eq!(ov.meta.stats.is_some(), format >= 2, "v{v}: commit stats");
         assert_eq!(
             ov.meta.header.store_id.is_some(),

@@ -8,7 +8,7 @@ pub const MAGIC: [u8; 8] = *b"\x89ICKPT\r\n";
 /// First 8 bytes of the footer, the last 64 bytes of the file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"ICKPTEND";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 4;
+pub const FORMAT_VERSION: u16 = 5;
 
 /// Header bytes of the format this crate writes (version 3 on); versions 1 and 2 have
 /// [`HEADER_LEN_V1`].
@@ -256,6 +256,9 @@ pub struct Header {
     /// The parent's `meta_crc` (format 3 incremental versions; 0 otherwise): the chain is
     /// bound file to file, so a stale or foreign file with the parent's number is refused.
     pub parent_meta_crc: u32,
+    /// The application's value for this version, given at the checkpoint (an iteration
+    /// number, a time step): format 5 on; 0 before, and when none was given.
+    pub tag: u64,
 }
 
 /// One protected region as it stood at the checkpoint.
@@ -333,6 +336,9 @@ impl Header {
         put(&mut b, 36, &self.region_count.to_le_bytes());
         put(&mut b, 40, &self.created_unix_ns.to_le_bytes());
         put(&mut b, 48, &self.data_offset.to_le_bytes());
+        if self.format_version >= 5 {
+            put(&mut b, 56, &self.tag.to_le_bytes());
+        }
         if self.format_version >= 3 {
             put(&mut b, 64, &self.store_id.unwrap_or_default());
             put(&mut b, 80, &self.parent_meta_crc.to_le_bytes());
@@ -385,7 +391,9 @@ impl Header {
             1 => Kind::Incremental,
             k => return Err(FormatError::corrupt(10, format!("unknown kind {k}"))),
         };
-        let reserved = [11..12, 56..64, 84..header_len.max(84)];
+        // Bytes 56..64 hold the tag from format 5 on.
+        let tag_bytes = if format_version >= 5 { 0..0 } else { 56..64 };
+        let reserved = [11..12, tag_bytes, 84..header_len.max(84)];
         if let Some(at) = reserved.into_iter().flatten().find(|&i| b[i] != 0) {
             return Err(FormatError::corrupt(
                 at as u64,
@@ -414,6 +422,11 @@ impl Header {
             data_offset: u64_at(b, 48),
             store_id: v3.then(|| b[64..80].try_into().expect("16 bytes")),
             parent_meta_crc: if v3 { u32_at(b, 80) } else { 0 },
+            tag: if format_version >= 5 {
+                u64_at(b, 56)
+            } else {
+                0
+            },
         };
         if h.version == 0 || h.version > limits::MAX_VERSION {
             return Err(FormatError::corrupt(

@@ -1,5 +1,5 @@
-//! The ickpt on-disk format, version 3 (reads versions 1 and 2 too): one self-describing file
-//! per checkpoint version.
+//! The ickpt on-disk format, version 5 (reads versions 1 to 4 too): one self-describing file
+//! per checkpoint version, and the small global-commit records of coordinated jobs.
 //!
 //! `docs/FORMAT.md` holds the byte diagram; the structs in [`layout`] mirror it field for field.
 //! This crate only turns bytes into checked values and back. It never touches memory protection
@@ -7,12 +7,17 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod global;
 pub mod layout;
 mod reader;
 mod verify;
 mod writer;
 
 pub use error::FormatError;
+pub use global::{
+    global_name, numbered_name, parse_global_name, parse_numbered_name, GlobalRecord,
+    GLOBAL_FORMAT, GLOBAL_MAGIC, GLOBAL_RECORD_LEN,
+};
 pub use layout::{
     backend_code, backend_name, header_len_for, limits, stats_len_for, CommitMode, CommitStats,
     FlushOrder, Footer, Header, Kind, RegionEntry, Run, StoredPhases, FOOTER_LEN, FOOTER_MAGIC,

@@ -31,6 +31,8 @@ pub struct NewVersion {
     pub parent_meta_crc: u32,
     pub store_id: [u8; 16],
     pub created_unix_ns: u64,
+    /// The application's value for the version (format 5); 0 when none was given.
+    pub tag: u64,
 }
 
 impl VersionLayout {
@@ -50,6 +52,7 @@ impl VersionLayout {
                 data_offset,
                 store_id: Some(v.store_id),
                 parent_meta_crc: v.parent_meta_crc,
+                tag: v.tag,
             },
             regions,
             runs: Vec::new(),

@@ -85,6 +85,7 @@ fn header(region_count: u32) -> Header {
         data_offset: Header::data_offset_for(FORMAT_VERSION, region_count, PS as u32),
         store_id: Some(STORE),
         parent_meta_crc: 0,
+        tag: 0,
     }
 }
 

@@ -41,6 +41,7 @@ fn legacy_file(format_version: u16, stats: CommitStats) -> Vec<u8> {
         data_offset: Header::data_offset_for(format_version, regions.len() as u32, PS as u32),
         store_id: (format_version >= 3).then_some([7; 16]),
         parent_meta_crc: 0,
+        tag: 0,
     };
     let mut f = header.encode();
     let header_len = if format_version >= 3 {
@@ -393,19 +394,48 @@ fn the_block_must_match_the_format_version() {
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
 
-    // Version 5 is from the future.
+    // A v4 file has no tag: bytes 56..64 are reserved there.
     let mut f = current_file(busy_stats());
-    f[8..10].copy_from_slice(&5u16.to_le_bytes());
+    f[8..10].copy_from_slice(&4u16.to_le_bytes());
+    f[60] = 1;
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("reserved header bytes"), "{e}");
+
+    // Version 6 is from the future.
+    let mut f = current_file(busy_stats());
+    f[8..10].copy_from_slice(&6u16.to_le_bytes());
     reseal(&mut f);
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(
         matches!(
             e,
             FormatError::UnsupportedVersion {
-                found: 5,
-                supported: 4
+                found: 6,
+                supported: 5
             }
         ),
         "{e}"
     );
+}
+
+#[test]
+fn a_tag_is_read_back_as_written() {
+    for tag in [0, 1, 0x0123_4567_89AB_CDEF, u64::MAX] {
+        let mut v = full_version();
+        v.tag = tag;
+        let mut l = VersionLayout::new(v, regions());
+        let mut data = Vec::new();
+        for (region_index, p, fill) in PAGES {
+            let bytes = page(fill);
+            l.push_page(region_index, p, crc(&bytes));
+            data.extend_from_slice(&bytes);
+        }
+        let mut f = l.prefix();
+        f.extend_from_slice(&data);
+        f.extend_from_slice(&l.trailer());
+        let m = read_meta(&f, f.len() as u64).unwrap();
+        assert_eq!(m.header.tag, tag);
+        assert_eq!(m.header.format_version, 5);
+    }
 }

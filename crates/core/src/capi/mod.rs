@@ -353,6 +353,21 @@ pub extern "C" fn ickpt_checkpoint(info: *mut ickpt_checkpoint_info) -> ickpt_re
     })
 }
 
+/// `ickpt_checkpoint`, the version carrying `tag`: the application's own value for it (an
+/// iteration number, a time step), which `ickpt_restore_latest_tagged` and
+/// `ickpt_version_tag` return and `ickpt ls` shows. `ickpt_checkpoint` gives tag 0.
+#[no_mangle]
+pub extern "C" fn ickpt_checkpoint_tagged(
+    tag: u64,
+    info: *mut ickpt_checkpoint_info,
+) -> ickpt_result {
+    guard(|| {
+        let i = with_engine(&ENGINE, |e| e.checkpoint_tagged(tag))?;
+        write_info(info, &i);
+        Ok(())
+    })
+}
+
 /// Block until the checkpoint in flight (async mode) is committed. `info` may be NULL;
 /// otherwise it receives the newest committed checkpoint of this process (ICKPT_ERR_NOT_FOUND
 /// if there is none). Returns the error of a commit that failed (once).
@@ -396,6 +411,20 @@ fn found_version(
     Ok(())
 }
 
+/// The store of `e` holds no intact record of `global` (or of any, for None).
+fn no_global(e: &Engine, global: Option<u64>) -> Error {
+    let available = match e.global_latest() {
+        Ok(Some(r)) => format!("newest {}", r.global),
+        _ => "none".into(),
+    };
+    ReadError::NoGlobal {
+        global,
+        dir: e.config().dir.display().to_string(),
+        available,
+    }
+    .into()
+}
+
 /// The store of `e` holds no version (to say so, or to pass over it when asking is all).
 fn no_checkpoint(e: &Engine) -> Error {
     ReadError::NoCheckpoint {
@@ -420,6 +449,95 @@ pub extern "C" fn ickpt_restore(version: u64) -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_restore_latest(version: *mut u64) -> ickpt_result {
     guard(|| found_version(version, |e| Ok(e.restore_latest()?.map(|i| i.version))))
+}
+
+/// `ickpt_restore_latest`, also giving the restored version's tag (0 when it was
+/// checkpointed without one, or by an ickpt older than format 5). Neither out-parameter may
+/// be NULL.
+#[no_mangle]
+pub extern "C" fn ickpt_restore_latest_tagged(version: *mut u64, tag: *mut u64) -> ickpt_result {
+    guard(|| {
+        if tag.is_null() {
+            return Err(Error::Null { what: "tag" });
+        }
+        let version = out_ptr(version, "version")?;
+        let info = with_engine(&ENGINE, |e| {
+            e.restore_latest()?.ok_or_else(|| no_checkpoint(e))
+        })?;
+        *version = info.version;
+        // SAFETY: non-NULL (checked above) and, by contract, a writable u64 of the caller's;
+        // written through the pointer, so a caller passing one pointer for both is no harm.
+        unsafe { tag.write(info.tag) };
+        Ok(())
+    })
+}
+
+/// The tag `version` was checkpointed with (0 when none was given). Reads and checks the
+/// version's metadata: ICKPT_ERR_NOT_FOUND for no such version, ICKPT_ERR_CORRUPT for a
+/// damaged one.
+#[no_mangle]
+pub extern "C" fn ickpt_version_tag(version: u64, tag: *mut u64) -> ickpt_result {
+    guard(|| {
+        let tag = out_ptr(tag, "tag")?;
+        *tag = with_engine(&ENGINE, |e| e.version_tag(version))?;
+        Ok(())
+    })
+}
+
+/// Record durably, in this process's store, that global version `global` of a coordinated
+/// job (the MPI layer's numbering, the same on every rank) is this store's `version`, which
+/// must be committed with an intact chain. `global` must be above every number recorded so
+/// far (ICKPT_ERR_INVALID_ARGUMENT otherwise). The newest two records are kept, and garbage
+/// collection keeps the chains of the versions they name. `ickpt_mpi_checkpoint` calls this
+/// once every rank has committed; a serial program has no need of it.
+#[no_mangle]
+pub extern "C" fn ickpt_global_commit(global: u64, version: u64) -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.global_commit(global, version)))
+}
+
+/// The newest global version recorded in this store (`*global`) and the version holding it
+/// (`*version`); records that fail their checks, or whose version file is gone or was
+/// replaced, are passed over. ICKPT_ERR_NOT_FOUND when there is none.
+#[no_mangle]
+pub extern "C" fn ickpt_global_latest(global: *mut u64, version: *mut u64) -> ickpt_result {
+    guard(|| {
+        if version.is_null() {
+            return Err(Error::Null { what: "version" });
+        }
+        let global = out_ptr(global, "global")?;
+        let r = with_engine(&ENGINE, |e| {
+            e.global_latest()?.ok_or_else(|| no_global(e, None))
+        })?;
+        *global = r.global;
+        // SAFETY: non-NULL (checked above), a writable u64 of the caller's by contract;
+        // written through the pointer, so one pointer passed for both is no harm.
+        unsafe { version.write(r.version) };
+        Ok(())
+    })
+}
+
+/// The version holding global version `global` in this store. ICKPT_ERR_NOT_FOUND when no
+/// intact record of it is here.
+#[no_mangle]
+pub extern "C" fn ickpt_global_version(global: u64, version: *mut u64) -> ickpt_result {
+    guard(|| {
+        let version = out_ptr(version, "version")?;
+        let r = with_engine(&ENGINE, |e| {
+            e.global_version(global)?
+                .ok_or_else(|| no_global(e, Some(global)))
+        })?;
+        *version = r.version;
+        Ok(())
+    })
+}
+
+/// Delete every version newer than `version` from the store, and first every global record
+/// naming one: a restart of a coordinated job discards what not every rank committed, so no
+/// later restart can pick it. `version` 0 empties the store of versions. If this process's
+/// next checkpoint was to increment a deleted version, it is full instead.
+#[no_mangle]
+pub extern "C" fn ickpt_discard_newer(version: u64) -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.discard_newer(version).map(drop)))
 }
 
 /// The version files in the store, ascending, restorable or not: up to `capacity` numbers

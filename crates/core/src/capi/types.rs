@@ -2,8 +2,8 @@
 
 use crate::engine::{CheckpointInfo, Stats};
 use crate::error::{
-    CheckpointError, Error, FileError, InitError, ProtectError, RangeProblem, ReadError,
-    RegionError, RestoreError,
+    CheckpointError, Error, FileError, GlobalError, InitError, ProtectError, RangeProblem,
+    ReadError, RegionError, RestoreError,
 };
 use crate::store::dir::OpenError;
 use crate::track::TrackError;
@@ -40,6 +40,9 @@ pub enum ickpt_result {
     ICKPT_ERR_TRACKING = 13,
     /// A bug in ickpt; the message says where.
     ICKPT_ERR_INTERNAL = 14,
+    /// ickpt_mpi: the ranks are not all in the same collective call, or an MPI call failed.
+    /// The serial library never returns it.
+    ICKPT_ERR_COLLECTIVE = 15,
 }
 
 /// Probe the kernel once and take the best backend it has (uffd-async, else mprotect).
@@ -304,6 +307,7 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Checkpoint(e) => checkpoint_code(e),
         Error::Restore(e) => restore_code(e),
         Error::Read(e) => read_code(e),
+        Error::Global(e) => global_code(e),
         Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
@@ -386,10 +390,24 @@ fn restore_code(e: &RestoreError) -> ickpt_result {
     }
 }
 
+fn global_code(e: &GlobalError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        GlobalError::Read(e) => read_code(e),
+        GlobalError::File(e) => file_code(e),
+        GlobalError::OutOfOrder { .. } | GlobalError::BadNumber { .. } => {
+            ICKPT_ERR_INVALID_ARGUMENT
+        }
+        GlobalError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
 fn read_code(e: &ReadError) -> ickpt_result {
     use ickpt_result::*;
     match e {
-        ReadError::NotFound { .. } | ReadError::NoCheckpoint { .. } => ICKPT_ERR_NOT_FOUND,
+        ReadError::NotFound { .. }
+        | ReadError::NoCheckpoint { .. }
+        | ReadError::NoGlobal { .. } => ICKPT_ERR_NOT_FOUND,
         ReadError::Corrupt { .. }
         | ReadError::ChainBroken { .. }
         | ReadError::Foreign { .. }
@@ -423,7 +441,7 @@ fn track_code(e: &TrackError) -> ickpt_result {
 
 pub fn result_name(code: i32) -> &'static CStr {
     use ickpt_result::*;
-    const NAMES: [(ickpt_result, &CStr); 15] = [
+    const NAMES: [(ickpt_result, &CStr); 16] = [
         (ICKPT_OK, c"ICKPT_OK"),
         (ICKPT_ERR_INVALID_ARGUMENT, c"ICKPT_ERR_INVALID_ARGUMENT"),
         (ICKPT_ERR_NOT_INITIALIZED, c"ICKPT_ERR_NOT_INITIALIZED"),
@@ -442,6 +460,7 @@ pub fn result_name(code: i32) -> &'static CStr {
         (ICKPT_ERR_STORE_LOCKED, c"ICKPT_ERR_STORE_LOCKED"),
         (ICKPT_ERR_TRACKING, c"ICKPT_ERR_TRACKING"),
         (ICKPT_ERR_INTERNAL, c"ICKPT_ERR_INTERNAL"),
+        (ICKPT_ERR_COLLECTIVE, c"ICKPT_ERR_COLLECTIVE"),
     ];
     NAMES
         .iter()

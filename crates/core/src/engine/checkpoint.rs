@@ -15,6 +15,13 @@ impl Engine {
     /// first, and if it failed its error is returned here and nothing new starts. On error
     /// nothing committed is touched and the pages stay dirty for the next attempt.
     pub fn checkpoint(&self) -> Result<CheckpointInfo, CheckpointError> {
+        self.checkpoint_tagged(0)
+    }
+
+    /// [`checkpoint`](Self::checkpoint), the version carrying `tag`: the application's own
+    /// value for it (an iteration number, a time step), returned by the restore of that
+    /// version and shown by `ickpt ls`.
+    pub fn checkpoint_tagged(&self, tag: u64) -> Result<CheckpointInfo, CheckpointError> {
         let started = Instant::now();
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
@@ -33,9 +40,10 @@ impl Engine {
         st.fence_next = st.fence_next.saturating_sub(1);
         let mut attempt = 1;
         let scheduled = loop {
-            let job = self.schedule(&mut st, started, fence_all, attempt)?;
+            let job = self.schedule(&mut st, started, fence_all, attempt, tag)?;
             let scheduled = CheckpointInfo {
                 version: job.version,
+                tag,
                 kind: job.kind,
                 parent: job.parent,
                 pages: job.total,

@@ -21,6 +21,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 /// Everything a commit needs, moved to the thread that runs it.
 pub(crate) struct Job {
     pub version: u64,
+    /// The application's value for the version (`Engine::checkpoint_tagged`).
+    pub tag: u64,
     pub kind: Kind,
     pub parent: u64,
     /// The parent file's `meta_crc` (0 for a full version), recorded to bind the chain.
@@ -70,6 +72,7 @@ pub(crate) struct Outcome {
 pub(super) fn run(job: Job) -> Outcome {
     let Job {
         version,
+        tag,
         kind,
         parent,
         parent_meta_crc,
@@ -108,6 +111,7 @@ pub(super) fn run(job: Job) -> Outcome {
             parent_meta_crc,
             store_id: store_id.0,
             created_unix_ns: created,
+            tag,
         },
         entries,
     );
@@ -227,6 +231,7 @@ pub(super) fn run(job: Job) -> Outcome {
             }
             CheckpointInfo {
                 version,
+                tag,
                 kind,
                 parent,
                 pages: layout.page_count(),

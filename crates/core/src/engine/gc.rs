@@ -21,7 +21,9 @@ impl Engine {
 /// file (a stray full version with a high number, say) neither pushes the store's own chains
 /// out nor is removed; `verify` reports it. The chain of `head` (what the engine's next
 /// checkpoint increments) is always kept: after a restore fell back past a newer chain whose
-/// pages turned out damaged, that older chain is the engine's own.
+/// pages turned out damaged, that older chain is the engine's own. So are the chains of the
+/// versions the newest two global records name (`global.rs`): a restart of the job may need
+/// either.
 pub(super) fn collect(
     catalog: &Catalog<'_>,
     keep_chains: u32,
@@ -36,7 +38,9 @@ pub(super) fn collect(
         })
         .collect();
     let store = catalog.store();
-    let doomed = policy::collectable(&known, keep_chains, head);
+    let mut keep = crate::read::global_records::kept_versions(catalog)?;
+    keep.extend(head);
+    let doomed = policy::collectable(&known, keep_chains, &keep);
     for &v in &doomed {
         let name = version_name(v);
         store

@@ -7,6 +7,7 @@
 mod checkpoint;
 mod commit;
 mod gc;
+mod global;
 mod pending;
 mod restore_regions;
 mod schedule;

@@ -110,6 +110,7 @@ impl Engine {
         });
         let info = RestoreInfo {
             version,
+            tag: newest.header.tag,
             chain_len: chain.len() as u32,
             pages: report.pages,
             duration: started.elapsed(),

@@ -31,6 +31,7 @@ impl Engine {
         requested: Instant,
         fence_all: bool,
         attempt: u8,
+        tag: u64,
     ) -> Result<Job, CheckpointError> {
         let version = st.next_version;
         if version > ickpt_format::limits::MAX_VERSION {
@@ -154,6 +155,7 @@ impl Engine {
         };
         Ok(Job {
             version,
+            tag,
             kind,
             parent,
             head: Head {

@@ -5,6 +5,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointInfo {
     pub version: u64,
+    /// The application's value given with the checkpoint (0 when none was).
+    pub tag: u64,
     pub kind: Kind,
     pub parent: u64,
     /// Pages stored in this version.
@@ -46,6 +48,8 @@ pub struct Phases {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreInfo {
     pub version: u64,
+    /// The tag the version was checkpointed with (0 when none was, or before format 5).
+    pub tag: u64,
     /// Versions in the chain, newest to full.
     pub chain_len: u32,
     /// Pages read (each page once, however many versions stored it).

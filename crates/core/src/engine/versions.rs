@@ -25,6 +25,12 @@ impl Engine {
         self.catalog().survey(None)
     }
 
+    /// The tag `version` was checkpointed with ([`Engine::checkpoint_tagged`]; 0 when none
+    /// was), from its checked metadata.
+    pub fn version_tag(&self, version: u64) -> Result<u64, ReadError> {
+        Ok(self.catalog().open(version)?.meta.header.tag)
+    }
+
     /// Restore the newest version that restores completely, trying older ones while a
     /// version fails its checks or a page of its chain turns out damaged. `Ok(None)` when
     /// the store holds no version at all. A mismatch between the protected regions and the

@@ -9,6 +9,7 @@
 mod checkpoint;
 mod file;
 mod gc;
+mod global;
 mod init;
 mod protect;
 mod read;
@@ -18,6 +19,7 @@ mod restore;
 pub use checkpoint::CheckpointError;
 pub use file::FileError;
 pub use gc::GcError;
+pub use global::GlobalError;
 pub use init::InitError;
 pub use protect::{ProtectError, RangeProblem};
 pub use read::ReadError;
@@ -48,6 +50,8 @@ pub enum Error {
     Restore(#[from] RestoreError),
     #[error(transparent)]
     Read(#[from] ReadError),
+    #[error(transparent)]
+    Global(#[from] GlobalError),
     /// A configuration field ickpt cannot use.
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),

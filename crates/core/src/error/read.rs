@@ -45,6 +45,16 @@ pub enum ReadError {
     },
     #[error("no committed checkpoint in {dir}")]
     NoCheckpoint { dir: String },
+    /// No intact global-commit record (of `global`, or of any when None).
+    #[error("{}", match global {
+        Some(g) => format!("{dir} holds no intact record of global version {g} (its records: {available}); 'ickpt ls' shows them"),
+        None => format!("{dir} holds no intact global-commit record"),
+    })]
+    NoGlobal {
+        global: Option<u64>,
+        dir: String,
+        available: String,
+    },
 }
 
 impl ReadError {

@@ -4,5 +4,6 @@
 //! through here, so what one accepts the others accept.
 
 pub mod catalog;
+pub mod global_records;
 pub mod reverse_scan;
 pub mod verify;

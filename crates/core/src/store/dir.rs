@@ -117,7 +117,9 @@ impl DirStore {
                 continue;
             };
             if e.kind == FileKind::File
-                && (name == MARKER || crate::store::parse_version_name(name).is_some())
+                && (name == MARKER
+                    || crate::store::parse_version_name(name).is_some()
+                    || ickpt_format::parse_global_name(name).is_some())
             {
                 if let Ok(f) = self.shared.dir.open_file(name) {
                     let _ = f.restrict_to_owner();
@@ -236,18 +238,23 @@ impl DirStore {
         Ok(versions)
     }
 
-    /// A version's name on a file that starts as versions do.
+    /// A version's name on a file that starts as versions do, or a global-commit record's
+    /// name on a file that starts as records do.
     fn is_version_file(&self, name: &str) -> bool {
-        if parse_version_name(name).is_none() {
+        let want = if parse_version_name(name).is_some() {
+            ickpt_format::MAGIC
+        } else if ickpt_format::parse_global_name(name).is_some() {
+            ickpt_format::GLOBAL_MAGIC
+        } else {
             return false;
-        }
+        };
         let mut magic = [0u8; 8];
         self.shared
             .dir
             .open_file(name)
             .and_then(|f| f.read_exact_at(&mut magic, 0))
             .is_ok()
-            && magic == ickpt_format::MAGIC
+            && magic == want
     }
 
     /// Write the marker whole under a temporary name and rename it over the old one: a

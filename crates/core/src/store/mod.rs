@@ -153,22 +153,14 @@ pub trait StoreWriter: Send {
 
 /// File name of a version.
 pub fn version_name(version: u64) -> String {
-    format!("v{version:08}.ickpt")
+    ickpt_format::numbered_name('v', version, ".ickpt")
 }
 
 /// The version a file name stands for, if it is a version file: only the one name
 /// [`version_name`] gives each number (`v1.ickpt` beside `v00000001.ickpt` would list one
 /// version twice).
 pub fn parse_version_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix('v')?.strip_suffix(".ickpt")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits
-        .parse()
-        .ok()
-        .filter(|&v| v > 0 && v <= ickpt_format::limits::MAX_VERSION)
-        .filter(|&v| version_name(v) == name)
+    ickpt_format::parse_numbered_name(name, 'v', ".ickpt")
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub fn full_version() -> NewVersion {
         parent: 0,
         chain_depth: 0,
         parent_meta_crc: 0,
+        tag: 0,
         store_id: STORE,
         created_unix_ns: 1234,
     }
@@ -30,6 +31,7 @@ pub fn increment(version: u64, depth: u32, parent_meta_crc: u32) -> NewVersion {
         parent: version - 1,
         chain_depth: depth,
         parent_meta_crc,
+        tag: 0,
         ..full_version()
     }
 }

@@ -1,0 +1,119 @@
+//! Global versions of a coordinated job (issue 12, paper 002): the MPI layer records, in
+//! each rank's store, which local version holds that rank's part of each global version,
+//! once every rank has committed it; a restart agrees on the newest global version every
+//! rank recorded and discards what is newer. The records are small immutable files
+//! (`docs/FORMAT.md`, "Global-commit records"); the newest two are kept
+//! ([`KEPT_RECORDS`]), and garbage collection keeps the chains of both.
+
+use super::Engine;
+use crate::error::{FileError, GlobalError, ReadError};
+use crate::read::global_records::{record_numbers, records, KEPT_RECORDS};
+use crate::store::{version_name, Store};
+use ickpt_format::{global_name, limits, GlobalRecord};
+
+impl Engine {
+    /// Record durably that global version `global` of the job is this store's `version`
+    /// (which must be committed with an intact chain), and drop records older than the one
+    /// before it. `global` must be above every number recorded so far.
+    pub fn global_commit(&self, global: u64, version: u64) -> Result<(), GlobalError> {
+        let mut st = self.lock_for_change()?;
+        self.settle(&mut st);
+        if global == 0 || global > limits::MAX_VERSION {
+            return Err(GlobalError::BadNumber {
+                global,
+                max: limits::MAX_VERSION,
+            });
+        }
+        let catalog = self.catalog();
+        let existing = records(&catalog)?;
+        if let Some(newest) = existing.last().filter(|r| r.global >= global) {
+            return Err(GlobalError::OutOfOrder {
+                global,
+                newest: newest.global,
+                dir: self.store.describe(""),
+            });
+        }
+        let chain = catalog.chain(version)?;
+        let record = GlobalRecord {
+            global,
+            version,
+            version_meta_crc: chain[0].meta.footer.meta_crc,
+            store_id: self.id.0,
+        };
+        let name = global_name(global);
+        let file_error = |op, e| FileError::new(self.store.describe(&name), op, e);
+        let mut w = self
+            .store
+            .create(&name)
+            .map_err(|e| file_error("create", e))?;
+        w.write_all(&record.encode())
+            .map_err(|e| file_error("write", e))?;
+        w.commit().map_err(|e| file_error("commit", e))?;
+        let doomed = existing.len().saturating_sub(KEPT_RECORDS - 1);
+        for old in &existing[..doomed] {
+            remove(&*self.store, &global_name(old.global))?;
+        }
+        Ok(())
+    }
+
+    /// The newest global version recorded in this store whose record is intact and still
+    /// names its version file as written; None when there is none.
+    pub fn global_latest(&self) -> Result<Option<GlobalRecord>, ReadError> {
+        Ok(records(&self.catalog())?.pop())
+    }
+
+    /// The record of global version `global`, if this store holds it intact and its version
+    /// file is the one it named.
+    pub fn global_version(&self, global: u64) -> Result<Option<GlobalRecord>, ReadError> {
+        Ok(records(&self.catalog())?
+            .into_iter()
+            .find(|r| r.global == global))
+    }
+
+    /// Delete every version newer than `version`, and first every global record naming one
+    /// and every record file numbered above the newest record kept (damaged ones too, so the
+    /// numbers are free for the job's next global versions); newest first, so a crash midway
+    /// leaves a prefix of the versions and no record naming a deleted one. If the engine's
+    /// next checkpoint was to increment a deleted version, it will be full. Returns the
+    /// versions deleted, newest first.
+    pub fn discard_newer(&self, version: u64) -> Result<Vec<u64>, GlobalError> {
+        let mut st = self.lock_for_change()?;
+        self.settle(&mut st);
+        // First: whatever fails below, the next checkpoint must not increment a version
+        // that may be gone.
+        if st.head.is_some_and(|h| h.version > version) {
+            st.head = None;
+            st.previous = None;
+        }
+        let catalog = self.catalog();
+        let intact = records(&catalog)?;
+        let kept_max = intact
+            .iter()
+            .filter(|r| r.version <= version)
+            .map(|r| r.global)
+            .max()
+            .unwrap_or(0);
+        let names_newer = |g: u64| intact.iter().any(|r| r.global == g && r.version > version);
+        for g in record_numbers(&*self.store)?.into_iter().rev() {
+            if g > kept_max || names_newer(g) {
+                remove(&*self.store, &global_name(g))?;
+            }
+        }
+        let mut doomed: Vec<u64> = catalog
+            .versions()?
+            .into_iter()
+            .filter(|&v| v > version)
+            .collect();
+        doomed.reverse();
+        for &v in &doomed {
+            remove(&*self.store, &version_name(v))?;
+        }
+        Ok(doomed)
+    }
+}
+
+fn remove(store: &dyn Store, name: &str) -> Result<(), FileError> {
+    store
+        .remove(name)
+        .map_err(|e| FileError::new(store.describe(name), "remove", e))
+}

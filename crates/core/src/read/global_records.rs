@@ -1,0 +1,91 @@
+//! The global-commit records of a store (`docs/FORMAT.md`, "Global-commit records"), read
+//! for the engine, garbage collection and `ickpt ls`: only intact records of this store that
+//! still name the very version file they were written for count.
+
+use crate::error::ReadError;
+use crate::read::catalog::Catalog;
+use crate::store::Store;
+use ickpt_format::{global_name, parse_global_name, FormatError, GlobalRecord, GLOBAL_RECORD_LEN};
+
+/// Global records kept in a store: the newest and the one before it. Ranks' newest records
+/// differ by at most one global version (a rank records N+1 only once every rank recorded
+/// N and went on), so a restart needs one of these two on every rank.
+pub const KEPT_RECORDS: usize = 2;
+
+/// The store's intact global records, oldest first. A record that is damaged, belongs to
+/// another store, or names a version file that is gone, damaged or was replaced is passed
+/// over (`ickpt ls` shows only the records that count). Anything else that stops a record
+/// or its version from being read (an I/O error, too many open files, a record of a newer
+/// format) is an error: a restart must never take a record it could not read for one that
+/// is not there, and discard versions on that account.
+pub fn records(catalog: &Catalog<'_>) -> Result<Vec<GlobalRecord>, ReadError> {
+    let store = catalog.store();
+    let globals = record_numbers(store)?;
+    let own = catalog.identity();
+    let mut out = Vec::with_capacity(globals.len());
+    for g in globals {
+        let Some(r) = read_record(store, g)? else {
+            continue;
+        };
+        if own.is_some_and(|id| id.0 != r.store_id) {
+            continue;
+        }
+        match catalog.open(r.version) {
+            Ok(ov) if ov.meta.footer.meta_crc == r.version_meta_crc => out.push(r),
+            Ok(_) => {}
+            Err(
+                ReadError::Corrupt { .. }
+                | ReadError::NotFound { .. }
+                | ReadError::Foreign { .. }
+                | ReadError::ChainBroken { .. },
+            ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The global version of every record file in the store, intact or not, ascending.
+pub fn record_numbers(store: &dyn Store) -> Result<Vec<u64>, ReadError> {
+    let names = store
+        .list()
+        .map_err(|e| ReadError::io(store.describe(""), "listing", e))?;
+    let mut globals: Vec<u64> = names.iter().filter_map(|n| parse_global_name(n)).collect();
+    globals.sort_unstable();
+    Ok(globals)
+}
+
+/// Global record `global`: None when its file is gone or fails its checks; an error when it
+/// cannot be read, or is of a newer format than this ickpt knows.
+fn read_record(store: &dyn Store, global: u64) -> Result<Option<GlobalRecord>, ReadError> {
+    let name = global_name(global);
+    let io = |op, e| ReadError::io(store.describe(&name), op, e);
+    let f = match store.open(&name) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("open", e)),
+    };
+    if f.len() != GLOBAL_RECORD_LEN as u64 {
+        return Ok(None);
+    }
+    let mut b = [0u8; GLOBAL_RECORD_LEN];
+    f.read_exact_at(&mut b, 0).map_err(|e| io("read", e))?;
+    match GlobalRecord::decode(&b, global) {
+        Ok(r) => Ok(Some(r)),
+        Err(e @ FormatError::UnsupportedVersion { .. }) => Err(ReadError::Corrupt {
+            file: store.describe(&name),
+            source: e,
+        }),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The versions whose chains garbage collection must keep for the global records.
+pub fn kept_versions(catalog: &Catalog<'_>) -> Result<Vec<u64>, ReadError> {
+    Ok(records(catalog)?
+        .iter()
+        .rev()
+        .take(KEPT_RECORDS)
+        .map(|r| r.version)
+        .collect())
+}

@@ -1,0 +1,574 @@
+/*
+ * ickpt_mpi: coordinated global versions over ickpt's serial API (docs/design.md,
+ * "Coordinated checkpoints over MPI"). Built with the MPI compiler wrapper, so one build
+ * serves the MPI it was built with; libickpt itself knows nothing of MPI.
+ *
+ * Protocol of one global version N (sync mode):
+ *   1. every rank commits its local version (ickpt_checkpoint_tagged);
+ *   2. agree(): one allreduce finds the lowest rank that failed, if any; that rank's code and
+ *      message are broadcast so every rank returns the same result;
+ *   3. on success every rank writes its record of N (ickpt_global_commit) and agrees again;
+ *      on failure the ranks that did commit discard their version (ickpt_discard_newer).
+ * A restart agrees on the minimum over ranks of their newest record: ranks' newest records
+ * differ by at most one (a rank records N+1 only after every rank returned from N), and each
+ * rank keeps its newest two, so that minimum is present everywhere.
+ */
+#define _GNU_SOURCE
+#include "ickpt_mpi.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MSG_LEN 1024
+
+/* Which collective a rank is in: all ranks must agree before any of them acts. */
+enum call { CALL_INIT = 1, CALL_RESTORE, CALL_CHECKPOINT, CALL_WAIT, CALL_FINALIZE };
+
+static const char *call_name(int c) {
+    switch (c) {
+    case CALL_INIT: return "ickpt_mpi_init";
+    case CALL_RESTORE: return "ickpt_mpi_restore_latest";
+    case CALL_CHECKPOINT: return "ickpt_mpi_checkpoint";
+    case CALL_WAIT: return "ickpt_mpi_wait";
+    case CALL_FINALIZE: return "ickpt_mpi_finalize";
+    default: return "an unknown call";
+    }
+}
+
+static struct {
+    int up;             /* between a successful init and finalize */
+    MPI_Comm comm;      /* ickpt's duplicate of the application's communicator */
+    int rank, size;
+    uint32_t mode;      /* ICKPT_MODE_* */
+    int pending;        /* async: a checkpoint scheduled, not yet agreed */
+    uint64_t global;    /* the newest global version (0: none yet) */
+    uint64_t local;     /* this rank's version holding `global` (0: none) */
+} st;
+
+/*
+ * Tests kill one rank at a chosen point of the protocol: ICKPT_MPI_CRASH=POINT:GLOBAL:RANK,
+ * POINT `committed` (its local version durable, before the agreement) or `recorded` (its
+ * global-commit record durable, before the agreement on the records). Read once, at init.
+ */
+enum crash_point { CRASH_NONE, CRASH_COMMITTED, CRASH_RECORDED };
+static struct {
+    enum crash_point point;
+    uint64_t global;
+    int rank;
+} crash;
+
+static __thread char last_error[MSG_LEN];
+
+const char *ickpt_mpi_last_error(void) { return last_error; }
+
+static void set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+/* A local failure: the core's message, prefixed with what was being done. */
+static ickpt_result local_error(ickpt_result rc, const char *what) {
+    if (rc != ICKPT_OK)
+        set_error("rank %d: %s: %s", st.rank, what, ickpt_last_error());
+    return rc;
+}
+
+/* An MPI call that failed: reported as ICKPT_ERR_COLLECTIVE with MPI's own message. */
+static ickpt_result mpi_error(int err, const char *what) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(err, text, &len) != MPI_SUCCESS)
+        snprintf(text, sizeof text, "MPI error %d", err);
+    set_error("rank %d: %s failed: %s", st.rank, what, text);
+    return ICKPT_ERR_COLLECTIVE;
+}
+
+/*
+ * Make one result out of every rank's `rc`: the lowest failing rank's code and message, on
+ * every rank, or ICKPT_OK. The message of a local failure must already be in last_error.
+ */
+static ickpt_result agree(ickpt_result rc) {
+    int mine = rc != ICKPT_OK ? st.rank : st.size, first = st.size;
+    int err = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, st.comm);
+    if (err != MPI_SUCCESS)
+        return mpi_error(err, "MPI_Allreduce (agreeing on a result)");
+    if (first == st.size)
+        return ICKPT_OK;
+    struct {
+        int code;
+        char msg[MSG_LEN];
+    } out;
+    memset(&out, 0, sizeof out);
+    if (st.rank == first) {
+        out.code = (int)rc;
+        snprintf(out.msg, sizeof out.msg, "%s", last_error);
+    }
+    err = MPI_Bcast(&out, (int)sizeof out, MPI_BYTE, first, st.comm);
+    if (err != MPI_SUCCESS)
+        return mpi_error(err, "MPI_Bcast (sharing a failure)");
+    out.msg[MSG_LEN - 1] = '\0';
+    if (st.rank != first)
+        set_error("%s", out.msg);
+    return (ickpt_result)out.code;
+}
+
+/*
+ * Check that every rank is in the same collective call: one allreduce of (call, -call),
+ * so the minimum and maximum come back together.
+ */
+static ickpt_result same_call(enum call c) {
+    int in[2] = {(int)c, -(int)c}, out[2];
+    int err = MPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, st.comm);
+    if (err != MPI_SUCCESS)
+        return mpi_error(err, "MPI_Allreduce (checking that all ranks are in the same call)");
+    if (out[0] != -out[1]) {
+        set_error("rank %d is in %s, but some rank is in %s and some in %s: every rank must "
+                  "make the same collective ickpt_mpi calls in the same order",
+                  st.rank, call_name(c), call_name(out[0]), call_name(-out[1]));
+        return ICKPT_ERR_COLLECTIVE;
+    }
+    return ICKPT_OK;
+}
+
+/* The start of every collective call but init: ickpt must be up, and ranks in step. */
+static ickpt_result enter(enum call c) {
+    if (!st.up) {
+        set_error("%s: ickpt_mpi is not initialised; call ickpt_mpi_init first", call_name(c));
+        return ICKPT_ERR_NOT_INITIALIZED;
+    }
+    return same_call(c);
+}
+
+/* Make directory `path` (owner-only) unless it exists; a file or link there is refused. */
+static ickpt_result make_job_dir(const char *path) {
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        set_error("rank %d: creating the job directory %s: %s", st.rank, path, strerror(errno));
+        return ICKPT_ERR_IO;
+    }
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        set_error("rank %d: the job directory %s is not a directory (a link or a file is "
+                  "there); give ickpt_mpi_init a directory of its own",
+                  st.rank, path);
+        return ICKPT_ERR_NOT_A_STORE;
+    }
+    return ICKPT_OK;
+}
+
+/*
+ * The job file DIR/ickpt-job records the number of ranks the job's stores were made for.
+ * Written once, by rank 0, whole (temporary, fsync, rename, directory fsync). Returns the
+ * ranks recorded (0: none yet) or -1 on error.
+ */
+static long read_job_ranks(const char *dir) {
+    char path[4096], buf[128];
+    snprintf(path, sizeof path, "%s/ickpt-job", dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        set_error("rank 0: reading %s: %s", path, strerror(errno));
+        return -1;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    long ranks = 0;
+    if (n <= 0 || (buf[n] = '\0', sscanf(buf, "ickpt MPI job, format 1\nranks %ld\n", &ranks)) != 1 ||
+        ranks <= 0) {
+        set_error("rank 0: %s is not an ickpt job file; move it out of the job directory", path);
+        return -1;
+    }
+    return ranks;
+}
+
+static ickpt_result write_job_ranks(const char *dir, int ranks) {
+    char path[4096], tmp[4096], text[128];
+    snprintf(path, sizeof path, "%s/ickpt-job", dir);
+    snprintf(tmp, sizeof tmp, "%s/.tmp-ickpt-job.%d", dir, (int)getpid());
+    int len = snprintf(text, sizeof text, "ickpt MPI job, format 1\nranks %d\n", ranks);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
+        set_error("rank 0: writing %s: %s", tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        return ICKPT_ERR_IO;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        set_error("rank 0: renaming %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        return ICKPT_ERR_IO;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return ICKPT_OK;
+}
+
+/* Parse ICKPT_MPI_CRASH; 0 when unset or valid. */
+static int parse_crash(void) {
+    const char *v = getenv("ICKPT_MPI_CRASH");
+    crash.point = CRASH_NONE;
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    char point[16];
+    unsigned long long g;
+    int r, used = 0;
+    if (sscanf(v, "%15[a-z]:%llu:%d%n", point, &g, &r, &used) != 3 || v[used] != '\0' ||
+        (strcmp(point, "committed") != 0 && strcmp(point, "recorded") != 0)) {
+        set_error("rank %d: ICKPT_MPI_CRASH=%s: expected committed:GLOBAL:RANK or "
+                  "recorded:GLOBAL:RANK (a test switch)",
+                  st.rank, v);
+        return -1;
+    }
+    crash.point = strcmp(point, "committed") == 0 ? CRASH_COMMITTED : CRASH_RECORDED;
+    crash.global = g;
+    crash.rank = r;
+    return 0;
+}
+
+/* The test switch's kill, when this is its point, global version and rank. */
+static void crash_here(enum crash_point p, uint64_t global) {
+    if (crash.point == p && crash.global == global && crash.rank == st.rank)
+        raise(SIGKILL);
+}
+
+/* Rank 0's part of init: the job directory and its record of the number of ranks. */
+static ickpt_result prepare_job(const char *dir) {
+    ickpt_result rc = make_job_dir(dir);
+    if (rc != ICKPT_OK)
+        return rc;
+    long ranks = read_job_ranks(dir);
+    if (ranks < 0)
+        return ICKPT_ERR_NOT_A_STORE;
+    if (ranks == 0)
+        return write_job_ranks(dir, st.size);
+    if (ranks != st.size) {
+        set_error("rank 0: the job directory %s holds the checkpoints of a job of %ld ranks, "
+                  "this job has %d: restart with %ld ranks, or give this job another directory",
+                  dir, ranks, st.size, ranks);
+        return ICKPT_ERR_INVALID_ARGUMENT;
+    }
+    return ICKPT_OK;
+}
+
+/*
+ * Collective. Agree on the job's newest global version: the minimum over ranks of their
+ * newest records (ranks' newest records differ by at most one, and each keeps its newest
+ * two). Ranks further apart mean a store was lost, replaced or damaged: refused, with nothing
+ * discarded. Otherwise every rank discards what is newer and the count resumes from there.
+ * `*newest` 0: no global version (a first run; every rank's versions are discarded).
+ */
+static ickpt_result settle_globals(uint64_t *newest, uint64_t *version) {
+    uint64_t mine = 0, v = 0;
+    ickpt_result local = ickpt_global_latest(&mine, &v);
+    if (local == ICKPT_ERR_NOT_FOUND)
+        local = ICKPT_OK;
+    local = local_error(local, "reading the global-commit records");
+    ickpt_result rc = agree(local);
+    if (rc != ICKPT_OK)
+        return rc;
+    /* One allreduce gives the minimum and (as UINT64_MAX minus a minimum) the maximum. */
+    uint64_t in[2] = {mine, UINT64_MAX - mine}, out[2];
+    int err = MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, st.comm);
+    if (err != MPI_SUCCESS)
+        return mpi_error(err, "MPI_Allreduce (the newest global version)");
+    uint64_t lo = out[0], hi = UINT64_MAX - out[1];
+    if (hi > lo + 1 || (lo == 0 && hi > 1)) {
+        set_error("the ranks' newest global versions range from %llu to %llu, more than one "
+                  "apart (rank %d has %llu): a rank's store under the job directory was lost, "
+                  "replaced or damaged; nothing was discarded. Bring that store back, or start "
+                  "the job in a new directory",
+                  (unsigned long long)lo, (unsigned long long)hi, st.rank,
+                  (unsigned long long)mine);
+        return ICKPT_ERR_CORRUPT;
+    }
+    local = ICKPT_OK;
+    v = 0;
+    if (lo > 0 && ickpt_global_version(lo, &v) != ICKPT_OK) {
+        set_error("rank %d: global version %llu, the newest every rank recorded, is not in this "
+                  "rank's store (%s)",
+                  st.rank, (unsigned long long)lo, ickpt_last_error());
+        local = ICKPT_ERR_CORRUPT;
+    }
+    if (local == ICKPT_OK)
+        local = local_error(ickpt_discard_newer(v), "discarding versions newer than the job's newest global one");
+    rc = agree(local);
+    if (rc != ICKPT_OK)
+        return rc;
+    st.global = lo;
+    st.local = v;
+    *newest = lo;
+    *version = v;
+    return ICKPT_OK;
+}
+
+ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
+    last_error[0] = '\0';
+    if (st.up) {
+        set_error("ickpt_mpi_init: already initialised; call ickpt_mpi_finalize first");
+        return ICKPT_ERR_ALREADY_INITIALIZED;
+    }
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        set_error("ickpt_mpi_init: MPI is not initialised; call MPI_Init first");
+        return ICKPT_ERR_NOT_INITIALIZED;
+    }
+    int err = MPI_Comm_dup(comm, &st.comm);
+    if (err != MPI_SUCCESS)
+        return mpi_error(err, "MPI_Comm_dup");
+    MPI_Comm_rank(st.comm, &st.rank);
+    MPI_Comm_size(st.comm, &st.size);
+    ickpt_result rc = same_call(CALL_INIT);
+    if (rc != ICKPT_OK)
+        goto fail;
+
+    ickpt_config mine;
+    ickpt_config_init(&mine);
+    rc = ICKPT_OK;
+    if (cfg != NULL) {
+        /* The caller's struct may be shorter than ours (an older ickpt.h): take the fields it
+         * has, the rest keep their defaults, as ickpt_init itself does. A size ickpt_init
+         * would refuse is refused here too (docs/abi.md, rule 7). */
+        uint32_t n = cfg->struct_size;
+        if (n < 24 || n % 8 != 0 || n > 4096) {
+            set_error("rank %d: ickpt_mpi_init: cfg->struct_size is %u: initialise the config "
+                      "with ickpt_config_init(&cfg)",
+                      st.rank, (unsigned)n);
+            rc = ICKPT_ERR_INVALID_ARGUMENT;
+        } else {
+            memcpy(&mine, cfg, n < sizeof mine ? n : sizeof mine);
+            mine.struct_size = (uint32_t)sizeof mine;
+        }
+    }
+    const char *dir = mine.dir != NULL ? mine.dir : getenv("ICKPT_DIR");
+    if (rc != ICKPT_OK) {
+        /* reported below */
+    } else if (dir == NULL || dir[0] == '\0') {
+        set_error("rank %d: no job directory: set cfg.dir or ICKPT_DIR", st.rank);
+        rc = ICKPT_ERR_INVALID_ARGUMENT;
+    } else if (parse_crash() != 0) {
+        rc = ICKPT_ERR_INVALID_ARGUMENT;
+    }
+    rc = agree(rc);
+    if (rc != ICKPT_OK)
+        goto fail;
+    rc = agree(st.rank == 0 ? prepare_job(dir) : ICKPT_OK);
+    if (rc != ICKPT_OK)
+        goto fail;
+    char store[4096];
+    if (snprintf(store, sizeof store, "%s/rank-%05d", dir, st.rank) >= (int)sizeof store) {
+        set_error("rank %d: the job directory's path is too long", st.rank);
+        rc = ICKPT_ERR_INVALID_ARGUMENT;
+    } else {
+        mine.dir = store;
+        rc = local_error(ickpt_init(&mine), "ickpt_init");
+    }
+    int started = rc == ICKPT_OK; /* only this call's own ickpt_init is undone below */
+    rc = agree(rc);
+    if (rc != ICKPT_OK) {
+        if (started)
+            ickpt_finalize();
+        goto fail;
+    }
+    /* The mode the core runs: cfg.mode, unless ICKPT_MODE overrides it (ickpt_init refused
+     * any other value). Every rank must run the same, or their calls would not pair up. */
+    st.mode = mine.mode;
+    const char *m = getenv("ICKPT_MODE");
+    if (m != NULL && strcmp(m, "async") == 0)
+        st.mode = ICKPT_MODE_ASYNC;
+    else if (m != NULL && strcmp(m, "sync") == 0)
+        st.mode = ICKPT_MODE_SYNC;
+    int modes[2] = {(int)st.mode, -(int)st.mode}, seen[2];
+    err = MPI_Allreduce(modes, seen, 2, MPI_INT, MPI_MIN, st.comm);
+    if (err != MPI_SUCCESS || seen[0] != -seen[1]) {
+        rc = err != MPI_SUCCESS ? mpi_error(err, "MPI_Allreduce (the ranks' modes)")
+                                : ICKPT_ERR_INVALID_ARGUMENT;
+        if (err == MPI_SUCCESS)
+            set_error("the ranks run different modes (sync and async): give every rank the same "
+                      "cfg.mode and ICKPT_MODE");
+        ickpt_finalize();
+        goto fail;
+    }
+    st.pending = 0;
+    /* Every rank starts from the same newest global version, with anything newer discarded,
+     * whether or not the application then restores it: the next global number is then the
+     * same everywhere, and no rank's stale record can outlive it. */
+    uint64_t newest = 0, version = 0;
+    rc = settle_globals(&newest, &version);
+    if (rc != ICKPT_OK) {
+        ickpt_finalize();
+        goto fail;
+    }
+    st.up = 1;
+    return ICKPT_OK;
+fail:
+    MPI_Comm_free(&st.comm);
+    return rc;
+}
+
+ickpt_result ickpt_mpi_init_f(MPI_Fint comm, const ickpt_config *cfg) {
+    return ickpt_mpi_init(MPI_Comm_f2c(comm), cfg);
+}
+
+/*
+ * After a failed global version, on every rank: drop whatever this rank wrote of it (its
+ * version, or one its commit published before failing, and its record), so every rank's
+ * newest record stays the previous global version. A discard that fails leaves a version no
+ * record names (a restart discards it) and makes the next record fail on this rank, which
+ * every rank then reports.
+ */
+static void discard_failed(void) {
+    ickpt_discard_newer(st.local);
+}
+
+/*
+ * Steps 2 and 3 of the protocol for this rank's committed (or failed) local version. A record
+ * that fails on one rank fails the global version on all: the ranks that wrote theirs discard
+ * it with the version, so every rank's newest record stays the previous one (the invariant a
+ * restart relies on: ranks' newest records differ by at most one).
+ */
+static ickpt_result make_global(ickpt_result local, uint64_t version) {
+    if (local == ICKPT_OK)
+        crash_here(CRASH_COMMITTED, st.global + 1);
+    ickpt_result rc = agree(local);
+    if (rc != ICKPT_OK) {
+        discard_failed();
+        return rc;
+    }
+    uint64_t next = st.global + 1;
+    ickpt_result rec = local_error(ickpt_global_commit(next, version), "recording the global version");
+    if (rec == ICKPT_OK)
+        crash_here(CRASH_RECORDED, next);
+    rc = agree(rec);
+    if (rc != ICKPT_OK) {
+        discard_failed();
+        return rc;
+    }
+    st.global = next;
+    st.local = version;
+    return ICKPT_OK;
+}
+
+/* Async: wait for the checkpoint in flight and make it global. */
+static ickpt_result finish_pending(void) {
+    ickpt_checkpoint_info info;
+    memset(&info, 0, sizeof info);
+    ickpt_result local = local_error(ickpt_wait(&info), "committing");
+    st.pending = 0;
+    return make_global(local, info.version);
+}
+
+ickpt_result ickpt_mpi_checkpoint(uint64_t tag) {
+    ickpt_result rc = enter(CALL_CHECKPOINT);
+    if (rc != ICKPT_OK)
+        return rc;
+    if (st.pending) {
+        rc = finish_pending();
+        if (rc != ICKPT_OK)
+            return rc;
+    }
+    ickpt_checkpoint_info info;
+    memset(&info, 0, sizeof info);
+    ickpt_result local = local_error(ickpt_checkpoint_tagged(tag, &info), "checkpoint");
+    if (st.mode == ICKPT_MODE_SYNC)
+        return make_global(local, info.version);
+    rc = agree(local);
+    if (rc != ICKPT_OK) {
+        if (local == ICKPT_OK)
+            ickpt_wait(NULL);
+        discard_failed();
+        return rc;
+    }
+    st.pending = 1;
+    return ICKPT_OK;
+}
+
+ickpt_result ickpt_mpi_wait(void) {
+    ickpt_result rc = enter(CALL_WAIT);
+    if (rc != ICKPT_OK || !st.pending)
+        return rc;
+    return finish_pending();
+}
+
+ickpt_result ickpt_mpi_restore_latest(uint64_t *global, uint64_t *tag) {
+    ickpt_result rc = enter(CALL_RESTORE);
+    if (rc != ICKPT_OK)
+        return rc;
+    ickpt_result local = ICKPT_OK;
+    if (global == NULL || tag == NULL) {
+        set_error("rank %d: ickpt_mpi_restore_latest: %s is NULL", st.rank,
+                  global == NULL ? "global" : "tag");
+        local = ICKPT_ERR_INVALID_ARGUMENT;
+    } else if (st.pending) {
+        set_error("rank %d: ickpt_mpi_restore_latest while a checkpoint is in flight: call "
+                  "ickpt_mpi_wait first",
+                  st.rank);
+        local = ICKPT_ERR_INVALID_ARGUMENT;
+    }
+    rc = agree(local);
+    if (rc != ICKPT_OK)
+        return rc;
+    uint64_t newest = 0, v = 0, t = 0;
+    rc = settle_globals(&newest, &v);
+    if (rc != ICKPT_OK)
+        return rc;
+    if (newest == 0) {
+        set_error("no global version to restore (a first run): not every rank of the job has "
+                  "recorded one");
+        return ICKPT_ERR_NOT_FOUND;
+    }
+    local = local_error(ickpt_restore(v), "restoring");
+    if (local == ICKPT_OK)
+        local = local_error(ickpt_version_tag(v, &t), "reading the tag");
+    rc = agree(local);
+    if (rc != ICKPT_OK)
+        return rc;
+    *global = newest;
+    *tag = t;
+    return ICKPT_OK;
+}
+
+ickpt_result ickpt_mpi_finalize(void) {
+    ickpt_result rc = enter(CALL_FINALIZE);
+    /* Ranks in another call stay up: tearing this one down alone would hang them. */
+    if (rc == ICKPT_ERR_NOT_INITIALIZED || rc == ICKPT_ERR_COLLECTIVE)
+        return rc;
+    if (rc == ICKPT_OK && st.pending)
+        rc = finish_pending();
+    st.pending = 0;
+    ickpt_result fin = local_error(ickpt_finalize(), "ickpt_finalize");
+    if (rc == ICKPT_OK)
+        rc = agree(fin);
+    MPI_Comm_free(&st.comm);
+    st.up = 0;
+    return rc;
+}
+
+ickpt_result ickpt_mpi_global(uint64_t *global, uint64_t *version) {
+    if (global == NULL || version == NULL) {
+        set_error("ickpt_mpi_global: %s is NULL", global == NULL ? "global" : "version");
+        return ICKPT_ERR_INVALID_ARGUMENT;
+    }
+    if (!st.up) {
+        set_error("ickpt_mpi_global: ickpt_mpi is not initialised; call ickpt_mpi_init first");
+        return ICKPT_ERR_NOT_INITIALIZED;
+    }
+    *global = st.global;
+    *version = st.local;
+    return ICKPT_OK;
+}

@@ -1,0 +1,59 @@
+/*
+ * The core's calls for coordinated checkpoints, as the MPI layer uses them: global-commit
+ * records (ickpt_global_commit / _latest / _version), refusals (out of order, NULL, a
+ * missing record), and ickpt_discard_newer, after which the next checkpoint is full and the
+ * restart finds the newest global version's bytes.
+ */
+#include "check.h"
+
+static unsigned char mem[8 * 4096];
+
+int main(void) {
+    OK(test_init(test_dir(), 100));
+    OK(ickpt_protect(1, mem, sizeof mem));
+    uint64_t g = 0, v = 0;
+    CHECK_RC(ickpt_global_latest(&g, &v), ICKPT_ERR_NOT_FOUND);
+    for (uint64_t i = 1; i <= 4; i++) {
+        mem[i * 4096] = (unsigned char)i;
+        ickpt_checkpoint_info info;
+        OK(ickpt_checkpoint(&info));
+        CHECK(info.version == i);
+        if (i <= 3)
+            OK(ickpt_global_commit(i, info.version));
+    }
+    OK(ickpt_global_latest(&g, &v));
+    CHECK(g == 3 && v == 3);
+    OK(ickpt_global_version(2, &v));
+    CHECK(v == 2);
+    v = 77;
+    CHECK_RC(ickpt_global_version(1, &v), ICKPT_ERR_NOT_FOUND); /* only two are kept */
+    CHECK(v == 77);
+    CHECK_RC(ickpt_global_commit(3, 4), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK_RC(ickpt_global_commit(4, 99), ICKPT_ERR_NOT_FOUND);
+    CHECK_RC(ickpt_global_latest(NULL, &v), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK_RC(ickpt_global_latest(&g, NULL), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK_RC(ickpt_global_version(2, NULL), ICKPT_ERR_INVALID_ARGUMENT);
+
+    /* Version 4 was this rank's alone: discard it; the next checkpoint is full. */
+    OK(ickpt_discard_newer(3));
+    size_t n = 0;
+    OK(ickpt_list_versions(NULL, 0, &n));
+    CHECK(n == 3);
+    ickpt_checkpoint_info info;
+    OK(ickpt_checkpoint(&info));
+    CHECK(info.kind == ICKPT_KIND_FULL && info.version == 5);
+    OK(ickpt_global_commit(4, 5));
+    OK(ickpt_finalize());
+
+    memset(mem, 0, sizeof mem);
+    OK(test_init(test_dir(), 100));
+    OK(ickpt_protect(1, mem, sizeof mem));
+    OK(ickpt_global_latest(&g, &v));
+    CHECK(g == 4 && v == 5);
+    OK(ickpt_restore(v));
+    for (int i = 1; i <= 4; i++)
+        CHECK(mem[i * 4096] == i);
+    OK(ickpt_finalize());
+    printf("global records ok\n");
+    return 0;
+}
