@@ -202,7 +202,7 @@ for _ in $(seq 1200); do
 done
 [[ -e $ICKPT_DIR/rank-00000/g00000003.global ]] || die "no third global version; see $OUT/mpi-killed.log"
 pkill -KILL -s "$HEAT_PID" 2>/dev/null || true
-wait "$HEAT_PID" 2>/dev/null || true
+{ wait "$HEAT_PID"; } 2>/dev/null || true
 HEAT_PID=
 pkill -KILL -f "^$OUT/mpi-heat-ickpt" 2>/dev/null || true
 echo "[e] killed every process of the job once rank 0 had recorded global version 3"
