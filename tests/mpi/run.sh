@@ -154,8 +154,9 @@ for impl in openmpi mpich; do
     cc="mpicc.$impl -O2 -Wall -Wextra -Werror"
     if ! { $cc "$root/examples/mpi/heat.c" -o "$bin/heat" &&
         $cc "$root/examples/mpi/heat_ickpt.c" -o "$bin/heat_ickpt" $flags &&
-        $cc "$root/tests/mpi/protocol.c" -o "$bin/protocol" $flags; } >"$log" 2>&1; then
-        fail "$impl: build" "the examples or protocol.c did not compile" "$log"
+        $cc "$root/tests/mpi/protocol.c" -o "$bin/protocol" $flags &&
+        mpicxx.$impl -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX "$root/tests/mpi/cxx_header.cpp" -o "$bin/cxx_header" $flags; } >"$log" 2>&1; then
+        fail "$impl: build" "the examples, protocol.c or cxx_header.cpp did not compile" "$log"
         continue
     fi
     fflags=$(pkg-config --cflags --libs ickpt-mpi-fortran)
@@ -165,7 +166,15 @@ for impl in openmpi mpich; do
         fail "$impl: build" "the Fortran examples did not compile" "$log"
         continue
     fi
-    pass "$impl: build (pkg-config ickpt-mpi, ickpt-mpi-fortran)"
+    pass "$impl: build (pkg-config ickpt-mpi, ickpt-mpi-fortran; C, C++, Fortran)"
+
+    t="$impl: a C++ program (mpicxx) inits and finalizes on 2 ranks"
+    if ICKPT_DIR=$bin/cxx mpi_run $impl 2 "$bin/cxx_header" >"$bin/cxx.out" 2>&1 &&
+        [ -d "$bin/cxx/rank-00001" ] && ! [ -s "$bin/cxx.out" ]; then
+        pass "$t"
+    else
+        fail "$t" "see the output" "$bin/cxx.out"
+    fi
 
     for n in 2 4; do
         t="$impl: heat on $n ranks"

@@ -95,6 +95,9 @@ fn global_records_name_versions_and_only_the_newest_two_stay() {
         e.global_commit(5, 99),
         Err(GlobalError::Read(ReadError::NotFound { .. }))
     ));
+    // A version other than the one just committed is checked through its chain.
+    e.global_commit(5, 2).unwrap();
+    assert_eq!(e.global_version(5).unwrap().unwrap().version, 2);
     // Through the C API's error type, a missing record is NOT_FOUND.
     let missing = Error::from(ReadError::NoGlobal {
         global: Some(9),

@@ -13,8 +13,9 @@ use ickpt_format::{global_name, limits, GlobalRecord};
 
 impl Engine {
     /// Record durably that global version `global` of the job is this store's `version`
-    /// (which must be committed with an intact chain), and drop records older than the one
-    /// before it. `global` must be above every number recorded so far.
+    /// (which must be committed with an intact chain: the one this engine committed or
+    /// restored last, or one whose chain passes the catalog's checks), and drop records
+    /// older than the one before it. `global` must be above every number recorded so far.
     pub fn global_commit(&self, global: u64, version: u64) -> Result<(), GlobalError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
@@ -33,11 +34,16 @@ impl Engine {
                 dir: self.store.describe(""),
             });
         }
-        let chain = catalog.chain(version)?;
+        // The version this engine just committed (or restored) is known intact, with its
+        // checksum: reading its chain back would cost a metadata read per version of it.
+        let version_meta_crc = match st.head {
+            Some(h) if h.version == version => h.meta_crc,
+            _ => catalog.chain(version)?[0].meta.footer.meta_crc,
+        };
         let record = GlobalRecord {
             global,
             version,
-            version_meta_crc: chain[0].meta.footer.meta_crc,
+            version_meta_crc,
             store_id: self.id.0,
         };
         let name = global_name(global);
