@@ -10,7 +10,8 @@
 #   - one rank killed inside the protocol (ICKPT_MPI_CRASH), after its local commit and after
 #     its record, then restarted: every rank restores the same global version (protocol run);
 #   - ranks with different storage bandwidths (ICKPT_BANDWIDTH on one rank), killed, resumed;
-#   - a store fault on one rank (protocol fault) and mismatched collective calls (misuse).
+#   - a store fault on one rank, in its version or in its record (protocol fault), the heat
+#     example under the mprotect backend, and mismatched collective calls (misuse).
 # Every mpirun is bounded (a hang fails the test). Prints PASS/FAIL per test; exits 0 only
 # when nothing failed. ICKPT_MPI_KILLS sets the random kills per campaign (default 3).
 set -uo pipefail
@@ -298,6 +299,31 @@ for impl in openmpi mpich; do
     else
         fail "$t" "see the output" "$bin/fault.out"
     fi
+
+    t="$impl: a record that fails on one rank, after every rank committed, fails it on all"
+    export ICKPT_DIR=$bin/record-fault
+    rm -rf "$ICKPT_DIR"
+    if mpi_run_first_env $impl 2 ICKPT_FAULT=record:enospc@0 "$bin/protocol" fault >"$bin/record-fault.out" 2>&1 &&
+        grep -q "protocol: fault: ok (ICKPT_ERR_NO_SPACE)" "$bin/record-fault.out"; then
+        pass "$t"
+    else
+        fail "$t" "see the output" "$bin/record-fault.out"
+    fi
+
+    t="$impl: heat on 2 ranks with the mprotect backend, killed at random"
+    export ICKPT_DIR=$bin/mprotect ICKPT_BACKEND=mprotect
+    rm -rf "$ICKPT_DIR"
+    ok=1
+    campaign 30 mpi_run $impl 2 "$bin/heat_ickpt" 3000 200000 100 2>"$bin/campaign.err" || ok=0
+    mpi_run $impl 2 "$bin/heat_ickpt" 3000 200000 100 >"$bin/mprotect.out" 2>&1
+    mpi_run $impl 2 "$bin/heat" 3000 200000 >"$bin/ref-mp.out" 2>&1
+    got=$(checksum "$bin/mprotect.out") want=$(checksum "$bin/ref-mp.out")
+    if [ $ok = 1 ] && [ -n "$want" ] && [ "$got" = "$want" ]; then
+        pass "$t: same checksum"
+    else
+        fail "$t" "checksum '$got', heat's '$want' $(cat "$bin/campaign.err")" "$bin/mprotect.out"
+    fi
+    unset ICKPT_DIR ICKPT_BACKEND
 
     t="$impl: mismatched collective calls"
     export ICKPT_DIR=$bin/misuse

@@ -253,3 +253,29 @@ fn a_record_that_cannot_be_read_is_an_error_not_a_missing_one() {
     assert!(e.discard_newer(0).is_err());
     assert_eq!(e.versions().unwrap().len(), 1);
 }
+
+#[test]
+fn a_record_that_fails_to_be_written_leaves_no_record() {
+    use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore};
+    use std::sync::Arc;
+    let dir = scratch_dir("global-record-fault");
+    let mut buf = Buf::new(PAGES * PS);
+    let plan = FaultPlan::new();
+    // The first record written, not the first object: versions pass untouched.
+    plan.arm_where(Fault::NoSpaceAfter(10), true);
+    let store = FaultyStore::new(DirStore::open_write(&dir).unwrap(), plan);
+    let e = Engine::with_store(Config::new(&dir), Arc::new(store)).unwrap();
+    // SAFETY: `buf` is mapped and outlives the engine.
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    step(&mut buf, 1);
+    let v = e.checkpoint().unwrap().version;
+    let err = e.global_commit(1, v).unwrap_err();
+    assert!(
+        matches!(err, GlobalError::File(ickpt::FileError::NoSpace { .. })),
+        "{err}"
+    );
+    assert_eq!(e.global_latest().unwrap(), None, "no torn record counts");
+    // The fault fired once: the next record is written.
+    e.global_commit(1, v).unwrap();
+    assert_eq!(e.global_latest().unwrap().unwrap().global, 1);
+}

@@ -151,8 +151,9 @@ pub(crate) fn dir() -> Result<Option<PathBuf>, SettingError> {
 /// tests reach paths this machine would otherwise never take.
 #[derive(Debug, Clone)]
 pub(crate) struct TestSwitches {
-    /// `ICKPT_FAULT`: a store fault in the first checkpoint.
-    pub fault: Option<Fault>,
+    /// `ICKPT_FAULT`: a store fault in the first checkpoint, or with `record:` in front, in
+    /// the first global-commit record (the flag).
+    pub fault: Option<(Fault, bool)>,
     /// `ICKPT_RENAME`: how versions get their final names (auto probes the file system).
     pub rename: RenameMode,
     /// `ICKPT_UFFD_SPIN`: when the uffd backend's handler thread polls.
@@ -185,9 +186,12 @@ impl TestSwitches {
         Ok(TestSwitches {
             fault: parsed(
                 "ICKPT_FAULT",
-                "enospc@BYTES, eio@BYTES, eio-once@BYTES, crash@BYTES or commit-eio (fault injection for \
-                 tests; unset it otherwise)",
-                Fault::parse,
+                "enospc@BYTES, eio@BYTES, eio-once@BYTES, crash@BYTES or commit-eio, optionally after \
+                 record: (fault injection for tests; unset it otherwise)",
+                |s| match s.strip_prefix("record:") {
+                    Some(rest) => Fault::parse(rest).map(|f| (f, true)),
+                    None => Fault::parse(s).map(|f| (f, false)),
+                },
             )?,
             rename: rename()?,
             uffd_spin: uffd_spin()?,

@@ -95,9 +95,9 @@ impl Engine {
         if let Some(rate) = cfg.bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        if let Some(f) = cfg.fault.or(test.fault) {
+        if let Some((f, records_only)) = cfg.fault.map(|f| (f, false)).or(test.fault) {
             let plan = FaultPlan::new();
-            plan.arm(f);
+            plan.arm_where(f, records_only);
             store = Box::new(FaultyStore::new(store, plan));
         }
         Self::start(cfg, &test, Arc::from(store))

@@ -43,10 +43,10 @@ impl Fault {
 }
 
 /// What to inject, shared between the test and the store. Each armed fault fires once, on
-/// the next object created.
+/// the next object created (or, armed with `records_only`, the next global-commit record).
 #[derive(Debug, Default)]
 pub struct FaultPlan {
-    armed: Mutex<Vec<Fault>>,
+    armed: Mutex<Vec<(Fault, bool)>>,
 }
 
 impl FaultPlan {
@@ -55,12 +55,21 @@ impl FaultPlan {
     }
 
     pub fn arm(&self, f: Fault) {
-        self.armed.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+        self.arm_where(f, false);
     }
 
-    fn take(&self) -> Option<Fault> {
+    /// Arm `f` for the next object, or with `records_only` for the next global-commit record
+    /// (`ICKPT_FAULT=record:...`: a record that fails after every version was written).
+    pub fn arm_where(&self, f: Fault, records_only: bool) {
         let mut a = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        (!a.is_empty()).then(|| a.remove(0))
+        a.push((f, records_only));
+    }
+
+    fn take(&self, name: &str) -> Option<Fault> {
+        let mut a = self.armed.lock().unwrap_or_else(|e| e.into_inner());
+        let record = ickpt_format::parse_global_name(name).is_some();
+        let i = a.iter().position(|&(_, only)| !only || record)?;
+        Some(a.remove(i).0)
     }
 }
 
@@ -82,7 +91,7 @@ impl<S: Store> Store for FaultyStore<S> {
         let inner = self.inner.create(name)?;
         Ok(Box::new(FaultyWriter {
             inner: Some(inner),
-            fault: self.plan.take(),
+            fault: self.plan.take(name),
             written: 0,
         }))
     }
