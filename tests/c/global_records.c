@@ -30,8 +30,12 @@ int main(void) {
     CHECK(v == 77);
     CHECK_RC(ickpt_global_commit(3, 4), ICKPT_ERR_INVALID_ARGUMENT);
     CHECK_RC(ickpt_global_commit(4, 99), ICKPT_ERR_NOT_FOUND);
+    g = 55;
+    v = 66;
     CHECK_RC(ickpt_global_latest(NULL, &v), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK(v == 66);
     CHECK_RC(ickpt_global_latest(&g, NULL), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK(g == 55);
     CHECK_RC(ickpt_global_version(2, NULL), ICKPT_ERR_INVALID_ARGUMENT);
 
     /* Version 4 was this rank's alone: discard it; the next checkpoint is full. */

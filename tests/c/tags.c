@@ -66,12 +66,13 @@ int main(void) {
     init(ICKPT_MODE_SYNC);
     OK(ickpt_protect(1, iter, sizeof iter));
     memset(iter, 0, sizeof iter);
-    uint64_t v = 0;
-    tag = 0;
+    /* Out-parameters are written only on success: sentinels a restore would not give. */
+    uint64_t v = 4242;
+    tag = 4343;
     CHECK_RC(ickpt_restore_latest_tagged(&v, NULL), ICKPT_ERR_INVALID_ARGUMENT);
-    CHECK(v == 0);
+    CHECK(v == 4242);
     CHECK_RC(ickpt_restore_latest_tagged(NULL, &tag), ICKPT_ERR_INVALID_ARGUMENT);
-    CHECK(tag == 0);
+    CHECK(tag == 4343);
     OK(ickpt_restore_latest_tagged(&v, &tag));
     CHECK_MSG(v == 6 && tag == 202, "restored version %llu tag %llu, want 6 and 202",
               (unsigned long long)v, (unsigned long long)tag);

@@ -34,8 +34,12 @@ pub fn run(s: &StoreArgs) -> CmdResult {
     let store = open_store(s)?;
     let catalog = Catalog::new(&store)?;
     let all = catalog.survey(None)?;
-    // Global versions of a coordinated (MPI) job this store holds a part of, by version.
-    let globals = ickpt::read::global_records::records(&catalog)?;
+    // Global versions of a coordinated (MPI) job this store holds a part of, by version. A
+    // record that cannot be read is reported, not allowed to hide the versions.
+    let (globals, records_error) = match ickpt::read::global_records::records(&catalog) {
+        Ok(r) => (r, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
     let global_of = |v: u64| {
         globals
             .iter()
@@ -119,6 +123,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             serde_json::to_string_pretty(&json!({
                 "dir": s.dir()?, "newest_restorable": newest, "versions": items,
                 "newest_global": globals.last().map(|r| json!({"global": r.global, "version": r.version})),
+                "global_records_error": records_error,
             }))?
         );
         return Ok(ExitCode::SUCCESS);
@@ -132,6 +137,9 @@ pub fn run(s: &StoreArgs) -> CmdResult {
     match newest {
         Some(n) => println!("newest restorable: {n}"),
         None => println!("no version can be restored"),
+    }
+    if let Some(e) = &records_error {
+        println!("global-commit records could not be read: {e}");
     }
     if let Some(r) = globals.last() {
         println!(

@@ -10,11 +10,12 @@ use std::process::{Command, Output};
 const PS: usize = 4096;
 const PAGES: usize = 16;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+#[path = "../../core/tests/common/scratch.rs"]
+mod scratch_dirs;
+use scratch_dirs::Scratch;
+
+fn scratch(name: &str) -> Scratch {
+    scratch_dirs::scratch_dir(&format!("cli-{name}"))
 }
 
 /// A store with versions 1 (full), 2, 3, 4 (increments). Returns region 1's bytes at each.

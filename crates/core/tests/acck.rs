@@ -6,12 +6,12 @@
 //! exactly the pages written.
 
 mod common;
-use common::{scratch_dir, Buf};
+use common::{scratch_dir, Buf, Scratch};
 use ickpt::{Backend, Config, Engine, Granularity};
 
 const PS: usize = 4096;
 
-fn adaptive(name: &str, n: u32) -> (Engine, std::path::PathBuf) {
+fn adaptive(name: &str, n: u32) -> (Engine, Scratch) {
     let dir = scratch_dir(name);
     let mut c = Config::new(&dir);
     c.full_every = 1000;

@@ -6,7 +6,7 @@
 
 mod common;
 use common::hook_store::{gated_store, Gate, HookStore};
-use common::{scratch_dir, Buf};
+use common::{scratch_dir, Buf, Scratch};
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::read::catalog;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
@@ -220,11 +220,7 @@ fn flush_order(e: &Engine, version: u64) -> Vec<u64> {
 }
 
 /// An async engine over a store whose writes a gate (open) can hold.
-fn gated_engine(
-    name: &str,
-    cow_pages: usize,
-    order: FlushOrder,
-) -> (std::path::PathBuf, Engine, Arc<Gate>) {
+fn gated_engine(name: &str, cow_pages: usize, order: FlushOrder) -> (Scratch, Engine, Arc<Gate>) {
     let dir = scratch_dir(name);
     let (store, gate) = gated_store(&dir);
     let e = Engine::with_store(async_config(&dir, cow_pages, order), store).unwrap();
@@ -238,7 +234,7 @@ fn written_after_a_commit(
     cow_pages: usize,
     order: FlushOrder,
     pages: usize,
-) -> (std::path::PathBuf, Buf, Engine, Arc<Gate>) {
+) -> (Scratch, Buf, Engine, Arc<Gate>) {
     let mut buf = Buf::new(pages * PS);
     let (dir, e, gate) = gated_engine(name, cow_pages, order);
     // SAFETY: `buf` outlives the engine (callers drop the engine first).
@@ -437,7 +433,7 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
             other => panic!("{ctx}: {other:?}"),
         }
         assert_eq!(left.load(SeqCst), 0, "{ctx}: the store panicked");
-        // The thread serves sync commits of 2048 pages or more only.
+        // The thread serves sync commits of 8 MiB or more (2048 pages of 4 KiB) only.
         let writing_thread = mode == CommitMode::Sync && pages > 4;
         let ran_on = on.lock().unwrap().clone();
         assert_eq!(

@@ -58,7 +58,8 @@ fn a_child_forked_during_an_ickpt_call_can_start_its_own() {
     });
     let tid = rx.recv_timeout(Duration::from_secs(60)).unwrap();
     common::spin_until("the waiter blocking in ickpt_wait", || asleep(tid));
-    let child_dir = CString::new(scratch_dir("capi-fork-child").to_str().unwrap()).unwrap();
+    let child_scratch = scratch_dir("capi-fork-child");
+    let child_dir = CString::new(child_scratch.to_str().unwrap()).unwrap();
     // SAFETY: the child calls only ickpt_init/finalize and async-signal-safe functions
     // before _exit; alarm turns a hang into a death by SIGALRM.
     let pid = unsafe { libc::fork() };

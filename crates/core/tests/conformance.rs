@@ -7,7 +7,7 @@
 //! untouched pages, or neighbours in a shared page counted as written).
 
 mod common;
-use common::{scratch_dir, Buf};
+use common::{scratch_dir, Buf, Scratch};
 use ickpt::{Backend, CheckpointError, Config, Engine, ProtectError, RegionError, RestoreError};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -15,7 +15,7 @@ use std::io::Write;
 
 const PS: usize = 4096;
 
-fn engine(name: &str, b: Backend) -> (Engine, std::path::PathBuf) {
+fn engine(name: &str, b: Backend) -> (Engine, Scratch) {
     let dir = scratch_dir(&format!("{name}-{}", b.as_str()));
     let mut c = Config::new(&dir);
     c.full_every = 1000;

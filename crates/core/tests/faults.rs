@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 const PS: usize = 4096;
 
-/// With `write_thread`, sync commits of 2048 pages or more write on their writing thread.
+/// With `write_thread`, sync commits of 8 MiB or more (2048 pages of 4 KiB) write on their
+/// writing thread.
 fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>, write_thread: bool) -> Engine {
     let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
         DirStore::open_write(dir).unwrap(),

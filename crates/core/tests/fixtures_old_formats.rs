@@ -4,7 +4,7 @@
 //! format version N, once, when that version is new.
 
 mod common;
-use common::Buf;
+use common::{scratch_dir, Buf};
 use ickpt::{Config, Engine};
 use std::path::PathBuf;
 
@@ -98,9 +98,7 @@ fn check_fixture(format: u16) {
     }
     // Read from a copy: the fixture itself stays untouched (opening for restore takes a lock
     // and cleans temporaries).
-    let copy = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("fixture-v{format}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&copy);
+    let copy = scratch_dir(&format!("fixture-v{format}"));
     std::fs::create_dir_all(&copy).unwrap();
     for f in std::fs::read_dir(&dir).expect("fixture present") {
         let f = f.unwrap();

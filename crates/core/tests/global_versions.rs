@@ -102,7 +102,6 @@ fn global_records_name_versions_and_only_the_newest_two_stay() {
     let missing = Error::from(ReadError::NoGlobal {
         global: Some(9),
         dir: "d".into(),
-        available: "newest 4".into(),
     });
     assert_eq!(
         ickpt::capi::code_of(&missing),
@@ -124,10 +123,19 @@ fn a_record_that_does_not_check_out_is_passed_over() {
     let good = std::fs::read(&newest).unwrap();
     // Damaged, truncated, renamed to another number, or naming a version file that was
     // since replaced: each is passed over, and the record before it counts.
-    let mut flipped = good.clone();
-    flipped[30] ^= 1;
-    std::fs::write(&newest, &flipped).unwrap();
-    assert_eq!(e.global_latest().unwrap().unwrap().global, 1);
+    for at in [30, 8] {
+        // A damaged format field (byte 8) is damage too, never "upgrade ickpt".
+        let mut flipped = good.clone();
+        flipped[at] ^= 1;
+        std::fs::write(&newest, &flipped).unwrap();
+        assert_eq!(e.global_latest().unwrap().unwrap().global, 1, "byte {at}");
+    }
+    // The damaged file still holds its number: recording it again is refused, naming it.
+    let err = e.global_commit(2, 2).unwrap_err();
+    assert!(
+        matches!(err, GlobalError::OutOfOrder { newest: 2, .. }),
+        "{err}"
+    );
     std::fs::write(&newest, &good[..63]).unwrap();
     assert_eq!(e.global_latest().unwrap().unwrap().global, 1);
     std::fs::remove_file(&newest).unwrap();
@@ -256,13 +264,13 @@ fn a_record_that_cannot_be_read_is_an_error_not_a_missing_one() {
 
 #[test]
 fn a_record_that_fails_to_be_written_leaves_no_record() {
-    use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore};
+    use ickpt::store::{DirStore, Fault, FaultPlan, FaultTarget, FaultyStore};
     use std::sync::Arc;
     let dir = scratch_dir("global-record-fault");
     let mut buf = Buf::new(PAGES * PS);
     let plan = FaultPlan::new();
     // The first record written, not the first object: versions pass untouched.
-    plan.arm_where(Fault::NoSpaceAfter(10), true);
+    plan.arm_for(Fault::NoSpaceAfter(10), FaultTarget::Record);
     let store = FaultyStore::new(DirStore::open_write(&dir).unwrap(), plan);
     let e = Engine::with_store(Config::new(&dir), Arc::new(store)).unwrap();
     // SAFETY: `buf` is mapped and outlives the engine.

@@ -6,7 +6,7 @@
 //! test in the process with it.
 
 mod common;
-use common::scratch_dir;
+use common::{scratch_dir, Scratch};
 use ickpt::{Config, Engine};
 use std::hint::black_box;
 
@@ -64,7 +64,7 @@ fn padded(e: &Engine, id: u64, pad: usize) {
     black_box(filler);
 }
 
-fn engine(name: &str) -> (Engine, std::path::PathBuf) {
+fn engine(name: &str) -> (Engine, Scratch) {
     let dir = scratch_dir(name);
     let mut c = Config::new(&dir);
     c.full_every = 4;

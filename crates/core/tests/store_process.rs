@@ -2,7 +2,7 @@
 //! test in its own binary, so that no other test runs while they are changed.
 
 mod common;
-use common::scratch_dir;
+use common::{scratch_dir, Scratch};
 use ickpt::store::{DirStore, OpenError, RenameMode, Store, StoreId};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -18,7 +18,8 @@ fn set_umask(m: u32) {
 
 fn files_are_owner_only(umask: u32) {
     set_umask(umask);
-    let dir = scratch_dir("modes").join("store");
+    let scratch = scratch_dir("modes");
+    let dir = scratch.join("store");
     let store = DirStore::open_write(&dir).unwrap();
     let mut w = store.create("v00000001.ickpt").unwrap();
     w.write_all(b"data").unwrap();
@@ -37,11 +38,12 @@ fn files_are_owner_only(umask: u32) {
     );
 }
 
-fn rename_setting(value: &str) -> Result<DirStore, OpenError> {
+fn rename_setting(value: &str) -> (Scratch, Result<DirStore, OpenError>) {
     std::env::set_var("ICKPT_RENAME", value);
-    let r = DirStore::open_write(&scratch_dir("rename-env"));
+    let dir = scratch_dir("rename-env");
+    let r = DirStore::open_write(&dir);
     std::env::remove_var("ICKPT_RENAME");
-    r
+    (dir, r)
 }
 
 #[test]
@@ -54,14 +56,15 @@ fn process_wide_settings() {
     files_are_owner_only(0);
     set_umask(old as u32);
 
-    let err = rename_setting("hardlink").unwrap_err();
+    let err = rename_setting("hardlink").1.unwrap_err();
     assert!(matches!(err, OpenError::Setting { .. }), "{err}");
     assert!(err.to_string().contains("ICKPT_RENAME"), "{err}");
     assert_eq!(
         ickpt::capi::code_of(&ickpt::InitError::Store(err).into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
     );
-    let store = rename_setting("link").unwrap();
+    let (_dir, store) = rename_setting("link");
+    let store = store.unwrap();
     let mut w = store.create("v00000001.ickpt").unwrap();
     w.write_all(b"x").unwrap();
     w.commit().unwrap();

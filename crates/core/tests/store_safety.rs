@@ -3,7 +3,7 @@
 //! read-only one is refused at open, and the lock holds whatever happens to the marker.
 
 mod common;
-use common::scratch_dir;
+use common::{scratch_dir, Scratch};
 use ickpt::store::{DirStore, OpenError, Store, StoreId, StoreWriter};
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
@@ -13,13 +13,13 @@ use std::process::Command;
 const SECRET: &[u8] = b"another user's private file\n";
 
 /// A file outside the store that a planted link points to; it must never change.
-fn victim(name: &str) -> PathBuf {
+fn victim(name: &str) -> (Scratch, PathBuf) {
     let d = scratch_dir(name);
     fs::create_dir_all(&d).unwrap();
     let v = d.join("victim");
     fs::write(&v, SECRET).unwrap();
     fs::set_permissions(&v, fs::Permissions::from_mode(0o600)).unwrap();
-    v
+    (d, v)
 }
 
 fn is_symlink(p: &Path) -> bool {
@@ -35,7 +35,7 @@ fn commit(store: &DirStore, name: &str, data: &[u8]) -> std::io::Result<()> {
 #[test]
 fn links_at_temporary_names_are_never_written_through() {
     let dir = scratch_dir("link-tmp");
-    let target = victim("link-tmp-victim");
+    let (_victim_dir, target) = victim("link-tmp-victim");
     let store = DirStore::open_write(&dir).unwrap();
     // Every name this process could pick for its first temporaries, old and new schemes.
     let stem = format!(".tmp-v00000001.ickpt.{}", std::process::id());
@@ -57,7 +57,7 @@ fn links_at_temporary_names_are_never_written_through() {
 #[test]
 fn a_link_at_a_version_name_is_reported_never_read_or_replaced() {
     let dir = scratch_dir("link-version");
-    let target = victim("link-version-victim");
+    let (_victim_dir, target) = victim("link-version-victim");
     let store = DirStore::open_write(&dir).unwrap();
     symlink(&target, dir.join("v00000001.ickpt")).unwrap();
     let err = store.open("v00000001.ickpt").err().expect("opened a link");
@@ -78,7 +78,7 @@ fn a_link_at_a_version_name_is_reported_never_read_or_replaced() {
 fn a_link_as_the_marker_is_refused_and_never_read() {
     let dir = scratch_dir("link-marker");
     fs::create_dir_all(&dir).unwrap();
-    let target = victim("link-marker-victim");
+    let (_victim_dir, target) = victim("link-marker-victim");
     symlink(&target, dir.join("ickpt-store")).unwrap();
     for err in [
         DirStore::open_write(&dir).unwrap_err(),

@@ -4,7 +4,7 @@
 //! of the store, not damage; what remains is checked as ever.
 
 mod common;
-use common::scratch_dir;
+use common::{scratch_dir, Scratch};
 use ickpt::store::{version_name, DirStore, Store, StoreFile, StoreId, StoreWriter};
 use ickpt::{Config, Engine};
 use std::io;
@@ -72,7 +72,7 @@ fn writer(
 
 /// Two chains of three (v1-3, v4-6) and a third begun (v7); keep_chains 3 so the writer
 /// itself collects nothing here.
-fn store_of_three_chains() -> PathBuf {
+fn store_of_three_chains() -> Scratch {
     let dir = scratch_dir("verify-live");
     let (e, mem) = writer(&dir, 3, 3, 8);
     for v in 1..=7u64 {

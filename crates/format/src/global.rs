@@ -89,19 +89,25 @@ impl GlobalRecord {
                 "bad magic: not a global-commit record",
             ));
         }
-        let format = u16_at(b, 8);
-        if format != GLOBAL_FORMAT {
-            return Err(FormatError::UnsupportedVersion {
-                found: format,
-                supported: GLOBAL_FORMAT,
-            });
-        }
+        // The checksum first: every record format keeps the length and the checksum's place
+        // (docs/FORMAT.md), so a damaged format field reads as damage, and only an intact
+        // record of a newer format asks for an upgrade.
         let crc = u32_at(b, 56);
         if crc != crate::crc(&b[0..56]) {
             return Err(FormatError::corrupt(
                 56,
                 "global-commit record checksum mismatch",
             ));
+        }
+        let format = u16_at(b, 8);
+        if format == 0 {
+            return Err(FormatError::corrupt(8, "record format 0"));
+        }
+        if format > GLOBAL_FORMAT {
+            return Err(FormatError::UnsupportedVersion {
+                found: format,
+                supported: GLOBAL_FORMAT,
+            });
         }
         let reserved = [10..16, 36..40, 60..64];
         if let Some(at) = reserved.into_iter().flatten().find(|&i| b[i] != 0) {
@@ -155,16 +161,37 @@ mod tests {
     }
 
     #[test]
-    fn every_flipped_byte_is_refused() {
+    fn every_flipped_byte_is_refused_as_damage() {
         let good = record().encode();
         for i in 0..GLOBAL_RECORD_LEN {
             let mut b = good;
             b[i] ^= 0x40;
+            // Damage, never "upgrade ickpt": that would stop every restart (records that do
+            // not count are passed over; a newer format is an error).
             assert!(
-                GlobalRecord::decode(&b, 7).is_err(),
-                "byte {i} flipped was accepted"
+                matches!(
+                    GlobalRecord::decode(&b, 7),
+                    Err(FormatError::Corrupt { .. })
+                ),
+                "byte {i} flipped"
             );
         }
+    }
+
+    #[test]
+    fn only_an_intact_record_of_a_newer_format_asks_for_an_upgrade() {
+        let reformat = |f: u16| {
+            let mut b = record().encode();
+            b[8..10].copy_from_slice(&f.to_le_bytes());
+            let crc = crate::crc(&b[0..56]);
+            b[56..60].copy_from_slice(&crc.to_le_bytes());
+            GlobalRecord::decode(&b, 7)
+        };
+        assert!(matches!(
+            reformat(2),
+            Err(FormatError::UnsupportedVersion { found: 2, .. })
+        ));
+        assert!(matches!(reformat(0), Err(FormatError::Corrupt { .. })));
     }
 
     #[test]

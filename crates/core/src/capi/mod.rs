@@ -346,11 +346,7 @@ pub extern "C" fn ickpt_free(ptr: *mut c_void) -> ickpt_result {
 /// it receives what was written (async: scheduled).
 #[no_mangle]
 pub extern "C" fn ickpt_checkpoint(info: *mut ickpt_checkpoint_info) -> ickpt_result {
-    guard(|| {
-        let i = with_engine(&ENGINE, |e| e.checkpoint())?;
-        write_info(info, &i);
-        Ok(())
-    })
+    ickpt_checkpoint_tagged(0, info)
 }
 
 /// `ickpt_checkpoint`, the version carrying `tag`: the application's own value for it (an
@@ -413,14 +409,9 @@ fn found_version(
 
 /// The store of `e` holds no intact record of `global` (or of any, for None).
 fn no_global(e: &Engine, global: Option<u64>) -> Error {
-    let available = match e.global_latest() {
-        Ok(Some(r)) => format!("newest {}", r.global),
-        _ => "none".into(),
-    };
     ReadError::NoGlobal {
         global,
         dir: e.config().dir.display().to_string(),
-        available,
     }
     .into()
 }

@@ -7,7 +7,7 @@
 //! the rename method), kept apart so that no code path other than tests depends on them.
 
 use super::SettingError;
-use crate::store::{parse_size, Fault, RenameMode};
+use crate::store::{parse_size, Fault, FaultTarget, RenameMode};
 use crate::sys::uffd::Hidden;
 use crate::track::{Backend, Granularity};
 use ickpt_format::{CommitMode, FlushOrder};
@@ -153,7 +153,7 @@ pub(crate) fn dir() -> Result<Option<PathBuf>, SettingError> {
 pub(crate) struct TestSwitches {
     /// `ICKPT_FAULT`: a store fault in the first checkpoint, or with `record:` in front, in
     /// the first global-commit record (the flag).
-    pub fault: Option<(Fault, bool)>,
+    pub fault: Option<(Fault, FaultTarget)>,
     /// `ICKPT_RENAME`: how versions get their final names (auto probes the file system).
     pub rename: RenameMode,
     /// `ICKPT_UFFD_SPIN`: when the uffd backend's handler thread polls.
@@ -189,8 +189,8 @@ impl TestSwitches {
                 "enospc@BYTES, eio@BYTES, eio-once@BYTES, crash@BYTES or commit-eio, optionally after \
                  record: (fault injection for tests; unset it otherwise)",
                 |s| match s.strip_prefix("record:") {
-                    Some(rest) => Fault::parse(rest).map(|f| (f, true)),
-                    None => Fault::parse(s).map(|f| (f, false)),
+                    Some(rest) => Fault::parse(rest).map(|f| (f, FaultTarget::Record)),
+                    None => Fault::parse(s).map(|f| (f, FaultTarget::Any)),
                 },
             )?,
             rename: rename()?,

@@ -50,8 +50,8 @@ pub struct Config {
     /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too,
     /// for `Engine::open`, which makes the store it can put the fault in).
     pub fault: Option<Fault>,
-    /// Sync commits of 2048 pages or more write their batches on a second thread while they
-    /// copy the next (experimental, off: see `docs/benchmarks.md`; benchmarks pair both ways
+    /// Sync commits of 8 MiB or more (2048 pages of 4 KiB) write their batches on a second
+    /// thread while they copy the next (experimental, off: see `docs/benchmarks.md`; benchmarks pair both ways
     /// in one process, `ICKPT_WRITE_THREAD=1` sets it too).
     #[doc(hidden)]
     pub write_thread: bool,

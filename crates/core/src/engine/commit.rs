@@ -4,7 +4,7 @@
 //! committer thread (async) or on the caller (sync); the fault path competes for the same
 //! pages through the protocol (`track/protocol`).
 
-use super::sink::{batch_bytes, Handoff, Sink, BATCH_PAGES, THREAD_MIN_BATCHES};
+use super::sink::{batch_bytes, Handoff, Sink, THREAD_MIN_BATCHES};
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
 use crate::policy::Head;
@@ -125,7 +125,8 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut batches = staging.chunks_mut(batch_bytes(ps));
     let first = batches.next().expect("a batch buffer at least");
     let handoff = Handoff::new(batches);
-    let threaded = write_thread && total as usize >= THREAD_MIN_BATCHES * BATCH_PAGES;
+    // In bytes, not pages: a batch holds fewer pages of a larger page size.
+    let threaded = write_thread && total as usize * ps >= THREAD_MIN_BATCHES * batch_bytes(ps);
     let result = std::thread::scope(|scope| {
         // Dropped in here, also when this unwinds: the pages are released before the scope
         // waits for the writing thread, whose exit may need a lock a waiting writer holds.
@@ -156,7 +157,7 @@ pub(super) fn run(job: Job) -> Outcome {
             // and never across anything that could take a lock.
             let (ri, page) = match take {
                 Take::Memory(ri, page) => {
-                    if let Some(dst) = sink.slot(&mut layout) {
+                    if let Some(dst) = sink.slot() {
                         // The region stays tracked (mapped, readable) until the commit
                         // settles; the page is Flushing, so no writer can open it before we
                         // are done.
@@ -165,7 +166,7 @@ pub(super) fn run(job: Job) -> Outcome {
                     (ri, page)
                 }
                 Take::Slot(slot, ri, page) => {
-                    if let Some(dst) = sink.slot(&mut layout) {
+                    if let Some(dst) = sink.slot() {
                         dst.copy_from_slice(protocol.cow.bytes(slot));
                     }
                     protocol.cow.free(slot);

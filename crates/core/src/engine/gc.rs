@@ -4,7 +4,7 @@ use super::Engine;
 use crate::error::{FileError, GcError};
 use crate::policy;
 use crate::read::catalog::Catalog;
-use crate::store::version_name;
+use crate::store::{version_name, Store};
 
 impl Engine {
     /// Delete versions no restore of a kept chain can need. Returns what was deleted.
@@ -42,10 +42,14 @@ pub(super) fn collect(
     keep.extend(head);
     let doomed = policy::collectable(&known, keep_chains, &keep);
     for &v in &doomed {
-        let name = version_name(v);
-        store
-            .remove(&name)
-            .map_err(|e| FileError::new(store.describe(&name), "remove", e))?;
+        remove(store, &version_name(v))?;
     }
     Ok(doomed)
+}
+
+/// Remove `name` from `store`, naming it on failure.
+pub(super) fn remove(store: &dyn Store, name: &str) -> Result<(), FileError> {
+    store
+        .remove(name)
+        .map_err(|e| FileError::new(store.describe(name), "remove", e))
 }

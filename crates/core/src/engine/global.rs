@@ -7,9 +7,12 @@
 
 use super::Engine;
 use crate::error::{FileError, GlobalError, ReadError};
-use crate::read::global_records::{record_numbers, records, KEPT_RECORDS};
-use crate::store::{version_name, Store};
+use crate::read::global_records::{record, record_numbers, records, KEPT_RECORDS};
+use crate::store::version_name;
 use ickpt_format::{global_name, limits, GlobalRecord};
+
+// A commit keeps the record it makes and the previous one: KEPT_RECORDS.
+const _: () = assert!(KEPT_RECORDS == 2);
 
 impl Engine {
     /// Record durably that global version `global` of the job is this store's `version`
@@ -26,14 +29,16 @@ impl Engine {
             });
         }
         let catalog = self.catalog();
-        let existing = records(&catalog)?;
-        if let Some(newest) = existing.last().filter(|r| r.global >= global) {
+        // Every record file counts here, intact or not: the new one's name must be free.
+        let numbers = record_numbers(&*self.store)?;
+        if let Some(&highest) = numbers.last().filter(|&&n| n >= global) {
             return Err(GlobalError::OutOfOrder {
                 global,
-                newest: newest.global,
+                newest: highest,
                 dir: self.store.describe(""),
             });
         }
+        let previous = records(&catalog)?.last().map(|r| r.global);
         // The version this engine just committed (or restored) is known intact, with its
         // checksum: reading its chain back would cost a metadata read per version of it.
         let version_meta_crc = match st.head {
@@ -55,9 +60,11 @@ impl Engine {
         w.write_all(&record.encode())
             .map_err(|e| file_error("write", e))?;
         w.commit().map_err(|e| file_error("commit", e))?;
-        let doomed = existing.len().saturating_sub(KEPT_RECORDS - 1);
-        for old in &existing[..doomed] {
-            remove(&*self.store, &global_name(old.global))?;
+        // Recorded. Every other record file but the previous intact one goes, damaged ones
+        // too; best effort, as garbage collection is: one left behind is passed over, and a
+        // failure here must not report the record just made as not made.
+        for n in numbers.into_iter().filter(|&n| Some(n) != previous) {
+            let _ = self.store.remove(&global_name(n));
         }
         Ok(())
     }
@@ -71,9 +78,7 @@ impl Engine {
     /// The record of global version `global`, if this store holds it intact and its version
     /// file is the one it named.
     pub fn global_version(&self, global: u64) -> Result<Option<GlobalRecord>, ReadError> {
-        Ok(records(&self.catalog())?
-            .into_iter()
-            .find(|r| r.global == global))
+        record(&self.catalog(), global)
     }
 
     /// Delete every version newer than `version`, and first every global record naming one
@@ -102,7 +107,7 @@ impl Engine {
         let names_newer = |g: u64| intact.iter().any(|r| r.global == g && r.version > version);
         for g in record_numbers(&*self.store)?.into_iter().rev() {
             if g > kept_max || names_newer(g) {
-                remove(&*self.store, &global_name(g))?;
+                super::gc::remove(&*self.store, &global_name(g))?;
             }
         }
         let mut doomed: Vec<u64> = catalog
@@ -112,14 +117,8 @@ impl Engine {
             .collect();
         doomed.reverse();
         for &v in &doomed {
-            remove(&*self.store, &version_name(v))?;
+            super::gc::remove(&*self.store, &version_name(v))?;
         }
         Ok(doomed)
     }
-}
-
-fn remove(store: &dyn Store, name: &str) -> Result<(), FileError> {
-    store
-        .remove(name)
-        .map_err(|e| FileError::new(store.describe(name), "remove", e))
 }

@@ -24,7 +24,9 @@ use crate::error::{
 };
 use crate::policy::Head;
 use crate::read::catalog;
-use crate::store::{DirStore, FaultPlan, FaultyStore, RealFs, Store, StoreId, ThrottledStore};
+use crate::store::{
+    DirStore, FaultPlan, FaultTarget, FaultyStore, RealFs, Store, StoreId, ThrottledStore,
+};
 use crate::sys::mem::{Mapping, TrackedPages};
 use crate::sys::page_size;
 use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
@@ -95,9 +97,9 @@ impl Engine {
         if let Some(rate) = cfg.bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        if let Some((f, records_only)) = cfg.fault.map(|f| (f, false)).or(test.fault) {
+        if let Some((f, target)) = cfg.fault.map(|f| (f, FaultTarget::Any)).or(test.fault) {
             let plan = FaultPlan::new();
-            plan.arm_where(f, records_only);
+            plan.arm_for(f, target);
             store = Box::new(FaultyStore::new(store, plan));
         }
         Self::start(cfg, &test, Arc::from(store))
@@ -141,7 +143,10 @@ impl Engine {
             None => None,
         };
         let switches = CommitSwitches {
-            write_thread: test.commit.write_thread || cfg.write_thread,
+            // Decided once: only sync commits write on a second thread (an async commit
+            // stays on one thread of ickpt's, beside the application's).
+            write_thread: (test.commit.write_thread || cfg.write_thread)
+                && cfg.mode == ickpt_format::CommitMode::Sync,
             ..test.commit
         };
         // One batch buffer, or one per batch in flight with the writing thread.

@@ -192,8 +192,7 @@ impl Engine {
             },
             page_size: page_size(),
             lift_behind: !self.switches.fence_whole,
-            // An async commit stays on one thread of ickpt's, beside the application's.
-            write_thread: self.switches.write_thread && self.cfg.mode == CommitMode::Sync,
+            write_thread: self.switches.write_thread,
             stalls: self.stalls.clone(),
         })
     }

@@ -4,7 +4,8 @@
 //! one. Copy and checksum then hide under the write instead of adding to it (issue 11: at
 //! 100% dirty they were a quarter of a sync checkpoint's time); a writer waiting for a page
 //! still waits for about one batch's write at most. The thread is off by default: on this
-//! project's VM it paid on tmpfs only, and lost badly in some runs (docs/benchmarks.md).
+//! project's VM it gained nothing on disk and was several times slower on tmpfs in the
+//! recorded runs (docs/benchmarks.md, "Copy and checksum overlapped with the write").
 
 use crate::error::{CheckpointError, FileError};
 use crate::store::{Store, StoreWriter};
@@ -113,13 +114,11 @@ impl<'a> Handoff<'a> {
     fn wait_until<'h>(
         &'h self,
         on: &Condvar,
-        mut p: MutexGuard<'h, Pass<'a>>,
+        p: MutexGuard<'h, Pass<'a>>,
         ready: impl Fn(&Pass<'a>) -> bool,
     ) -> MutexGuard<'h, Pass<'a>> {
-        while !ready(&p) {
-            p = on.wait(p).unwrap_or_else(|e| e.into_inner());
-        }
-        p
+        on.wait_while(p, |p| !ready(p))
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// The writing thread: write each batch handed over, in order, and hand its buffer back.
@@ -286,12 +285,19 @@ impl<'s, 'a> Sink<'s, 'a> {
     }
 
     /// Where the next page's bytes go; None once writing has failed (the page is then
-    /// only released, not copied).
-    pub(super) fn slot(&mut self, layout: &mut VersionLayout) -> Option<&mut [u8]> {
+    /// only released, not copied). The caller made room before it claimed the page
+    /// ([`make_room`](Self::make_room)): a flush here would hold a claimed page across a write.
+    pub(super) fn slot(&mut self) -> Option<&mut [u8]> {
         if self.failure.is_some() {
             return None;
         }
-        self.make_room(layout);
+        debug_assert!(
+            self.buf
+                .as_ref()
+                .is_none_or(|b| self.fill + self.ps <= b.len())
+                && self.fill / self.ps < BATCH_PAGES,
+            "a batch full at slot(): make_room was not called first"
+        );
         let (fill, ps) = (self.fill, self.ps);
         self.buf.as_deref_mut().map(|b| &mut b[fill..fill + ps])
     }

@@ -106,8 +106,8 @@ pub struct Stats {
     pub raced_commits: u64,
     /// Batches of pages a commit had to wait for the store to take: every batch a commit
     /// writes itself (the default); with a writing thread (`ICKPT_WRITE_THREAD`, sync commits
-    /// of 2048 pages or more), those for which every staging buffer was still queued (a
-    /// commit that stalls often runs at its store's speed, and copying further ahead would
+    /// of 8 MiB or more), those for which every staging buffer was still queued (a commit
+    /// that stalls often runs at its store's speed, and copying further ahead would
     /// not help). Counted while commits run.
     pub commit_stalls: u64,
     pub restores: u64,

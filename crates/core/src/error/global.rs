@@ -11,7 +11,7 @@ pub enum GlobalError {
     /// Writing or removing a record or a version file.
     #[error(transparent)]
     File(#[from] FileError),
-    #[error("global version {global} is not after {newest}, the newest recorded in {dir}: global versions are recorded in increasing order")]
+    #[error("global version {global} is not after {newest}, the highest record file in {dir} (intact or not): global versions are recorded in increasing order; 'ickpt ls' shows the records that count")]
     OutOfOrder {
         global: u64,
         newest: u64,

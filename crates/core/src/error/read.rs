@@ -47,14 +47,10 @@ pub enum ReadError {
     NoCheckpoint { dir: String },
     /// No intact global-commit record (of `global`, or of any when None).
     #[error("{}", match global {
-        Some(g) => format!("{dir} holds no intact record of global version {g} (its records: {available}); 'ickpt ls' shows them"),
+        Some(g) => format!("{dir} holds no intact record of global version {g}; 'ickpt ls' shows the records that count"),
         None => format!("{dir} holds no intact global-commit record"),
     })]
-    NoGlobal {
-        global: Option<u64>,
-        dir: String,
-        available: String,
-    },
+    NoGlobal { global: Option<u64>, dir: String },
 }
 
 impl ReadError {

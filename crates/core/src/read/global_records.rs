@@ -15,34 +15,41 @@ pub const KEPT_RECORDS: usize = 2;
 /// The store's intact global records, oldest first. A record that is damaged, belongs to
 /// another store, or names a version file that is gone, damaged or was replaced is passed
 /// over (`ickpt ls` shows only the records that count). Anything else that stops a record
-/// or its version from being read (an I/O error, too many open files, a record of a newer
-/// format) is an error: a restart must never take a record it could not read for one that
-/// is not there, and discard versions on that account.
+/// or its version from being read (an I/O error, too many open files, a record or version
+/// of a newer format) is an error: a restart must never take a record it could not read for
+/// one that is not there, and discard versions on that account.
 pub fn records(catalog: &Catalog<'_>) -> Result<Vec<GlobalRecord>, ReadError> {
-    let store = catalog.store();
-    let globals = record_numbers(store)?;
-    let own = catalog.identity();
-    let mut out = Vec::with_capacity(globals.len());
-    for g in globals {
-        let Some(r) = read_record(store, g)? else {
-            continue;
-        };
-        if own.is_some_and(|id| id.0 != r.store_id) {
-            continue;
-        }
-        match catalog.open(r.version) {
-            Ok(ov) if ov.meta.footer.meta_crc == r.version_meta_crc => out.push(r),
-            Ok(_) => {}
-            Err(
-                ReadError::Corrupt { .. }
-                | ReadError::NotFound { .. }
-                | ReadError::Foreign { .. }
-                | ReadError::ChainBroken { .. },
-            ) => {}
-            Err(e) => return Err(e),
-        }
+    let mut out = Vec::new();
+    for g in record_numbers(catalog.store())? {
+        out.extend(record(catalog, g)?);
     }
     Ok(out)
+}
+
+/// Record `global` if it counts, by the rules of [`records`].
+pub fn record(catalog: &Catalog<'_>, global: u64) -> Result<Option<GlobalRecord>, ReadError> {
+    let Some(r) = read_record(catalog.store(), global)? else {
+        return Ok(None);
+    };
+    if catalog.identity().is_some_and(|id| id.0 != r.store_id) {
+        return Ok(None);
+    }
+    match catalog.open(r.version) {
+        Ok(ov) => Ok((ov.meta.footer.meta_crc == r.version_meta_crc).then_some(r)),
+        Err(
+            e @ ReadError::Corrupt {
+                source: FormatError::UnsupportedVersion { .. },
+                ..
+            },
+        ) => Err(e),
+        Err(
+            ReadError::Corrupt { .. }
+            | ReadError::NotFound { .. }
+            | ReadError::Foreign { .. }
+            | ReadError::ChainBroken { .. },
+        ) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The global version of every record file in the store, intact or not, ascending.

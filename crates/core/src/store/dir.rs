@@ -117,9 +117,7 @@ impl DirStore {
                 continue;
             };
             if e.kind == FileKind::File
-                && (name == MARKER
-                    || crate::store::parse_version_name(name).is_some()
-                    || ickpt_format::parse_global_name(name).is_some())
+                && (name == MARKER || crate::store::parse_version_name(name).is_some())
             {
                 if let Ok(f) = self.shared.dir.open_file(name) {
                     let _ = f.restrict_to_owner();
@@ -226,7 +224,7 @@ impl DirStore {
             {
                 continue;
             }
-            if e.kind == FileKind::File && self.is_version_file(name) {
+            if e.kind == FileKind::File && self.is_store_file(name) {
                 versions = true;
                 continue;
             }
@@ -240,7 +238,7 @@ impl DirStore {
 
     /// A version's name on a file that starts as versions do, or a global-commit record's
     /// name on a file that starts as records do.
-    fn is_version_file(&self, name: &str) -> bool {
+    fn is_store_file(&self, name: &str) -> bool {
         let want = if parse_version_name(name).is_some() {
             ickpt_format::MAGIC
         } else if ickpt_format::parse_global_name(name).is_some() {

@@ -42,11 +42,21 @@ impl Fault {
     }
 }
 
+/// Which objects an armed fault waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultTarget {
+    /// The next object created, whatever it is.
+    Any,
+    /// The next global-commit record (`ICKPT_FAULT=record:...`): a record that fails after
+    /// every version was written.
+    Record,
+}
+
 /// What to inject, shared between the test and the store. Each armed fault fires once, on
-/// the next object created (or, armed with `records_only`, the next global-commit record).
+/// the next object its target takes.
 #[derive(Debug, Default)]
 pub struct FaultPlan {
-    armed: Mutex<Vec<(Fault, bool)>>,
+    armed: Mutex<Vec<(Fault, FaultTarget)>>,
 }
 
 impl FaultPlan {
@@ -55,20 +65,20 @@ impl FaultPlan {
     }
 
     pub fn arm(&self, f: Fault) {
-        self.arm_where(f, false);
+        self.arm_for(f, FaultTarget::Any);
     }
 
-    /// Arm `f` for the next object, or with `records_only` for the next global-commit record
-    /// (`ICKPT_FAULT=record:...`: a record that fails after every version was written).
-    pub fn arm_where(&self, f: Fault, records_only: bool) {
+    pub fn arm_for(&self, f: Fault, target: FaultTarget) {
         let mut a = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        a.push((f, records_only));
+        a.push((f, target));
     }
 
     fn take(&self, name: &str) -> Option<Fault> {
         let mut a = self.armed.lock().unwrap_or_else(|e| e.into_inner());
         let record = ickpt_format::parse_global_name(name).is_some();
-        let i = a.iter().position(|&(_, only)| !only || record)?;
+        let i = a
+            .iter()
+            .position(|&(_, t)| t == FaultTarget::Any || record)?;
         Some(a.remove(i).0)
     }
 }

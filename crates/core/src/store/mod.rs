@@ -37,7 +37,7 @@ mod throttled;
 
 pub use crash_fs::{CrashFs, CrashOptions};
 pub use dir::{DirStore, OpenError, MARKER};
-pub use faulty::{Fault, FaultPlan, FaultyStore};
+pub use faulty::{Fault, FaultPlan, FaultTarget, FaultyStore};
 pub use fs::StoreFs;
 use ickpt_format::ReadAt;
 pub use publish::{RenameMode, RENAME_VAR};
