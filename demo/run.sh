@@ -180,34 +180,37 @@ MPI_SRC=$(dirname "$DEMO_SRC")/examples/mpi
 MPI_FLAGS=$(PKG_CONFIG_PATH="$STAGE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
     pkg-config --cflags --libs ickpt-mpi)
 read -ra MPI_FLAGS <<<"$MPI_FLAGS"
-${MPICC:-mpicc} -O2 -o "$OUT/mpi-heat" "$MPI_SRC/heat.c"
-${MPICC:-mpicc} -O2 -o "$OUT/mpi-heat-ickpt" "$MPI_SRC/heat_ickpt.c" "${MPI_FLAGS[@]}"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN=(timeout -k 5 300 mpirun)
-mpirun --version 2>/dev/null | grep -q "Open MPI" && MPIRUN+=(--oversubscribe)
-MPIRUN+=(-np "$MPI_RANKS")
-"${MPIRUN[@]}" "$OUT/mpi-heat" "$MPI_STEPS" "$MPI_CELLS" >"$OUT/mpi-ref.log" 2>&1 ||
+MPICC=${MPICC:-mpicc}
+"$MPICC" -O2 -o "$OUT/mpi-heat" "$MPI_SRC/heat.c"
+"$MPICC" -O2 -o "$OUT/mpi-heat-ickpt" "$MPI_SRC/heat_ickpt.c" "${MPI_FLAGS[@]}"
+MPI_BOUND=300
+. "$(dirname "$DEMO_SRC")/tests/mpi/lib.sh"
+mpi_session_dir "$OUT/mpi-session"
+LAUNCHER=$(launcher_for "$MPICC") # the launcher of the MPI the program was built with
+mpi_run "$LAUNCHER" "$MPI_RANKS" "$OUT/mpi-heat" "$MPI_STEPS" "$MPI_CELLS" >"$OUT/mpi-ref.log" 2>&1 ||
     die "heat (MPI) failed; see $OUT/mpi-ref.log"
 WANT=$(sed -n 's/.*checksum //p' "$OUT/mpi-ref.log")
 echo "[e] reference (no checkpoints): checksum $WANT"
 export ICKPT_DIR=$OUT/mpi-job
-setsid "${MPIRUN[@]}" "$OUT/mpi-heat-ickpt" "$MPI_STEPS" "$MPI_CELLS" "$MPI_EVERY" \
-    >"$OUT/mpi-killed.log" 2>&1 &
+setsid bash -c '"$@"' _ mpi_run "$LAUNCHER" "$MPI_RANKS" "$OUT/mpi-heat-ickpt" "$MPI_STEPS" \
+    "$MPI_CELLS" "$MPI_EVERY" >"$OUT/mpi-killed.log" 2>&1 &
 HEAT_PID=$!
 # Bounded poll for the job's third global version (its record in rank 0's store).
 for _ in $(seq 1200); do
-    [[ -e $ICKPT_DIR/rank-00000/g00000003.global ]] && break
+    (($(newest_global "$ICKPT_DIR") >= 3)) && break
     kill -0 "$HEAT_PID" 2>/dev/null || break
     sleep 0.05
 done
-[[ -e $ICKPT_DIR/rank-00000/g00000003.global ]] || die "no third global version; see $OUT/mpi-killed.log"
-pkill -KILL -s "$HEAT_PID" 2>/dev/null || true
-{ wait "$HEAT_PID"; } 2>/dev/null || true
+(($(newest_global "$ICKPT_DIR") >= 3)) || die "no third global version; see $OUT/mpi-killed.log"
+kill_session "$HEAT_PID" "$OUT/mpi-heat-ickpt" || die "the killed job's processes survived"
 HEAT_PID=
-pkill -KILL -f "^$OUT/mpi-heat-ickpt" 2>/dev/null || true
 echo "[e] killed every process of the job once rank 0 had recorded global version 3"
-"${MPIRUN[@]}" "$OUT/mpi-heat-ickpt" "$MPI_STEPS" "$MPI_CELLS" "$MPI_EVERY" >"$OUT/mpi-restart.log" 2>&1 ||
-    die "the restarted MPI job failed; see $OUT/mpi-restart.log"
+mpi_run "$LAUNCHER" "$MPI_RANKS" "$OUT/mpi-heat-ickpt" "$MPI_STEPS" "$MPI_CELLS" "$MPI_EVERY" \
+    >"$OUT/mpi-restart.log" 2>&1 || die "the restarted MPI job failed; see $OUT/mpi-restart.log"
+# Resumed, not started over: the last global version is the job's last, not more.
+LAST=$(newest_global "$ICKPT_DIR")
+((LAST == MPI_STEPS / MPI_EVERY)) ||
+    die "the restart ended at global version $LAST, not $((MPI_STEPS / MPI_EVERY)): it did not resume"
 GOT=$(sed -n 's/.*checksum //p' "$OUT/mpi-restart.log")
 if [[ -x $STAGE/bin/ickpt ]]; then
     echo "[e] rank 0's store after the restart (ickpt ls):"

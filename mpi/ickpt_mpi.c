@@ -122,21 +122,31 @@ static ickpt_result agree(ickpt_result rc) {
 }
 
 /*
- * Check that every rank is in the same collective call: one allreduce of (call, -call),
- * so the minimum and maximum come back together.
+ * The minimum and maximum over ranks of `v`, in one allreduce: (v, UINT64_MAX - v) by
+ * MPI_MIN. `what` names the exchange in an error.
  */
-static ickpt_result same_call(enum call c) {
-    int in[2] = {(int)c, -(int)c}, out[2];
-    int err = MPI_Allreduce(in, out, 2, MPI_INT, MPI_MIN, st.comm);
+static ickpt_result min_max(uint64_t v, uint64_t *lo, uint64_t *hi, const char *what) {
+    uint64_t in[2] = {v, UINT64_MAX - v}, out[2];
+    int err = MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, st.comm);
     if (err != MPI_SUCCESS)
-        return mpi_error(err, "MPI_Allreduce (checking that all ranks are in the same call)");
-    if (out[0] != -out[1]) {
+        return mpi_error(err, what);
+    *lo = out[0];
+    *hi = UINT64_MAX - out[1];
+    return ICKPT_OK;
+}
+
+/* Check that every rank is in the same collective call. */
+static ickpt_result same_call(enum call c) {
+    uint64_t lo = 0, hi = 0;
+    ickpt_result rc =
+        min_max((uint64_t)c, &lo, &hi, "MPI_Allreduce (checking that all ranks are in the same call)");
+    if (rc == ICKPT_OK && lo != hi) {
         set_error("rank %d is in %s, but some rank is in %s and some in %s: every rank must "
                   "make the same collective ickpt_mpi calls in the same order",
-                  st.rank, call_name(c), call_name(out[0]), call_name(-out[1]));
+                  st.rank, call_name(c), call_name((int)lo), call_name((int)hi));
         return ICKPT_ERR_COLLECTIVE;
     }
-    return ICKPT_OK;
+    return rc;
 }
 
 /* The start of every collective call but init: ickpt must be up, and ranks in step. */
@@ -165,6 +175,35 @@ static ickpt_result make_job_dir(const char *path) {
 }
 
 /*
+ * Read a decimal number at *p: one digit at least, no sign, no more than `max`; *p moves past
+ * it. 0 on success. (sscanf's %d and %llu take signs, leading blanks and overflow silently.)
+ */
+static int decimal(const char **p, uint64_t max, uint64_t *out) {
+    const char *s = *p;
+    uint64_t n = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        uint64_t d = (uint64_t)(*s - '0');
+        if (n > (max - d) / 10)
+            return -1;
+        n = n * 10 + d;
+    }
+    *p = s;
+    *out = n;
+    return 0;
+}
+
+/* Whether `s` starts with `prefix`; if so, *rest is what follows it. */
+static int starts(const char *s, const char *prefix, const char **rest) {
+    size_t n = strlen(prefix);
+    if (strncmp(s, prefix, n) != 0)
+        return 0;
+    *rest = s + n;
+    return 1;
+}
+
+/*
  * The job file DIR/ickpt-job records the number of ranks the job's stores were made for.
  * Written once, by rank 0, whole (temporary, fsync, rename, directory fsync). Returns the
  * ranks recorded (0: none yet) or -1 on error.
@@ -179,15 +218,19 @@ static long read_job_ranks(const char *dir) {
         set_error("rank 0: reading %s: %s", path, strerror(errno));
         return -1;
     }
+    /* The whole file, exactly "ickpt MPI job, format 1\nranks N\n": anything longer, shorter
+     * or else is not a job file. */
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
-    long ranks = 0;
-    if (n <= 0 || (buf[n] = '\0', sscanf(buf, "ickpt MPI job, format 1\nranks %ld\n", &ranks)) != 1 ||
-        ranks <= 0) {
+    uint64_t ranks = 0;
+    const char *p = buf;
+    if (n <= 0 || n == (ssize_t)sizeof buf - 1 || (buf[n] = '\0', 0) ||
+        !starts(buf, "ickpt MPI job, format 1\nranks ", &p) || decimal(&p, INT32_MAX, &ranks) != 0 ||
+        strcmp(p, "\n") != 0 || ranks == 0) {
         set_error("rank 0: %s is not an ickpt job file; move it out of the job directory", path);
         return -1;
     }
-    return ranks;
+    return (long)ranks;
 }
 
 static ickpt_result write_job_ranks(const char *dir, int ranks) {
@@ -224,19 +267,21 @@ static int parse_crash(void) {
     crash.point = CRASH_NONE;
     if (v == NULL || v[0] == '\0')
         return 0;
-    char point[16];
-    unsigned long long g;
-    int r, used = 0;
-    if (sscanf(v, "%15[a-z]:%llu:%d%n", point, &g, &r, &used) != 3 || v[used] != '\0' ||
-        (strcmp(point, "committed") != 0 && strcmp(point, "recorded") != 0)) {
+    const char *p = v;
+    enum crash_point point = starts(v, "committed:", &p)  ? CRASH_COMMITTED
+                             : starts(v, "recorded:", &p) ? CRASH_RECORDED
+                                                          : CRASH_NONE;
+    uint64_t g = 0, r = 0;
+    if (point == CRASH_NONE || decimal(&p, (uint64_t)1 << 62, &g) != 0 || g == 0 || *p++ != ':' ||
+        decimal(&p, INT32_MAX, &r) != 0 || *p != '\0') {
         set_error("rank %d: ICKPT_MPI_CRASH=%s: expected committed:GLOBAL:RANK or "
                   "recorded:GLOBAL:RANK (a test switch)",
                   st.rank, v);
         return -1;
     }
-    crash.point = strcmp(point, "committed") == 0 ? CRASH_COMMITTED : CRASH_RECORDED;
+    crash.point = point;
     crash.global = g;
-    crash.rank = r;
+    crash.rank = (int)r;
     return 0;
 }
 
@@ -270,9 +315,10 @@ static ickpt_result prepare_job(const char *dir) {
  * newest records (ranks' newest records differ by at most one, and each keeps its newest
  * two). Ranks further apart mean a store was lost, replaced or damaged: refused, with nothing
  * discarded. Otherwise every rank discards what is newer and the count resumes from there.
- * `*newest` 0: no global version (a first run; every rank's versions are discarded).
+ * It leaves the result in st.global and st.local; st.global 0: no global version (a first
+ * run; every rank's versions are discarded).
  */
-static ickpt_result settle_globals(uint64_t *newest, uint64_t *version) {
+static ickpt_result settle_globals(void) {
     uint64_t mine = 0, v = 0;
     ickpt_result local = ickpt_global_latest(&mine, &v);
     if (local == ICKPT_ERR_NOT_FOUND)
@@ -281,13 +327,11 @@ static ickpt_result settle_globals(uint64_t *newest, uint64_t *version) {
     ickpt_result rc = agree(local);
     if (rc != ICKPT_OK)
         return rc;
-    /* One allreduce gives the minimum and (as UINT64_MAX minus a minimum) the maximum. */
-    uint64_t in[2] = {mine, UINT64_MAX - mine}, out[2];
-    int err = MPI_Allreduce(in, out, 2, MPI_UINT64_T, MPI_MIN, st.comm);
-    if (err != MPI_SUCCESS)
-        return mpi_error(err, "MPI_Allreduce (the newest global version)");
-    uint64_t lo = out[0], hi = UINT64_MAX - out[1];
-    if (hi > lo + 1 || (lo == 0 && hi > 1)) {
+    uint64_t lo = 0, hi = 0;
+    rc = min_max(mine, &lo, &hi, "MPI_Allreduce (the newest global version)");
+    if (rc != ICKPT_OK)
+        return rc;
+    if (hi > lo + 1) {
         set_error("the ranks' newest global versions range from %llu to %llu, more than one "
                   "apart (rank %d has %llu): a rank's store under the job directory was lost, "
                   "replaced or damaged; nothing was discarded. Bring that store back, or start "
@@ -311,8 +355,6 @@ static ickpt_result settle_globals(uint64_t *newest, uint64_t *version) {
         return rc;
     st.global = lo;
     st.local = v;
-    *newest = lo;
-    *version = v;
     return ICKPT_OK;
 }
 
@@ -393,14 +435,14 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
         st.mode = ICKPT_MODE_ASYNC;
     else if (m != NULL && strcmp(m, "sync") == 0)
         st.mode = ICKPT_MODE_SYNC;
-    int modes[2] = {(int)st.mode, -(int)st.mode}, seen[2];
-    err = MPI_Allreduce(modes, seen, 2, MPI_INT, MPI_MIN, st.comm);
-    if (err != MPI_SUCCESS || seen[0] != -seen[1]) {
-        rc = err != MPI_SUCCESS ? mpi_error(err, "MPI_Allreduce (the ranks' modes)")
-                                : ICKPT_ERR_INVALID_ARGUMENT;
-        if (err == MPI_SUCCESS)
-            set_error("the ranks run different modes (sync and async): give every rank the same "
-                      "cfg.mode and ICKPT_MODE");
+    uint64_t lo_mode = 0, hi_mode = 0;
+    rc = min_max(st.mode, &lo_mode, &hi_mode, "MPI_Allreduce (the ranks' modes)");
+    if (rc == ICKPT_OK && lo_mode != hi_mode) {
+        set_error("the ranks run different modes (sync and async): give every rank the same "
+                  "cfg.mode and ICKPT_MODE");
+        rc = ICKPT_ERR_INVALID_ARGUMENT;
+    }
+    if (rc != ICKPT_OK) {
         ickpt_finalize();
         goto fail;
     }
@@ -408,8 +450,7 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
     /* Every rank starts from the same newest global version, with anything newer discarded,
      * whether or not the application then restores it: the next global number is then the
      * same everywhere, and no rank's stale record can outlive it. */
-    uint64_t newest = 0, version = 0;
-    rc = settle_globals(&newest, &version);
+    rc = settle_globals();
     if (rc != ICKPT_OK) {
         ickpt_finalize();
         goto fail;
@@ -523,22 +564,22 @@ ickpt_result ickpt_mpi_restore_latest(uint64_t *global, uint64_t *tag) {
     rc = agree(local);
     if (rc != ICKPT_OK)
         return rc;
-    uint64_t newest = 0, v = 0, t = 0;
-    rc = settle_globals(&newest, &v);
+    rc = settle_globals();
     if (rc != ICKPT_OK)
         return rc;
-    if (newest == 0) {
+    if (st.global == 0) {
         set_error("no global version to restore (a first run): not every rank of the job has "
                   "recorded one");
         return ICKPT_ERR_NOT_FOUND;
     }
-    local = local_error(ickpt_restore(v), "restoring");
+    uint64_t t = 0;
+    local = local_error(ickpt_restore(st.local), "restoring");
     if (local == ICKPT_OK)
-        local = local_error(ickpt_version_tag(v, &t), "reading the tag");
+        local = local_error(ickpt_version_tag(st.local, &t), "reading the tag");
     rc = agree(local);
     if (rc != ICKPT_OK)
         return rc;
-    *global = newest;
+    *global = st.global;
     *tag = t;
     return ICKPT_OK;
 }

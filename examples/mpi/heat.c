@@ -4,9 +4,11 @@
  * adoption. Killed at any moment and run again with the same ICKPT_DIR, heat_ickpt resumes
  * every rank from the same global version and prints the checksum an uninterrupted run does.
  *
- *   mpicc -O2 heat.c -o heat && mpirun -np 4 ./heat [STEPS [CELLS]]
+ * In this directory, with ickpt installed and PKG_CONFIG_PATH naming its pkgconfig directory
+ * (README.md; `--oversubscribe` is Open MPI's, for more ranks than cores):
+ *   mpicc -O2 heat.c -o heat && mpirun --oversubscribe -np 4 ./heat [STEPS [CELLS]]
  *   mpicc -O2 heat_ickpt.c -o heat_ickpt $(pkg-config --cflags --libs ickpt-mpi)
- *   ICKPT_DIR=$HOME/heat-job mpirun -np 4 ./heat_ickpt [STEPS [CELLS [EVERY]]]
+ *   ICKPT_DIR=$HOME/heat-job mpirun --oversubscribe -np 4 ./heat_ickpt [STEPS [CELLS [EVERY]]]
  *
  * Each rank owns CELLS cells of a rod (default 1,000,000) and exchanges one halo cell with
  * each neighbour per step, received into local variables rather than straight into the

@@ -3,9 +3,10 @@
 ! is the whole cost of adoption. The C pair (heat.c, heat_ickpt.c) computes the same rod and
 ! prints the same checksum.
 !
-!   mpif90 -O2 heat.f90 -o heat_f && mpirun -np 4 ./heat_f [STEPS [CELLS]]
+! In this directory, with ickpt installed and PKG_CONFIG_PATH naming its pkgconfig directory:
+!   mpif90 -O2 heat.f90 -o heat_f && mpirun --oversubscribe -np 4 ./heat_f [STEPS [CELLS]]
 !   mpif90 -O2 heat_ickpt.f90 -o heat_ickpt_f $(pkg-config --cflags --libs ickpt-mpi-fortran)
-!   ICKPT_DIR=$HOME/heat-job-f mpirun -np 4 ./heat_ickpt_f [STEPS [CELLS [EVERY]]]
+!   ICKPT_DIR=$HOME/heat-job-f mpirun --oversubscribe -np 4 ./heat_ickpt_f [STEPS [CELLS [EVERY]]]
 !
 ! The arrays are allocatable with `target`, so their addresses can be given to ickpt.
 program heat

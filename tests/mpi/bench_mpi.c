@@ -2,7 +2,7 @@
  * bench_mpi: what coordination adds to a checkpoint (make bench-mpi, docs/benchmarks.md).
  *
  *   bench_mpi checkpoint MIB PCT REPS   each rank protects MIB MiB of random bytes; each
- *       repetition rewrites PCT% of its pages (random ones, fresh random bytes) and takes a
+ *       repetition rewrites PCT% of its pages (distinct random ones, fresh random bytes) and takes a
  *       global checkpoint (ickpt_mpi_checkpoint), then rewrites as many and takes a local
  *       one (ickpt_checkpoint_tagged: the same commit without the agreement and the record),
  *       in alternating order. Both start after an MPI_Barrier and are timed on every rank;
@@ -42,12 +42,30 @@ static uint64_t next(void) {
     return z ^ (z >> 31);
 }
 
-/* Rewrite `n` random pages of `m` (`pages` pages) with fresh random bytes. */
-static void dirty(uint64_t *m, size_t pages, size_t n) {
+/* Rewrite `n` distinct random pages of `m` (`pages` pages) with fresh random bytes: the
+ * first n of a partial Fisher-Yates shuffle of `order` (the page numbers, kept between
+ * calls). */
+static void dirty(uint64_t *m, size_t *order, size_t pages, size_t n) {
     for (size_t k = 0; k < n; k++) {
-        uint64_t *p = m + (next() % pages) * 512;
+        size_t j = k + (size_t)(next() % (pages - k)), tmp = order[k];
+        order[k] = order[j];
+        order[j] = tmp;
+        uint64_t *p = m + order[k] * 512;
         for (int i = 0; i < 512; i++)
             p[i] = next();
+    }
+}
+
+/* The tracking backend ickpt runs, by name. */
+static const char *backend(void) {
+    ickpt_stats s;
+    if (ickpt_get_stats(&s) != ICKPT_OK)
+        return "unknown";
+    switch (s.backend) {
+    case ICKPT_BACKEND_MPROTECT: return "mprotect";
+    case ICKPT_BACKEND_UFFD: return "uffd";
+    case ICKPT_BACKEND_UFFD_ASYNC: return "uffd-async";
+    default: return "unknown";
     }
 }
 
@@ -83,7 +101,12 @@ static void *setup(size_t mib, size_t *pages) {
 static int checkpoint(size_t mib, int pct, int reps) {
     size_t pages;
     uint64_t *m = setup(mib, &pages);
-    dirty(m, pages, pages); /* all random */
+    size_t *order = malloc(pages * sizeof *order);
+    if (order == NULL)
+        die("malloc", ICKPT_ERR_IO, "out of memory");
+    for (size_t i = 0; i < pages; i++)
+        order[i] = i;
+    dirty(m, order, pages, pages); /* all random */
     ickpt_result r = ickpt_mpi_checkpoint(0);
     if (r != ICKPT_OK)
         die("first checkpoint", r, ickpt_mpi_last_error());
@@ -93,7 +116,7 @@ static int checkpoint(size_t mib, int pct, int reps) {
     for (int rep = 0; rep < reps; rep++) {
         for (int step = 0; step < 2; step++) {
             int coordinated = (step == 0) == (rep % 2 == 0);
-            dirty(m, pages, n);
+            dirty(m, order, pages, n);
             MPI_Barrier(MPI_COMM_WORLD);
             double t = now();
             if (coordinated) {
@@ -110,17 +133,19 @@ static int checkpoint(size_t mib, int pct, int reps) {
         }
         ratio[rep] = global[rep] / local[rep];
     }
+    const char *tracked_by = backend();
     ickpt_mpi_finalize();
     if (rank == 0) {
         printf("{\"what\": \"checkpoint\", \"ranks\": %d, \"mib_per_rank\": %zu, \"dirty_percent\": %d, "
-               "\"reps\": %d, \"ratios\": [",
-               size, mib, pct, reps);
+               "\"backend\": \"%s\", \"reps\": %d, \"ratios\": [",
+               size, mib, pct, tracked_by, reps);
         for (int i = 0; i < reps; i++)
             printf("%s%.4f", i ? ", " : "", ratio[i]);
         double mr = median(ratio, reps), mg = median(global, reps), ml = median(local, reps);
         printf("], \"median_ratio\": %.4f, \"global_ms\": %.3f, \"local_ms\": %.3f}\n", mr,
                mg * 1e3, ml * 1e3);
     }
+    free(order);
     free(global);
     free(local);
     free(ratio);

@@ -7,10 +7,14 @@
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    if (ickpt_mpi_init(MPI_COMM_WORLD, nullptr) != ICKPT_OK)
-        std::fprintf(stderr, "%s\n", ickpt_mpi_last_error());
-    else
-        ickpt_mpi_finalize();
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    bool ok = ickpt_mpi_init(MPI_COMM_WORLD, nullptr) == ICKPT_OK &&
+              ickpt_mpi_finalize() == ICKPT_OK;
+    if (!ok)
+        std::fprintf(stderr, "cxx_header: %s\n", ickpt_mpi_last_error());
+    else if (rank == 0)
+        std::printf("cxx_header: ok\n");
     MPI_Finalize();
-    return 0;
+    return ok ? 0 : 1;
 }

@@ -10,6 +10,10 @@
  *   protocol fresh STEPS PAGES like run, but starts from zeroed memory without restoring
  *                              (tags 1..STEPS continue the job's global numbering), after a
  *                              crash that left ranks' records one version apart.
+ *   protocol init              only init and finalize: prints "protocol: init: ok", or the
+ *                              failure (result and message) and exits 1 after MPI_Finalize
+ *                              (no MPI_Abort, whose teardown can lose the output), for the
+ *                              refusals tests/mpi/run.sh expects.
  *   protocol refused           init must fail with ICKPT_ERR_CORRUPT on every rank: a rank's
  *                              store was removed, so the ranks' records are too far apart.
  *   protocol fault             run with ICKPT_FAULT on one rank only: the first checkpoint
@@ -118,6 +122,20 @@ static int run(long steps, size_t pages, int restore) {
     return 0;
 }
 
+static int init_only(void) {
+    ickpt_result r = ickpt_mpi_init(MPI_COMM_WORLD, NULL);
+    if (r == ICKPT_OK)
+        r = ickpt_mpi_finalize();
+    if (r != ICKPT_OK) {
+        printf("protocol: init: rank %d: %s: %s\n", rank, ickpt_result_name(r), ickpt_mpi_last_error());
+        fflush(stdout);
+        return 1;
+    }
+    if (rank == 0)
+        printf("protocol: init: ok\n");
+    return 0;
+}
+
 static int refused(void) {
     ickpt_result r = ickpt_mpi_init(MPI_COMM_WORLD, NULL);
     CHECK(r == ICKPT_ERR_CORRUPT, "init gave %s", ickpt_result_name(r));
@@ -136,7 +154,8 @@ static int fault(void) {
     CHECK(r != ICKPT_OK && same_everywhere((uint64_t)r),
           "a checkpoint failing on one rank fails on every rank with one code (%s here)",
           ickpt_result_name(r));
-    CHECK(strstr(ickpt_mpi_last_error(), "rank ") != NULL, "the message names the rank");
+    /* Rank 0 is the one with the fault (tests/mpi/run.sh sets ICKPT_FAULT on it alone). */
+    CHECK(strstr(ickpt_mpi_last_error(), "rank 0:") != NULL, "the message names rank 0");
     size_t n = 99;
     CHECK(ickpt_list_versions(NULL, 0, &n) == ICKPT_OK && n == 0,
           "%zu version(s) left on this rank after the failed global one", n);
@@ -175,6 +194,8 @@ int main(int argc, char **argv) {
         rc = run(atol(argv[2]), (size_t)atol(argv[3]), 1);
     else if (argc == 4 && strcmp(argv[1], "fresh") == 0)
         rc = run(atol(argv[2]), (size_t)atol(argv[3]), 0);
+    else if (argc == 2 && strcmp(argv[1], "init") == 0)
+        rc = init_only();
     else if (argc == 2 && strcmp(argv[1], "refused") == 0)
         rc = refused();
     else if (argc == 2 && strcmp(argv[1], "fault") == 0)
@@ -182,7 +203,7 @@ int main(int argc, char **argv) {
     else if (argc == 2 && strcmp(argv[1], "misuse") == 0)
         rc = misuse();
     else if (rank == 0)
-        fprintf(stderr, "usage: protocol run|fresh STEPS PAGES | refused | fault | misuse\n");
+        fprintf(stderr, "usage: protocol run|fresh STEPS PAGES | init | refused | fault | misuse\n");
     MPI_Finalize();
     return rc;
 }

@@ -3,51 +3,45 @@
 # Runs examples/mpi/heat_ickpt.c on RANKS ranks (default 4) of MPI (openmpi or mpich,
 # default openmpi) over and over, SIGKILLing every process of the job at a random moment
 # (0.2 to 1.7 s after its start) KILLS times in all (default 100), every fifth run left to
-# finish; each time the job gets to the end, its checksum must equal the checkpoint-free
-# heat.c's, and the job directory is started afresh. Needs `tests/mpi/run.sh` to have built build/mpitests/MPI first. Prints a
-# summary line; exits 1 on any wrong checksum, failed restart or surviving process.
+# finish. Each run that gets to the end must print the checksum of the checkpoint-free
+# heat.c; then the job directory is started afresh. A killed run must print nothing, a run
+# left to finish must succeed. Needs `tests/mpi/run.sh` to have built build/mpitests/MPI
+# first. Prints a summary line; exits 1 on any wrong checksum, failed or hung run, or
+# surviving process.
 set -uo pipefail
 kills=${1:-100} impl=${2:-openmpi} n=${3:-4}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$root/tests/mpi/lib.sh"
+mpi_session_dir "$root/build/mpitests/tmp-soak-$impl"
 bin=$root/build/mpitests/$impl
+run=$(launcher_for "mpicc.$impl")
 steps=3000 cells=200000 every=50
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset ICKPT_FAULT ICKPT_MPI_CRASH ICKPT_MODE
 [ -x "$bin/heat_ickpt" ] || { echo "soak: run tests/mpi/run.sh first (no $bin/heat_ickpt)" >&2; exit 2; }
-mpi() {
-    case $impl in
-    openmpi) timeout -k 5 120 mpirun.openmpi --oversubscribe -np "$n" "$@" ;;
-    mpich) timeout -k 5 120 mpiexec.mpich -np "$n" "$@" ;;
-    esac
-}
-export -f mpi
-export impl n
-want=$(mpi "$bin/heat" $steps $cells | sed -n 's/.*checksum //p')
+want=$(mpi_run "$run" "$n" "$bin/heat" $steps $cells | sed -n 's/.*checksum //p')
+[ -n "$want" ] || { echo "soak: heat printed no checksum" >&2; exit 2; }
 export ICKPT_DIR=$root/build/mpitests/soak-$impl
 rm -rf "$ICKPT_DIR"
-mid=0 finished=0 bad=0 k=0 runs=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+mid=0 finished=0 bad=0 k=0 runs=0 resumed=0
 while [ $k -lt "$kills" ]; do
-    out=$(mktemp)
     runs=$((runs + 1))
+    [ "$(newest_global "$ICKPT_DIR")" -gt 0 ] && resumed=$((resumed + 1))
     if [ $((runs % 5)) -eq 0 ]; then
         # Every fifth run goes to the end unkilled, from wherever the kills left the job, so
         # the result is checked often whatever the MPI's start-up time.
-        mpi "$bin/heat_ickpt" $steps $cells $every >"$out" 2>&1
-    else
-        setsid bash -c 'mpi "$@"' _ "$bin/heat_ickpt" $steps $cells $every >"$out" 2>&1 &
-        pid=$!
-        disown "$pid" # reaped by the polling below; bash need not report the kill
-        sleep "$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.2 + rand() * 1.5 }')"
-        pkill -KILL -s "$pid" 2>/dev/null
-        for i in $(seq 50); do
-            pkill -KILL -f "^$bin/" 2>/dev/null
-            kill -0 "$pid" 2>/dev/null || pgrep -s "$pid" >/dev/null || pgrep -f "^$bin/" >/dev/null || break
-            sleep 0.1
-        done
-        if pgrep -f "^$bin/" >/dev/null; then
-            echo "soak: processes survived SIGKILL" >&2
-            exit 1
+        if ! mpi_run "$run" "$n" "$bin/heat_ickpt" $steps $cells $every >"$out" 2>&1; then
+            bad=$((bad + 1))
+            echo "soak: run $runs, left to finish, failed or hung: $(head -n3 "$out")" >&2
+            rm -rf "$ICKPT_DIR"
+            continue
         fi
+    else
+        setsid bash -c '"$@"' _ mpi_run "$run" "$n" "$bin/heat_ickpt" $steps $cells $every >"$out" 2>&1 &
+        pid=$!
+        sleep "$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.2 + rand() * 1.5 }')"
+        kill_session "$pid" "$bin/" || exit 1
         k=$((k + 1))
     fi
     got=$(sed -n 's/.*checksum //p' "$out")
@@ -65,7 +59,6 @@ while [ $k -lt "$kills" ]; do
     else
         mid=$((mid + 1))
     fi
-    rm -f "$out"
 done
-echo "soak: $impl, $n ranks: $kills kills ($mid mid-run), $runs runs, $finished reached the end (checksum checked), $bad wrong"
+echo "soak: $impl, $n ranks: $kills kills ($mid mid-run), $runs runs ($resumed started from a global version), $finished reached the end (checksum checked), $bad wrong"
 [ $bad -eq 0 ]
