@@ -17,7 +17,7 @@
 module ickpt
   use, intrinsic :: iso_c_binding
   implicit none
-  private :: dir_buffer
+  private :: dir_buffer, shared_dir_buffer, keep_c_string
 
   ! Result codes (ickpt_result in ickpt.h).
   integer(c_int), parameter :: ICKPT_OK = 0, ICKPT_ERR_INVALID_ARGUMENT = 1, &
@@ -31,7 +31,7 @@ module ickpt
        ICKPT_BACKEND_UFFD = 2, ICKPT_BACKEND_UFFD_ASYNC = 3
   integer(c_int32_t), parameter :: ICKPT_MODE_SYNC = 0, ICKPT_MODE_ASYNC = 1
 
-  ! ickpt_config, field for field (64 bytes, as in C).
+  ! ickpt_config, field for field (80 bytes, as in C).
   type, bind(C) :: ickpt_config
      integer(c_int32_t) :: struct_size, backend, full_every, keep_chains
      type(c_ptr) :: dir
@@ -39,10 +39,14 @@ module ickpt
      integer(c_int32_t) :: mode, flush_order
      integer(c_int64_t) :: cow_bytes
      integer(c_int32_t) :: granularity, acck_pieces_log2, huge_pages, reserved_padding
+     integer(c_int64_t) :: drain_bandwidth
+     type(c_ptr) :: shared_dir
   end type ickpt_config
 
   ! The directory ickpt_set_dir points a config at: it must outlive ickpt_init.
   character(kind=c_char, len=:), allocatable, target, save :: dir_buffer
+  ! The same for ickpt_set_shared_dir.
+  character(kind=c_char, len=:), allocatable, target, save :: shared_dir_buffer
 
   interface
      integer(c_int) function ickpt_config_init_sized(cfg, size) bind(C, name="ickpt_config_init_sized")
@@ -57,6 +61,9 @@ module ickpt
      integer(c_int) function ickpt_finalize() bind(C, name="ickpt_finalize")
        import :: c_int
      end function ickpt_finalize
+     integer(c_int) function ickpt_wait_drained() bind(C, name="ickpt_wait_drained")
+       import :: c_int
+     end function ickpt_wait_drained
      integer(c_int) function ickpt_protect(id, ptr, len) bind(C, name="ickpt_protect")
        import :: c_int, c_int64_t, c_ptr, c_size_t
        integer(c_int64_t), value :: id
@@ -129,9 +136,24 @@ contains
   subroutine ickpt_set_dir(cfg, dir)
     type(ickpt_config), intent(inout) :: cfg
     character(len=*), intent(in) :: dir
-    dir_buffer = trim(dir) // c_null_char
-    cfg%dir = c_loc(dir_buffer)
+    call keep_c_string(dir_buffer, dir, cfg%dir)
   end subroutine ickpt_set_dir
+
+  ! Point cfg%shared_dir at a copy of `dir` that lives as long as the program.
+  subroutine ickpt_set_shared_dir(cfg, dir)
+    type(ickpt_config), intent(inout) :: cfg
+    character(len=*), intent(in) :: dir
+    call keep_c_string(shared_dir_buffer, dir, cfg%shared_dir)
+  end subroutine ickpt_set_shared_dir
+
+  ! `s` as a C string in `buffer` (a module variable: it outlives ickpt_init), `p` at it.
+  subroutine keep_c_string(buffer, s, p)
+    character(kind=c_char, len=:), allocatable, target, intent(inout) :: buffer
+    character(len=*), intent(in) :: s
+    type(c_ptr), intent(out) :: p
+    buffer = trim(s) // c_null_char
+    p = c_loc(buffer)
+  end subroutine keep_c_string
 
   ! A C string as a Fortran one ("" for NULL).
   function from_c(p) result(s)

@@ -193,6 +193,19 @@ typedef struct ickpt_config {
    * ICKPT_HUGE_PAGES ("0"/"1") overrides.
    */
   uint32_t huge_pages;
+  /**
+   * Bytes per second the drain to `shared_dir` may use (e.g. 100 << 20); 0 means
+   * unlimited (the environment variable ICKPT_DRAIN_BANDWIDTH, e.g. "100M", sets it when
+   * this is 0).
+   */
+  uint64_t drain_bandwidth;
+  /**
+   * A shared directory (a parallel file system path, one per store) every committed
+   * version is copied to in the background; a restart whose `dir` lost its versions
+   * (another node) restores from there. NULL means the environment variable
+   * ICKPT_SHARED_DIR, or none. See ickpt_wait_drained.
+   */
+  const char *shared_dir;
 } ickpt_config;
 
 /**
@@ -368,9 +381,19 @@ enum ickpt_result ickpt_config_init_sized(struct ickpt_config *cfg, size_t size)
 enum ickpt_result ickpt_init(const struct ickpt_config *cfg);
 
 /**
- * Stop ickpt: a commit still running is finished, every region is unprotected and memory
- * from `ickpt_malloc` is released. ickpt is finalized even when this returns an error: the
- * error of an async commit that failed and was not reported yet.
+ * Wait until every version committed so far is durable on the shared tier too
+ * (`cfg->shared_dir`), after an async commit still running; ICKPT_OK at once without one.
+ * A shared tier that failed (full: ICKPT_ERR_NO_SPACE; unreachable: ICKPT_ERR_IO; another
+ * store's: ICKPT_ERR_NOT_A_STORE) fails this call, and ickpt_last_error() names it; the
+ * versions stay committed in `dir`, and the drain tries again at the next checkpoint.
+ */
+enum ickpt_result ickpt_wait_drained(void);
+
+/**
+ * Stop ickpt: a commit still running is finished, then the drain to the shared tier
+ * (`ickpt_wait_drained`), every region is unprotected and memory from `ickpt_malloc` is
+ * released. ickpt is finalized even when this returns an error: the error of an async
+ * commit that failed and was not reported yet, or of the drain.
  */
 enum ickpt_result ickpt_finalize(void);
 

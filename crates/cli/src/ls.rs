@@ -48,6 +48,17 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             .map(|r| r.global)
     };
     let newest = all.iter().rev().find(|v| v.restorable()).map(|v| v.version);
+    // With --shared: where each version's file is, fastest tier first.
+    let tiers = crate::tier_listing(s);
+    let held_by = |v: u64| -> Option<Vec<&'static str>> {
+        let name = ickpt::store::version_name(v);
+        tiers.as_ref().map(|t| {
+            t.iter()
+                .filter(|(_, names)| names.contains(&name))
+                .map(|(tier, _)| *tier)
+                .collect()
+        })
+    };
     let mut rows = Vec::new();
     let mut items = Vec::new();
     for (i, sv) in all.iter().enumerate() {
@@ -63,7 +74,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         };
         let Some(m) = &sv.summary else {
             items.push(json!({"version": v, "ok": false, "restorable": false,
-                              "status": status, "problem": problem}));
+                              "status": status, "problem": problem, "tiers": held_by(v)}));
             let what = sv
                 .problem
                 .as_ref()
@@ -86,7 +97,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             "created_unix_ns": h.created_unix_ns, "format_version": h.format_version,
             "stats": st.map(|s| stats_json(&s, after)),
             "ok": sv.restorable(), "restorable": sv.restorable(), "status": status,
-            "problem": problem,
+            "problem": problem, "tiers": held_by(v),
         }));
         let dash = || "-".to_string();
         rows.push(vec![
@@ -121,7 +132,8 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "dir": s.dir()?, "newest_restorable": newest, "versions": items,
+                "dir": s.dir()?, "shared": s.shared, "newest_restorable": newest,
+                "versions": items,
                 "newest_global": globals.last().map(|r| json!({"global": r.global, "version": r.version})),
                 "global_records_error": records_error,
             }))?
@@ -132,7 +144,16 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!("no versions in {}", s.dir()?.display());
         return Ok(ExitCode::SUCCESS);
     }
-    human::table(&COLUMNS, &rows);
+    // TIERS goes before STATUS, whose text may be long.
+    let mut columns = COLUMNS.to_vec();
+    if tiers.is_some() {
+        columns.insert(COLUMNS.len() - 1, "TIERS");
+        for (row, sv) in rows.iter_mut().zip(&all) {
+            let held = held_by(sv.version).unwrap_or_default();
+            row.insert(COLUMNS.len() - 1, held.join("+"));
+        }
+    }
+    human::table(&columns, &rows);
     let bad = all.iter().filter(|v| !v.restorable()).count();
     match newest {
         Some(n) => println!("newest restorable: {n}"),

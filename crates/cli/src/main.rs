@@ -11,6 +11,7 @@ mod verify;
 
 use clap::{Parser, Subcommand};
 use ickpt::read::catalog::Catalog;
+use ickpt::store::Store;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,6 +35,10 @@ struct StoreArgs {
     /// The checkpoint store directory.
     #[arg(long, env = "ICKPT_DIR")]
     dir: Option<PathBuf>,
+    /// The store's shared tier, where a drain copied its versions: read as one store with
+    /// --dir, each file from the first that holds an intact copy (--dir may be gone).
+    #[arg(long, env = "ICKPT_SHARED_DIR")]
+    shared: Option<PathBuf>,
     /// Set from the global `--json`.
     #[arg(skip)]
     json: bool,
@@ -148,8 +153,45 @@ impl StoreArgs {
     }
 }
 
-fn open_store(s: &StoreArgs) -> Result<ickpt::store::DirStore, Box<dyn std::error::Error>> {
-    Ok(ickpt::store::DirStore::open_read(s.dir()?)?)
+/// The store, or with `--shared` its tiers seen as one (`ickpt::store::TieredStore`): the
+/// local directory first, when it is there.
+fn open_store(s: &StoreArgs) -> Result<Box<dyn Store>, Box<dyn std::error::Error>> {
+    use ickpt::store::{DirStore, OpenError, Tier, TieredStore};
+    let local = DirStore::open_read(s.dir()?);
+    let Some(shared) = &s.shared else {
+        return Ok(Box::new(local?));
+    };
+    let mut tiers = Vec::new();
+    match local {
+        Ok(l) => tiers.push(Tier {
+            name: "local",
+            store: std::sync::Arc::new(l),
+        }),
+        // Another node: the job's local directory is not here.
+        Err(OpenError::Missing { .. } | OpenError::NoSuchDir { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    tiers.push(Tier {
+        name: "shared",
+        store: std::sync::Arc::new(DirStore::open_read(shared)?),
+    });
+    Ok(Box::new(TieredStore::new(tiers)))
+}
+
+/// With `--shared`, the names each tier holds, fastest first.
+fn tier_listing(s: &StoreArgs) -> Option<Vec<(&'static str, Vec<String>)>> {
+    use ickpt::store::DirStore;
+    let shared = s.shared.as_ref()?;
+    let list = |d: &std::path::Path| {
+        DirStore::open_read(d)
+            .ok()
+            .and_then(|st| st.list().ok())
+            .unwrap_or_default()
+    };
+    Some(vec![
+        ("local", s.dir.as_deref().map(list).unwrap_or_default()),
+        ("shared", list(shared)),
+    ])
 }
 
 /// The version named, or the newest one a restore accepts; versions passed over on the way

@@ -20,7 +20,11 @@ fn scratch(name: &str) -> Scratch {
 
 /// A store with versions 1 (full), 2, 3, 4 (increments). Returns region 1's bytes at each.
 fn make_store(dir: &Path) -> Vec<Vec<u8>> {
-    let e = Engine::open(Config::new(dir)).unwrap();
+    make_store_with(Config::new(dir))
+}
+
+fn make_store_with(cfg: Config) -> Vec<Vec<u8>> {
+    let e = Engine::open(cfg).unwrap();
     let p = e.alloc(1, PAGES * PS).unwrap();
     // SAFETY: alloc returned PAGES*PS bytes, live while `e` lives.
     let mem = unsafe { std::slice::from_raw_parts_mut(p, PAGES * PS) };
@@ -38,6 +42,7 @@ fn make_store(dir: &Path) -> Vec<Vec<u8>> {
         e.checkpoint().unwrap();
         snaps.push(mem.to_vec());
     }
+    e.wait_drained().unwrap();
     snaps
 }
 
@@ -46,6 +51,15 @@ fn ickpt(args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// `ickpt restore STORE_ARGS --region 1 --out OUT`, which must succeed.
+fn restore_region_1(store_args: &[&str], out: &Path) {
+    let mut args = vec!["restore"];
+    args.extend_from_slice(store_args);
+    args.extend(["--region", "1", "--out", out.to_str().unwrap()]);
+    let r = ickpt(&args);
+    assert!(r.status.success(), "{}", text(&r));
 }
 
 fn json(out: &Output) -> Value {
@@ -97,18 +111,8 @@ fn ls_inspect_verify_restore_on_a_healthy_store() {
 
     for (version, snap) in snaps.iter().enumerate() {
         let out = dir.join(format!("r{version}.bin"));
-        let r = ickpt(&[
-            "restore",
-            "--dir",
-            d,
-            "--version",
-            &(version + 1).to_string(),
-            "--region",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        assert!(r.status.success(), "{}", text(&r));
+        let v = (version + 1).to_string();
+        restore_region_1(&["--dir", d, "--version", &v], &out);
         assert!(
             std::fs::read(&out).unwrap() == *snap,
             "version {} restored wrong bytes",
@@ -126,6 +130,52 @@ fn ls_inspect_verify_restore_on_a_healthy_store() {
     ]);
     assert!(!r.status.success());
     assert!(text(&r).contains("no region 7"), "{}", text(&r));
+}
+
+#[test]
+fn with_shared_the_commands_read_both_tiers_and_show_where_each_version_is() {
+    let (dir, shared) = (scratch("tier-local"), scratch("tier-shared"));
+    let mut cfg = Config::new(&*dir);
+    cfg.shared_dir = Some(shared.to_path_buf());
+    let snaps = make_store_with(cfg);
+    let (d, sh) = (dir.to_str().unwrap(), shared.to_str().unwrap());
+    let tiers_of = |ls: &Value| -> Vec<Value> {
+        ls["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["tiers"].clone())
+            .collect()
+    };
+    let ls = json(&ickpt(&["ls", "--dir", d, "--shared", sh, "--json"]));
+    assert_eq!(
+        tiers_of(&ls),
+        vec![serde_json::json!(["local", "shared"]); 4]
+    );
+    let table = text(&ickpt(&["ls", "--dir", d, "--shared", sh]));
+    assert!(
+        table.contains("TIERS") && table.contains("local+shared"),
+        "{table}"
+    );
+
+    // The node is gone: everything is read from the shared tier.
+    std::fs::remove_dir_all(&*dir).unwrap();
+    let ls = json(&ickpt(&["ls", "--dir", d, "--shared", sh, "--json"]));
+    assert_eq!(tiers_of(&ls), vec![serde_json::json!(["shared"]); 4]);
+    assert_eq!(ls["newest_restorable"], 4);
+    let out = shared.join("r.bin");
+    restore_region_1(&["--dir", d, "--shared", sh], &out);
+    assert!(
+        std::fs::read(&out).unwrap() == snaps[3],
+        "restored wrong bytes"
+    );
+    std::fs::remove_file(&out).unwrap();
+    let v = ickpt(&["verify", "--dir", d, "--shared", sh]);
+    assert!(v.status.success(), "{}", text(&v));
+    // Damage in the only copy is found.
+    flip(&shared.join(version_name(1)), 4096 + 17);
+    let v = ickpt(&["verify", "--dir", d, "--shared", sh]);
+    assert_eq!(v.status.code(), Some(1), "{}", text(&v));
 }
 
 #[test]

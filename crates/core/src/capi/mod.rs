@@ -75,6 +75,8 @@ fn default_config() -> ickpt_config {
         granularity: ICKPT_GRANULARITY_PAGE,
         acck_pieces_log2: d.acck_pieces_log2,
         huge_pages: d.huge_pages as u32,
+        drain_bandwidth: 0,
+        shared_dir: std::ptr::null(),
     }
 }
 
@@ -177,7 +179,9 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         cow_bytes,
         granularity,
         acck_pieces_log2,
-        huge_pages
+        huge_pages,
+        drain_bandwidth,
+        shared_dir
     );
     Ok(c)
 }
@@ -237,26 +241,14 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             };
             c.cow_bytes = usize::try_from(cfg.cow_bytes)
                 .map_err(|_| setting("cfg->cow_bytes", cfg.cow_bytes))?;
-            if !cfg.dir.is_null() {
-                // SAFETY: non-NULL, and the contract says a NUL-terminated string.
-                let s = unsafe { CStr::from_ptr(cfg.dir) };
-                dir = Some(
-                    s.to_str()
-                        .map_err(|_| {
-                            SettingError::new(
-                                "cfg->dir",
-                                format!("{:?}", s.to_string_lossy()),
-                                "a path in UTF-8",
-                            )
-                        })?
-                        .to_owned(),
-                );
-            }
+            dir = c_path("cfg->dir", cfg.dir)?;
+            c.shared_dir = c_path("cfg->shared_dir", cfg.shared_dir)?;
+            c.drain_bandwidth = (cfg.drain_bandwidth != 0).then_some(cfg.drain_bandwidth);
         }
         // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never
         // fails on a variable it does not use.
         let dir = match dir {
-            Some(d) => Some(std::path::PathBuf::from(d)),
+            Some(d) => Some(d),
             None => crate::config::env::dir()?,
         };
         c.dir = dir.filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| {
@@ -271,9 +263,37 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
     })
 }
 
-/// Stop ickpt: a commit still running is finished, every region is unprotected and memory
-/// from `ickpt_malloc` is released. ickpt is finalized even when this returns an error: the
-/// error of an async commit that failed and was not reported yet.
+/// A path field of `ickpt_config`: None for NULL, else its string, which must be UTF-8.
+fn c_path(field: &'static str, p: *const c_char) -> Result<Option<std::path::PathBuf>, Error> {
+    if p.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-NULL, and the contract says a NUL-terminated string.
+    let s = unsafe { CStr::from_ptr(p) };
+    let s = s.to_str().map_err(|_| {
+        SettingError::new(
+            field,
+            format!("{:?}", s.to_string_lossy()),
+            "a path in UTF-8",
+        )
+    })?;
+    Ok(Some(s.into()))
+}
+
+/// Wait until every version committed so far is durable on the shared tier too
+/// (`cfg->shared_dir`), after an async commit still running; ICKPT_OK at once without one.
+/// A shared tier that failed (full: ICKPT_ERR_NO_SPACE; unreachable: ICKPT_ERR_IO; another
+/// store's: ICKPT_ERR_NOT_A_STORE) fails this call, and ickpt_last_error() names it; the
+/// versions stay committed in `dir`, and the drain tries again at the next checkpoint.
+#[no_mangle]
+pub extern "C" fn ickpt_wait_drained() -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.wait_drained()))
+}
+
+/// Stop ickpt: a commit still running is finished, then the drain to the shared tier
+/// (`ickpt_wait_drained`), every region is unprotected and memory from `ickpt_malloc` is
+/// released. ickpt is finalized even when this returns an error: the error of an async
+/// commit that failed and was not reported yet, or of the drain.
 #[no_mangle]
 pub extern "C" fn ickpt_finalize() -> ickpt_result {
     guard(|| {
@@ -283,8 +303,10 @@ pub extern "C" fn ickpt_finalize() -> ickpt_result {
                 // A commit still running is finished first; if it (or an earlier one no
                 // call has reported yet) failed, say so, after finalizing all the same.
                 let last = e.wait();
+                let drained = e.wait_drained();
                 drop(e);
-                Ok(last.map(drop)?)
+                last?;
+                drained
             }
             Some(inherited) => {
                 std::mem::forget(inherited);

@@ -2,8 +2,8 @@
 
 use crate::engine::{CheckpointInfo, Stats};
 use crate::error::{
-    CheckpointError, Error, FileError, GlobalError, InitError, ProtectError, RangeProblem,
-    ReadError, RegionError, RestoreError,
+    CheckpointError, DrainError, Error, FileError, GcError, GlobalError, InitError, ProtectError,
+    RangeProblem, ReadError, RegionError, RestoreError,
 };
 use crate::store::dir::OpenError;
 use crate::track::TrackError;
@@ -111,6 +111,15 @@ pub struct ickpt_config {
     /// Adaptive granularity turns released 2 MiB-aligned spans into huge pages (default 1);
     /// ICKPT_HUGE_PAGES ("0"/"1") overrides.
     pub huge_pages: u32,
+    /// Bytes per second the drain to `shared_dir` may use (e.g. 100 << 20); 0 means
+    /// unlimited (the environment variable ICKPT_DRAIN_BANDWIDTH, e.g. "100M", sets it when
+    /// this is 0).
+    pub drain_bandwidth: u64,
+    /// A shared directory (a parallel file system path, one per store) every committed
+    /// version is copied to in the background; a restart whose `dir` lost its versions
+    /// (another node) restores from there. NULL means the environment variable
+    /// ICKPT_SHARED_DIR, or none. See ickpt_wait_drained.
+    pub shared_dir: *const c_char,
 }
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
@@ -308,6 +317,7 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Restore(e) => restore_code(e),
         Error::Read(e) => read_code(e),
         Error::Global(e) => global_code(e),
+        Error::Drain(e) => drain_code(e),
         Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
@@ -322,6 +332,22 @@ fn init_code(e: &InitError) -> ickpt_result {
         InitError::File(e) => file_code(e),
         InitError::Read(e) => read_code(e),
         InitError::Tracking(e) => track_code(e),
+        InitError::Tier(e) => drain_code(e),
+    }
+}
+
+fn drain_code(e: &DrainError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        DrainError::File { source, .. } => file_code(source),
+        DrainError::Collect { source, .. } => match &**source {
+            GcError::Read(e) => read_code(e),
+            GcError::File(e) => file_code(e),
+            GcError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+        },
+        // A directory holding another store's versions, as with the store's own.
+        DrainError::Foreign { .. } => ICKPT_ERR_NOT_A_STORE,
+        DrainError::Stopped => ICKPT_ERR_IO,
     }
 }
 

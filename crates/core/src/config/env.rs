@@ -65,6 +65,8 @@ pub(crate) struct Overrides {
     pub huge_pages: Option<bool>,
     pub flush_order: Option<FlushOrder>,
     pub bandwidth: Option<u64>,
+    pub shared_dir: Option<PathBuf>,
+    pub drain_bandwidth: Option<u64>,
 }
 
 impl Overrides {
@@ -96,6 +98,14 @@ impl Overrides {
             bandwidth: parsed(
                 "ICKPT_BANDWIDTH",
                 "bytes per second, e.g. 200M (0: unlimited)",
+                parse_size,
+            )?,
+            shared_dir: var("ICKPT_SHARED_DIR")?
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from),
+            drain_bandwidth: parsed(
+                "ICKPT_DRAIN_BANDWIDTH",
+                "bytes per second, e.g. 100M (0: unlimited)",
                 parse_size,
             )?,
         })

@@ -78,6 +78,15 @@ pub struct Config {
     pub acck_pieces_log2: u32,
     /// ACCK makes released 2 MiB-aligned spans huge pages. `ICKPT_HUGE_PAGES` overrides.
     pub huge_pages: bool,
+    /// A second tier (paper 002's shared storage: a parallel file system path): a drain
+    /// thread copies every committed version there in the background, and a restart whose
+    /// `dir` lost them (another node) reads them from there. `ICKPT_SHARED_DIR` sets it when
+    /// the program does not.
+    pub shared_dir: Option<PathBuf>,
+    /// The drain's bytes per second, so it leaves the application's network and file system
+    /// alone; None or 0: unlimited. `ICKPT_DRAIN_BANDWIDTH` (e.g. `100M`) sets it when the
+    /// program does not.
+    pub drain_bandwidth: Option<u64>,
 }
 
 /// The largest copy-on-write buffer ickpt accepts.
@@ -100,6 +109,8 @@ impl Config {
             granularity: Granularity::Page,
             acck_pieces_log2: 6,
             huge_pages: true,
+            shared_dir: None,
+            drain_bandwidth: None,
         }
     }
 
@@ -122,6 +133,8 @@ impl Config {
         c.flush_order = o.flush_order.unwrap_or(c.flush_order);
         // A program's own bandwidth wins over the variable.
         c.bandwidth = c.bandwidth.or(o.bandwidth);
+        c.shared_dir = c.shared_dir.or(o.shared_dir);
+        c.drain_bandwidth = c.drain_bandwidth.or(o.drain_bandwidth);
         let test = TestSwitches::read()?;
         c.check()?;
         Ok((c, test))
@@ -143,6 +156,13 @@ impl Config {
             if v == 0 {
                 return Err(SettingError::new(name, "0", "at least 1"));
             }
+        }
+        if self.shared_dir.as_ref() == Some(&self.dir) {
+            return Err(SettingError::new(
+                "shared_dir",
+                self.dir.display().to_string(),
+                "a directory other than the store's own",
+            ));
         }
         // Sized into slots before anything is mapped: a value near 2^64 would overflow that
         // sum rather than fail to map with a message naming the setting.

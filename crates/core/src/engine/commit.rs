@@ -4,6 +4,7 @@
 //! committer thread (async) or on the caller (sync); the fault path competes for the same
 //! pages through the protocol (`track/protocol`).
 
+use super::drain::TierDrain;
 use super::sink::{batch_bytes, Handoff, Sink, THREAD_MIN_BATCHES};
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
@@ -54,6 +55,8 @@ pub(crate) struct Job {
     pub write_thread: bool,
     /// Counts batches the commit waited for the store to take (`Stats::commit_stalls`).
     pub stalls: Arc<AtomicU64>,
+    /// Told of the version once committed; None without lower tiers.
+    pub tiers: Option<Arc<TierDrain>>,
 }
 
 /// What a finished commit hands back to the engine.
@@ -94,6 +97,7 @@ pub(super) fn run(job: Job) -> Outcome {
         lift_behind,
         write_thread,
         stalls,
+        tiers,
     } = job;
     let drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
@@ -227,6 +231,7 @@ pub(super) fn run(job: Job) -> Outcome {
                     &Catalog::with_identity(&*store, Some(store_id)),
                     keep_chains,
                     Some(version),
+                    tiers.as_ref().map_or(u64::MAX, |t| t.drained()),
                 );
                 phases.gc = t.elapsed();
             }
@@ -244,6 +249,9 @@ pub(super) fn run(job: Job) -> Outcome {
         });
         if result.is_ok() {
             drain.committed();
+            if let Some(t) = &tiers {
+                t.committed();
+            }
         }
         (result, raced)
     });

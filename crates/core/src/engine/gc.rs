@@ -12,7 +12,12 @@ impl Engine {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
         let head = st.head.map(|h| h.version);
-        collect(&self.catalog(), self.cfg.keep_chains, head)
+        collect(
+            &self.catalog(),
+            self.cfg.keep_chains,
+            head,
+            self.undrained_after(),
+        )
     }
 }
 
@@ -23,11 +28,13 @@ impl Engine {
 /// checkpoint increments) is always kept: after a restore fell back past a newer chain whose
 /// pages turned out damaged, that older chain is the engine's own. So are the chains of the
 /// versions the newest two global records name (`global.rs`): a restart of the job may need
-/// either.
+/// either. So are the chains of versions numbered above `undrained_after`: the drain has not
+/// copied them to every lower tier yet (`drain.rs`; `u64::MAX` when there is no lower tier).
 pub(super) fn collect(
     catalog: &Catalog<'_>,
     keep_chains: u32,
-    head: Option<u64>,
+    head: impl IntoIterator<Item = u64>,
+    undrained_after: u64,
 ) -> Result<Vec<u64>, GcError> {
     let known: Vec<_> = catalog
         .survey(None)?
@@ -40,6 +47,7 @@ pub(super) fn collect(
     let store = catalog.store();
     let mut keep = crate::read::global_records::kept_versions(catalog)?;
     keep.extend(head);
+    keep.extend(known.iter().map(|k| k.0).filter(|&v| v > undrained_after));
     let doomed = policy::collectable(&known, keep_chains, &keep);
     for &v in &doomed {
         remove(store, &version_name(v))?;

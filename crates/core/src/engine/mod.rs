@@ -6,6 +6,7 @@
 
 mod checkpoint;
 mod commit;
+mod drain;
 mod gc;
 mod global;
 mod pending;
@@ -20,12 +21,14 @@ pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 use crate::config::env::{CommitSwitches, TestSwitches};
 use crate::config::Config;
 use crate::error::{
-    CheckpointError, FileError, ForkedChild, InitError, ProtectError, RangeProblem, RegionError,
+    CheckpointError, DrainError, FileError, ForkedChild, InitError, ProtectError, RangeProblem,
+    RegionError,
 };
 use crate::policy::Head;
 use crate::read::catalog;
 use crate::store::{
-    DirStore, FaultPlan, FaultTarget, FaultyStore, RealFs, Store, StoreId, ThrottledStore,
+    DirStore, FaultPlan, FaultTarget, FaultyStore, RealFs, Store, StoreId, ThrottledStore, Tier,
+    TieredStore,
 };
 use crate::sys::mem::{Mapping, TrackedPages};
 use crate::sys::page_size;
@@ -81,6 +84,10 @@ pub struct Engine {
     /// Batches commits waited for the store to take (`Stats::commit_stalls`), counted by the
     /// commit as it runs.
     stalls: Arc<std::sync::atomic::AtomicU64>,
+    /// Copies committed versions down the tiers; None without a lower tier.
+    drain: Option<Arc<drain::TierDrain>>,
+    /// The engine's store when it has lower tiers, for restores to blame a damaged copy.
+    tiered: Option<Arc<TieredStore>>,
     /// The process that opened it: a child forked from it inherits the engine but must not
     /// write into its parent's store, nor wait for threads that did not come along.
     pid: u32,
@@ -102,7 +109,94 @@ impl Engine {
             plan.arm_for(f, target);
             store = Box::new(FaultyStore::new(store, plan));
         }
-        Self::start(cfg, &test, Arc::from(store))
+        let mut lower = Vec::new();
+        if let Some(shared) = &cfg.shared_dir {
+            lower.push(Tier {
+                name: "shared",
+                store: Arc::new(DirStore::open_write_on(&RealFs, shared, test.rename)?),
+            });
+        }
+        Self::start_tiered(cfg, &test, Arc::from(store), lower)
+    }
+
+    /// An engine whose commits land in `first` and are drained to each of `lower` in turn
+    /// (tests give stores with faults).
+    pub fn with_tiers(
+        cfg: Config,
+        first: Arc<dyn Store>,
+        lower: Vec<Tier>,
+    ) -> Result<Engine, InitError> {
+        let (cfg, test) = Config::from_env(cfg)?;
+        Self::start_tiered(cfg, &test, first, lower)
+    }
+
+    fn start_tiered(
+        cfg: Config,
+        test: &TestSwitches,
+        first: Arc<dyn Store>,
+        lower: Vec<Tier>,
+    ) -> Result<Engine, InitError> {
+        if lower.is_empty() {
+            return Self::start(cfg, test, first);
+        }
+        // A new node's empty directory takes the identity of the store it continues.
+        let io = |s: &dyn Store, op, e| FileError::new(s.describe(""), op, e);
+        let mut own = first
+            .identity()
+            .map_err(|e| io(&*first, "reading the store's identity", e))?;
+        for t in &lower {
+            let theirs = t
+                .store
+                .identity()
+                .map_err(|e| io(&*t.store, "reading the store's identity", e))?;
+            match (own, theirs) {
+                (None, Some(id)) => {
+                    first
+                        .set_identity(id)
+                        .map_err(|e| io(&*first, "recording the store's identity", e))?;
+                    own = Some(id);
+                }
+                (Some(own), Some(found)) if own != found => {
+                    return Err(DrainError::Foreign {
+                        tier: t.name,
+                        dir: t.store.describe(""),
+                        found,
+                        own,
+                    }
+                    .into())
+                }
+                _ => {}
+            }
+        }
+        // 0 means unlimited, as in ickpt_config.
+        let lower: Vec<Tier> = match cfg.drain_bandwidth.filter(|&b| b > 0) {
+            Some(rate) => lower
+                .into_iter()
+                .map(|t| Tier {
+                    name: t.name,
+                    store: Arc::new(ThrottledStore::new(t.store, rate)),
+                })
+                .collect(),
+            None => lower,
+        };
+        let mut tiers = vec![Tier {
+            name: "local",
+            store: first.clone(),
+        }];
+        tiers.extend(lower.iter().cloned());
+        let tiered = Arc::new(TieredStore::new(tiers));
+        let mut engine = Self::start(cfg, test, tiered.clone())?;
+        let drain = drain::TierDrain::start(first, lower, engine.id, engine.cfg.keep_chains)
+            .map_err(|e| {
+                InitError::File(FileError::new(
+                    "ickpt-drain",
+                    "starting the drain thread",
+                    e,
+                ))
+            })?;
+        engine.drain = Some(Arc::new(drain));
+        engine.tiered = Some(tiered);
+        Ok(engine)
     }
 
     /// An engine over any store (tests use this to inject faults).
@@ -153,6 +247,8 @@ impl Engine {
         let staging = sink::staging_buffer(page_size(), switches.write_thread)
             .map_err(track::TrackError::OwnAlloc)?;
         Ok(Engine {
+            drain: None,
+            tiered: None,
             switches,
             stalls: Arc::default(),
             huge_worker,
@@ -417,6 +513,8 @@ impl Drop for Engine {
             let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
             std::mem::forget(st.pending.take());
             std::mem::forget(self.huge_worker.take());
+            std::mem::forget(self.drain.take());
+            std::mem::forget(self.tiered.take());
             std::mem::forget(self.store.clone());
             for slot in st.regions.values_mut() {
                 let _ = self.tracker.detach(&slot.tr);
@@ -431,6 +529,10 @@ impl Drop for Engine {
         }
         let mut st = std::mem::take(self.state.get_mut().unwrap_or_else(|e| e.into_inner()));
         self.settle(&mut st);
+        // What is left undrained is copied at the next start (`ickpt_finalize` waits for it).
+        if let Some(d) = self.drain.take() {
+            d.stop();
+        }
         for (_, slot) in std::mem::take(&mut st.regions) {
             let _ = self.tracker.detach(&slot.tr);
             // Mappings from `alloc` are released with the engine (documented in

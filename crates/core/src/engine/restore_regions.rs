@@ -15,7 +15,18 @@ impl Engine {
     /// Restore every protected region from `version`. The regions protected now must be
     /// exactly the regions of that version, with the same lengths; this is checked before
     /// any byte is written. Afterwards the next checkpoint is an increment of `version`.
+    ///
+    /// With lower tiers, a file found damaged is read again from another tier's copy.
     pub fn restore(&self, version: u64) -> Result<RestoreInfo, RestoreError> {
+        loop {
+            match self.restore_once(version) {
+                Err(RestoreError::Read(e)) if e.is_damage() && self.blame(e.file()) => {}
+                r => return r,
+            }
+        }
+    }
+
+    fn restore_once(&self, version: u64) -> Result<RestoreInfo, RestoreError> {
         let started = Instant::now();
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);

@@ -194,6 +194,7 @@ impl Engine {
             lift_behind: !self.switches.fence_whole,
             write_thread: self.switches.write_thread,
             stalls: self.stalls.clone(),
+            tiers: self.drain.clone(),
         })
     }
 

@@ -1,7 +1,7 @@
 //! Opening an engine (`ickpt_init`): the settings, the store directory, its versions and
 //! the write tracker.
 
-use super::{FileError, ReadError};
+use super::{DrainError, FileError, ReadError};
 use crate::config::SettingError;
 use crate::store::dir::OpenError;
 use crate::track::TrackError;
@@ -21,4 +21,7 @@ pub enum InitError {
     Read(#[from] ReadError),
     #[error("starting write tracking: {0}")]
     Tracking(#[from] TrackError),
+    /// A lower tier that belongs to another store, or the drain thread not starting.
+    #[error(transparent)]
+    Tier(#[from] DrainError),
 }

@@ -7,6 +7,7 @@
 //! (`capi::types::code_of`, documented in `docs/abi.md`).
 
 mod checkpoint;
+mod drain;
 mod file;
 mod gc;
 mod global;
@@ -17,6 +18,7 @@ mod region;
 mod restore;
 
 pub use checkpoint::CheckpointError;
+pub use drain::DrainError;
 pub use file::FileError;
 pub use gc::GcError;
 pub use global::GlobalError;
@@ -52,6 +54,8 @@ pub enum Error {
     Read(#[from] ReadError),
     #[error(transparent)]
     Global(#[from] GlobalError),
+    #[error(transparent)]
+    Drain(#[from] DrainError),
     /// A configuration field ickpt cannot use.
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),

@@ -67,6 +67,19 @@ impl ReadError {
         )
     }
 
+    /// The file the error is about, as the store described it; None when it is about a
+    /// store or a version rather than a file.
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            ReadError::Corrupt { file, .. }
+            | ReadError::Foreign { file, .. }
+            | ReadError::File(FileError::Io { file, .. } | FileError::NoSpace { file }) => {
+                Some(file)
+            }
+            _ => None,
+        }
+    }
+
     /// `op` on `file` failed with `source`.
     pub fn io(file: impl Into<String>, op: &'static str, source: io::Error) -> ReadError {
         ReadError::File(FileError::new(file, op, source))

@@ -34,6 +34,7 @@ mod open_error;
 mod publish;
 mod real_fs;
 mod throttled;
+mod tiered;
 
 pub use crash_fs::{CrashFs, CrashOptions};
 pub use dir::{DirStore, OpenError, MARKER};
@@ -44,6 +45,7 @@ pub use publish::{RenameMode, RENAME_VAR};
 pub use real_fs::RealFs;
 use std::io;
 pub use throttled::{parse_size, ThrottledStore, TokenBucket};
+pub use tiered::{Tier, TieredStore};
 
 /// A flat namespace of immutable objects, each created whole and then committed atomically.
 pub trait Store: Send + Sync {
@@ -109,29 +111,36 @@ impl std::fmt::Display for StoreId {
     }
 }
 
-impl Store for Box<dyn Store> {
-    fn describe(&self, name: &str) -> String {
-        (**self).describe(name)
-    }
-    fn list(&self) -> io::Result<Vec<String>> {
-        (**self).list()
-    }
-    fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
-        (**self).open(name)
-    }
-    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
-        (**self).create(name)
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        (**self).remove(name)
-    }
-    fn identity(&self) -> io::Result<Option<StoreId>> {
-        (**self).identity()
-    }
-    fn set_identity(&self, id: StoreId) -> io::Result<()> {
-        (**self).set_identity(id)
-    }
+/// A boxed or shared store is a store.
+macro_rules! store_behind_pointer {
+    ($ptr:ty) => {
+        impl Store for $ptr {
+            fn describe(&self, name: &str) -> String {
+                (**self).describe(name)
+            }
+            fn list(&self) -> io::Result<Vec<String>> {
+                (**self).list()
+            }
+            fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
+                (**self).open(name)
+            }
+            fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
+                (**self).create(name)
+            }
+            fn remove(&self, name: &str) -> io::Result<()> {
+                (**self).remove(name)
+            }
+            fn identity(&self) -> io::Result<Option<StoreId>> {
+                (**self).identity()
+            }
+            fn set_identity(&self, id: StoreId) -> io::Result<()> {
+                (**self).set_identity(id)
+            }
+        }
+    };
 }
+store_behind_pointer!(Box<dyn Store>);
+store_behind_pointer!(std::sync::Arc<dyn Store>);
 
 /// A committed object, read by offset.
 pub trait StoreFile: ReadAt + Send + Sync {

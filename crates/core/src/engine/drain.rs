@@ -1,0 +1,340 @@
+//! The drain: a thread that copies committed versions from the first tier (node-local) down
+//! to the lower ones (shared storage), in the background, at a bounded bandwidth (paper
+//! 002: "after local checkpointing, files will be asynchronously copied to shared storage").
+//!
+//! It works by listing, not by a queue: each round copies every version file, then every
+//! global-commit record, that the first tier holds and a lower tier lacks, oldest first.
+//! So it needs no state of its own to resume after a restart, and commit order is kept. A
+//! copy becomes visible on a tier only whole (the tier's writer commits it atomically).
+//! The application never waits for it: a commit only raises a flag. Versions not yet on
+//! every tier are kept by the first tier's garbage collection (`gc.rs`); each lower tier's
+//! superseded chains are collected by the drain, after its copies.
+
+use super::gc;
+use crate::error::{CheckpointError, DrainError, FileError};
+use crate::read::catalog::Catalog;
+use crate::store::{parse_version_name, Store, StoreId, Tier, TieredStore};
+use ickpt_format::parse_global_name;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Bytes a copy moves per read and write; a closing engine waits for at most one chunk at
+/// the drain's bandwidth.
+const CHUNK: usize = 256 << 10;
+
+pub(crate) struct TierDrain {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    first: Arc<dyn Store>,
+    lower: Vec<Tier>,
+    id: StoreId,
+    keep_chains: u32,
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Read between chunks: a closing engine abandons the copy under way (its tier never
+    /// sees a partial file) instead of waiting for it at the drain's bandwidth.
+    stop: AtomicBool,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every version up to this one that the first tier held when a round began is on every
+    /// lower tier.
+    drained: u64,
+    requested: bool,
+    started: u64,
+    finished: u64,
+    /// The last round's failure, cleared by a round that succeeds.
+    error: Option<DrainError>,
+}
+
+impl TierDrain {
+    /// Start the thread, which at once runs a round: what an earlier run left undrained goes
+    /// first.
+    pub(crate) fn start(
+        first: Arc<dyn Store>,
+        lower: Vec<Tier>,
+        id: StoreId,
+        keep_chains: u32,
+    ) -> std::io::Result<TierDrain> {
+        let shared = Arc::new(Shared {
+            first,
+            lower,
+            id,
+            keep_chains,
+            state: Mutex::new(State {
+                requested: true,
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ickpt-drain".into())
+            .spawn(move || s.run())?;
+        Ok(TierDrain {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// A version was committed on the first tier: drain it (returns at once).
+    pub(crate) fn committed(&self) {
+        let mut st = self.shared.lock();
+        st.requested = true;
+        self.shared.changed.notify_all();
+    }
+
+    /// Every version up to this one is on every lower tier (as far as the drain knows).
+    pub(crate) fn drained(&self) -> u64 {
+        self.shared.lock().drained
+    }
+
+    /// Run a round that starts after this call, and wait for it: Ok when every version the
+    /// first tier holds now is on every lower tier, else why not.
+    pub(crate) fn wait(&self) -> Result<(), DrainError> {
+        let s = &self.shared;
+        let newest = s.newest_first()?;
+        let mut st = s.lock();
+        if st.drained >= newest {
+            return Ok(());
+        }
+        st.requested = true;
+        // A round under way may have listed the first tier before the last commit.
+        let ticket = st.started + 1;
+        s.changed.notify_all();
+        let st = s
+            .changed
+            .wait_while(st, |st| {
+                st.finished < ticket && !s.stop.load(Ordering::Relaxed)
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        if st.drained >= newest {
+            Ok(())
+        } else {
+            Err(st.error.clone().unwrap_or(DrainError::Stopped))
+        }
+    }
+
+    /// Stop the thread: a copy under way is abandoned, what is left is drained at the next
+    /// start.
+    pub(crate) fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.changed.notify_all();
+        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for TierDrain {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn run(&self) {
+        loop {
+            let mut st = self
+                .changed
+                .wait_while(self.lock(), |st| {
+                    !st.requested && !self.stop.load(Ordering::Relaxed)
+                })
+                .unwrap_or_else(|e| e.into_inner());
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            st.requested = false;
+            st.started += 1;
+            drop(st);
+            let result = self.round();
+            let mut st = self.lock();
+            st.finished += 1;
+            match result {
+                Ok(newest) => {
+                    st.drained = st.drained.max(newest);
+                    st.error = None;
+                }
+                Err(e) => st.error = Some(e),
+            }
+            self.changed.notify_all();
+        }
+    }
+
+    /// The newest version file on the first tier (0: none).
+    fn newest_first(&self) -> Result<u64, DrainError> {
+        let names = self.list_first()?;
+        Ok(names
+            .iter()
+            .filter_map(|n| parse_version_name(n))
+            .max()
+            .unwrap_or(0))
+    }
+
+    fn list_first(&self) -> Result<Vec<String>, DrainError> {
+        self.first.list().map_err(|e| {
+            DrainError::file("local", FileError::new(self.first.describe(""), "list", e))
+        })
+    }
+
+    /// One pass over the lower tiers. Returns the newest version the first tier held when
+    /// the round began, all of which are now on every tier.
+    fn round(&self) -> Result<u64, DrainError> {
+        let names = self.list_first()?;
+        let mut versions: Vec<(u64, &String)> = names
+            .iter()
+            .filter_map(|n| parse_version_name(n).map(|v| (v, n)))
+            .collect();
+        versions.sort_unstable();
+        let mut records: Vec<(u64, &String)> = names
+            .iter()
+            .filter_map(|n| parse_global_name(n).map(|g| (g, n)))
+            .collect();
+        records.sort_unstable();
+        let newest = versions.last().map_or(0, |v| v.0);
+        for tier in &self.lower {
+            self.fill(tier, &versions, &records, newest)?;
+        }
+        Ok(newest)
+    }
+
+    /// Copy what `tier` lacks, then collect its superseded chains.
+    fn fill(
+        &self,
+        tier: &Tier,
+        versions: &[(u64, &String)],
+        records: &[(u64, &String)],
+        newest: u64,
+    ) -> Result<(), DrainError> {
+        let store = &*tier.store;
+        let io = |op, name: &str, e| {
+            DrainError::file(tier.name, FileError::new(store.describe(name), op, e))
+        };
+        match store
+            .identity()
+            .map_err(|e| io("reading the store's identity", "", e))?
+        {
+            None => store
+                .set_identity(self.id)
+                .map_err(|e| io("recording the store's identity", "", e))?,
+            Some(found) if found != self.id => {
+                return Err(DrainError::Foreign {
+                    tier: tier.name,
+                    dir: store.describe(""),
+                    found,
+                    own: self.id,
+                })
+            }
+            Some(_) => {}
+        }
+        let held: HashSet<String> = store
+            .list()
+            .map_err(|e| io("list", "", e))?
+            .into_iter()
+            .collect();
+        for (_, name) in versions.iter().chain(records) {
+            if !held.contains(name.as_str()) {
+                self.copy(tier, name)?;
+            }
+        }
+        let catalog = Catalog::with_identity(store, Some(self.id));
+        gc::collect(&catalog, self.keep_chains, [newest], u64::MAX)
+            .map_err(|e| DrainError::collect(tier.name, e))?;
+        // Records the first tier dropped (it keeps the newest two) go too, once older than
+        // every record it still holds.
+        if let Some(&(oldest_kept, _)) = records.first() {
+            for name in &held {
+                if parse_global_name(name).is_some_and(|g| g < oldest_kept) {
+                    gc::remove(store, name).map_err(|e| DrainError::file(tier.name, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy `name` whole from the first tier to `tier`. A file the first tier removed
+    /// meanwhile (collected) is passed over.
+    fn copy(&self, tier: &Tier, name: &str) -> Result<(), DrainError> {
+        let from =
+            |op, e| DrainError::file("local", FileError::new(self.first.describe(name), op, e));
+        let to =
+            |op, e| DrainError::file(tier.name, FileError::new(tier.store.describe(name), op, e));
+        let file = match self.first.open(name) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(from("open", e)),
+        };
+        file.advise_sequential();
+        let mut out = tier.store.create(name).map_err(|e| to("create", e))?;
+        let mut buf = vec![0u8; CHUNK.min(file.len() as usize)];
+        let mut at = 0u64;
+        while at < file.len() {
+            if self.stop.load(Ordering::Relaxed) {
+                // Dropped uncommitted: the tier never shows it.
+                return Err(DrainError::Stopped);
+            }
+            let n = CHUNK.min((file.len() - at) as usize);
+            file.read_exact_at(&mut buf[..n], at)
+                .map_err(|e| from("read", e))?;
+            out.write_all(&buf[..n]).map_err(|e| to("write", e))?;
+            at += n as u64;
+        }
+        out.commit().map_err(|e| to("commit", e))
+    }
+}
+
+impl super::Engine {
+    /// Versions numbered above this one may not be on every lower tier yet, so garbage
+    /// collection keeps their chains. `u64::MAX` without lower tiers.
+    pub(super) fn undrained_after(&self) -> u64 {
+        self.drain.as_ref().map_or(u64::MAX, |d| d.drained())
+    }
+
+    /// Wait until every version committed so far is on every lower tier (node-local data is
+    /// then safe off-node), or say why not: a tier that failed (full, unreachable, another
+    /// store's) fails this call, and the drain tries again at the next checkpoint. An async
+    /// checkpoint still running is waited for first. Ok at once without lower tiers.
+    pub fn wait_drained(&self) -> Result<(), crate::error::Error> {
+        let Some(drain) = &self.drain else {
+            return Ok(());
+        };
+        {
+            // A commit still running is part of what "so far" means.
+            let mut st = self.lock_for_change().map_err(CheckpointError::from)?;
+            self.settle(&mut st);
+        }
+        Ok(drain.wait()?)
+    }
+
+    /// The newest version such that it and every version before it that the first tier
+    /// held are on every lower tier; None without lower tiers.
+    pub fn drained_version(&self) -> Option<u64> {
+        self.drain.as_ref().map(|d| d.drained())
+    }
+
+    /// The tiers, fastest first, when the engine has lower ones.
+    pub fn tiers(&self) -> Option<&TieredStore> {
+        self.tiered.as_deref()
+    }
+
+    /// A restore met damage in the file `described`: read it from another tier's copy from
+    /// now on. True when one is left to try.
+    pub(super) fn blame(&self, described: Option<&str>) -> bool {
+        match (&self.tiered, described) {
+            (Some(t), Some(file)) => t.blame(file),
+            _ => false,
+        }
+    }
+}
