@@ -96,17 +96,15 @@ impl TierDrain {
         self.shared.lock().drained
     }
 
-    /// Run a round that starts after this call, and wait for it: Ok when every version the
-    /// first tier holds now is on every lower tier, else why not.
+    /// Run a round that starts after this call, and wait for it: Ok when every file the
+    /// first tier holds now (versions and global records) is on every lower tier, else why
+    /// not.
     pub(crate) fn wait(&self) -> Result<(), DrainError> {
         let s = &self.shared;
-        let newest = s.newest_first()?;
         let mut st = s.lock();
-        if st.drained >= newest {
-            return Ok(());
-        }
         st.requested = true;
-        // A round under way may have listed the first tier before the last commit.
+        // A round under way may have listed the first tier before the call (before the last
+        // commit, or the global record written after it): wait for one that begins after.
         let ticket = st.started + 1;
         s.changed.notify_all();
         let st = s
@@ -115,10 +113,11 @@ impl TierDrain {
                 st.finished < ticket && !s.stop.load(Ordering::Relaxed)
             })
             .unwrap_or_else(|e| e.into_inner());
-        if st.drained >= newest {
-            Ok(())
-        } else {
-            Err(st.error.clone().unwrap_or(DrainError::Stopped))
+        // The last round to finish began after the call too.
+        match (&st.error, st.finished >= ticket) {
+            (None, true) => Ok(()),
+            (Some(e), true) => Err(e.clone()),
+            (_, false) => Err(DrainError::Stopped),
         }
     }
 
@@ -171,16 +170,6 @@ impl Shared {
             }
             self.changed.notify_all();
         }
-    }
-
-    /// The newest version file on the first tier (0: none).
-    fn newest_first(&self) -> Result<u64, DrainError> {
-        let names = self.list_first()?;
-        Ok(names
-            .iter()
-            .filter_map(|n| parse_version_name(n))
-            .max()
-            .unwrap_or(0))
     }
 
     fn list_first(&self) -> Result<Vec<String>, DrainError> {
