@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -92,7 +92,7 @@ test: lint test-rust test-c test-mpi
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: bench-incremental bench-aickpt bench-tracking bench-mpi
+bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers
 
 # Issue 11's side-by-side: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
 # The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
@@ -118,6 +118,12 @@ bench-tracking: build plot-deps
 # docs/benchmarks/mpi.{json,csv} (a few minutes).
 bench-mpi: stage
 	scripts/bench-mpi.sh "$(STAGE)" docs/benchmarks
+
+# What draining to a shared tier costs the application (demo/heat.c with and without
+# ICKPT_SHARED_DIR, paired, sync and async): writes docs/benchmarks/tiers.{json,csv} (about
+# 2 minutes).
+bench-tiers: stage
+	scripts/bench-tiers.sh "$(STAGE)" docs/benchmarks
 
 plot-deps:
 	@scripts/deps.sh plot

@@ -398,6 +398,10 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
         }
     }
     const char *dir = mine.dir != NULL ? mine.dir : getenv("ICKPT_DIR");
+    /* The shared tier is a job directory too: each rank drains to its own rank-NNNNN. */
+    const char *shared = mine.shared_dir != NULL ? mine.shared_dir : getenv("ICKPT_SHARED_DIR");
+    if (shared != NULL && shared[0] == '\0')
+        shared = NULL;
     if (rc != ICKPT_OK) {
         /* reported below */
     } else if (dir == NULL || dir[0] == '\0') {
@@ -409,15 +413,24 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
     rc = agree(rc);
     if (rc != ICKPT_OK)
         goto fail;
-    rc = agree(st.rank == 0 ? prepare_job(dir) : ICKPT_OK);
+    rc = ICKPT_OK;
+    if (st.rank == 0) {
+        rc = prepare_job(dir);
+        if (rc == ICKPT_OK && shared != NULL)
+            rc = prepare_job(shared);
+    }
+    rc = agree(rc);
     if (rc != ICKPT_OK)
         goto fail;
-    char store[4096];
-    if (snprintf(store, sizeof store, "%s/rank-%05d", dir, st.rank) >= (int)sizeof store) {
+    char store[4096], shared_store[4096];
+    if (snprintf(store, sizeof store, "%s/rank-%05d", dir, st.rank) >= (int)sizeof store ||
+        (shared != NULL && snprintf(shared_store, sizeof shared_store, "%s/rank-%05d", shared,
+                                    st.rank) >= (int)sizeof shared_store)) {
         set_error("rank %d: the job directory's path is too long", st.rank);
         rc = ICKPT_ERR_INVALID_ARGUMENT;
     } else {
         mine.dir = store;
+        mine.shared_dir = shared != NULL ? shared_store : NULL;
         rc = local_error(ickpt_init(&mine), "ickpt_init");
     }
     int started = rc == ICKPT_OK; /* only this call's own ickpt_init is undone below */

@@ -69,11 +69,13 @@ newest_global() {
 # started in sessions of their own), until none is left: at most 5 s, then it fails.
 kill_session() {
     local pid=$1 pattern=$2 i
+    # Reaped by the polling below: bash need not report the kill ("Killed" lines).
+    disown "$pid" 2>/dev/null
     pkill -KILL -s "$pid" 2>/dev/null
-    { wait "$pid"; } 2>/dev/null
     for i in $(seq 50); do
         pkill -KILL -f "^$pattern" 2>/dev/null
-        if ! pgrep -s "$pid" >/dev/null && ! pgrep -f "^$pattern" >/dev/null; then
+        if ! kill -0 "$pid" 2>/dev/null && ! pgrep -s "$pid" >/dev/null &&
+            ! pgrep -f "^$pattern" >/dev/null; then
             # What the killed job's MPI left: nothing of ours runs now.
             [ -z "${ICKPT_MPI_SESSION_DIR:-}" ] || rm -rf "${ICKPT_MPI_SESSION_DIR:?}"/*
             return 0

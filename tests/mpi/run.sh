@@ -24,7 +24,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=$root/build/mpitests
 kills=${ICKPT_MPI_KILLS:-3}
 mpi_session_dir "$out/tmp"
-unset ICKPT_DIR ICKPT_FAULT ICKPT_BANDWIDTH ICKPT_MPI_CRASH ICKPT_MODE ICKPT_BACKEND
+unset ICKPT_DIR ICKPT_FAULT ICKPT_BANDWIDTH ICKPT_MPI_CRASH ICKPT_MODE ICKPT_BACKEND \
+    ICKPT_SHARED_DIR ICKPT_DRAIN_BANDWIDTH
 mkdir -p "$out"
 killed_out=$out/killed-run.out
 # Cases run in subshells (each with its own ICKPT_DIR and switches), so results go to a file.
@@ -230,6 +231,31 @@ for impl in openmpi mpich; do
         )
     done
 
+    (
+        # The job ends (ickpt_mpi_finalize waits for the drain), its nodes' local directories
+        # are lost; run again, it restores the last global version from the shared tier.
+        t="$impl: heat on 2 ranks with ICKPT_SHARED_DIR, local directories lost"
+        mpi_run "$run" 2 "$bin/heat" $steps $cells >"$bin/ref.out" 2>&1
+        want=$(checksum "$bin/ref.out")
+        job tiers-local
+        export ICKPT_SHARED_DIR=$bin/tiers-shared
+        rm -rf "$ICKPT_SHARED_DIR"
+        if ! mpi_run "$run" 2 "$bin/heat_ickpt" $steps $cells $every >"$bin/tiers1.out" 2>&1; then
+            fail "$t" "the first run failed" "$bin/tiers1.out"
+        elif [ "$(newest_global "$ICKPT_SHARED_DIR")" -ne $((steps / every)) ]; then
+            fail "$t" "the shared tier's newest global version is $(newest_global "$ICKPT_SHARED_DIR"), not $((steps / every))"
+        else
+            rm -rf "$ICKPT_DIR"
+            expect "$t: same checksum" "checksum $want\$" \
+                mpi_run "$run" 2 "$bin/heat_ickpt" $steps $cells $every
+            # Resumed at the last step, it checkpointed nothing (a run started over would).
+            if ls "$ICKPT_DIR/rank-00000" | grep -q '^v'; then
+                fail "$t: resumed" "the second run wrote versions: it started over"
+            else
+                pass "$t: resumed from the shared tier"
+            fi
+        fi
+    )
     (
         t="$impl: Fortran heat on 2 ranks"
         mpi_run "$run" 2 "$bin/heat_f" $steps $cells >"$bin/ref-f.out" 2>&1
