@@ -163,13 +163,14 @@ fn with_shared_the_commands_read_both_tiers_and_show_where_each_version_is() {
     let ls = json(&ickpt(&["ls", "--dir", d, "--shared", sh, "--json"]));
     assert_eq!(tiers_of(&ls), vec![serde_json::json!(["shared"]); 4]);
     assert_eq!(ls["newest_restorable"], 4);
-    let out = shared.join("r.bin");
+    let out_dir = scratch("tier-out");
+    std::fs::create_dir_all(&*out_dir).unwrap();
+    let out = out_dir.join("r.bin");
     restore_region_1(&["--dir", d, "--shared", sh], &out);
     assert!(
         std::fs::read(&out).unwrap() == snaps[3],
         "restored wrong bytes"
     );
-    std::fs::remove_file(&out).unwrap();
     let v = ickpt(&["verify", "--dir", d, "--shared", sh]);
     assert!(v.status.success(), "{}", text(&v));
     // Damage in the only copy is found.

@@ -42,6 +42,16 @@ fn versions_in(dir: &Path) -> Vec<u64> {
     v
 }
 
+/// Every name in `dir`, sorted.
+fn only_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 fn same_files(a: &Path, b: &Path, versions: &[u64]) {
     for &v in versions {
         let name = version_name(v);
@@ -168,7 +178,11 @@ fn a_full_shared_tier_fails_wait_drained_not_the_checkpoint() {
         "{err}"
     );
     assert!(err.to_string().contains("shared tier"), "{err}");
-    assert!(versions_in(&shared).is_empty(), "a partial copy is visible");
+    assert_eq!(
+        only_files(&shared),
+        vec!["ickpt-store".to_string()],
+        "a partial copy is visible"
+    );
     // Once the faults are spent, a round copies it.
     assert!((0..3).any(|_| e.wait_drained().is_ok()), "never drained");
     drop(e);
@@ -179,10 +193,9 @@ fn a_full_shared_tier_fails_wait_drained_not_the_checkpoint() {
 }
 
 #[test]
-fn versions_not_yet_drained_are_never_collected() {
+fn a_chain_leaves_either_tier_only_once_its_successor_is_on_the_shared_one() {
     let (local, shared) = (scratch_dir("tier-gc-local"), scratch_dir("tier-gc-shared"));
     let (store, gate) = gated_store(&shared);
-    gate.set(true);
     let mut c = Config::new(&*local);
     c.full_every = 1;
     c.keep_chains = 1;
@@ -198,12 +211,20 @@ fn versions_not_yet_drained_are_never_collected() {
     let _open = gate.open_on_drop();
     // SAFETY: `buf` outlives the engine (dropped first).
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
-    run_checkpoints(&e, &mut buf, 1..5);
-    // The drain is held at its first write: every full version stays.
-    assert_eq!(versions_in(&local), vec![1, 2, 3, 4]);
+    run_checkpoints(&e, &mut buf, 1..2);
+    e.wait_drained().unwrap();
+    assert_eq!(versions_in(&shared), vec![1]);
+    // The drain is held at its first write: every full version not on the shared tier stays
+    // here, and the shared tier keeps version 1, its only restorable one.
+    gate.set(true);
+    run_checkpoints(&e, &mut buf, 2..5);
+    assert_eq!(versions_in(&local), vec![2, 3, 4]);
+    assert_eq!(versions_in(&shared), vec![1]);
     gate.set(false);
     e.wait_drained().unwrap();
-    // The next full version's collection may now take the old chains, here and there.
+    // Version 1 left the shared tier once the newer chains were there; what the local
+    // tier still holds stays.
+    assert_eq!(versions_in(&shared), vec![2, 3, 4]);
     run_checkpoints(&e, &mut buf, 5..6);
     e.wait_drained().unwrap();
     drop(e);
@@ -212,32 +233,50 @@ fn versions_not_yet_drained_are_never_collected() {
 }
 
 #[test]
-fn the_drain_resumes_at_the_next_start() {
+fn a_drain_cut_off_by_closing_leaves_nothing_partial_and_resumes_at_the_next_start() {
     let (local, shared) = (
         scratch_dir("tier-resume-local"),
         scratch_dir("tier-resume-shared"),
     );
-    let mut c = config(&local, &shared);
-    // 1 MiB a second: the full version (256 KiB and more) is still being copied when the
-    // engine closes.
-    c.drain_bandwidth = Some(1 << 20);
     let mut buf = Buf::new(PAGES * PS);
-    let e = Engine::open(c).unwrap();
-    // SAFETY: `buf` outlives the engine (dropped first).
-    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
-    let want = run_checkpoints(&e, &mut buf, 1..4);
-    drop(e);
-    // Whatever got there is whole.
-    let there = versions_in(&shared);
-    same_files(&local, &shared, &there);
+    let want = {
+        let (store, gate) = gated_store(&shared);
+        let first: Arc<dyn Store> = Arc::new(DirStore::open_write(&local).unwrap());
+        let mut c = Config::new(&*local);
+        // 40 KiB a second: chunks of 4 KiB, so the copy has many chunks left when closed.
+        c.drain_bandwidth = Some(40 << 10);
+        gate.set(true);
+        let e = Engine::with_tiers(
+            c,
+            first,
+            vec![Tier {
+                name: "shared",
+                store,
+            }],
+        )
+        .unwrap();
+        let _open = gate.open_on_drop();
+        // SAFETY: `buf` outlives the engine (dropped first).
+        unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+        let want = run_checkpoints(&e, &mut buf, 1..3);
+        // The drain is in the middle of version 1 (its first write waits at the gate).
+        common::spin_until("the drain at the gate", || gate.entered() > 0);
+        want
+        // The gate opens, then the engine closes: the copy stops at its next chunk.
+    };
+    assert!(
+        versions_in(&shared).is_empty(),
+        "a version reached the shared tier"
+    );
+    assert_eq!(only_files(&shared), vec!["ickpt-store".to_string()]);
     let e = Engine::open(config(&local, &shared)).unwrap();
     e.wait_drained().unwrap();
     drop(e);
-    assert_eq!(versions_in(&shared), vec![1, 2, 3]);
-    same_files(&local, &shared, &[1, 2, 3]);
+    assert_eq!(versions_in(&shared), vec![1, 2]);
+    same_files(&local, &shared, &[1, 2]);
     std::fs::remove_dir_all(&*local).unwrap();
     let (v, got) = restore_with(config(&local, &shared));
-    assert_eq!(v, Some(3));
+    assert_eq!(v, Some(2));
     assert!(got == want);
 }
 

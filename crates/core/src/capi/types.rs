@@ -347,7 +347,9 @@ fn drain_code(e: &DrainError) -> ickpt_result {
         },
         // A directory holding another store's versions, as with the store's own.
         DrainError::Foreign { .. } => ICKPT_ERR_NOT_A_STORE,
+        DrainError::Source(e) => file_code(e),
         DrainError::Stopped => ICKPT_ERR_IO,
+        DrainError::Panicked(_) => ICKPT_ERR_INTERNAL,
     }
 }
 

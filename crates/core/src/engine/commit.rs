@@ -38,6 +38,9 @@ pub(crate) struct Job {
     /// Pages scheduled.
     pub total: u64,
     pub store: Arc<dyn Store>,
+    /// The first tier, which the collection after a full version cleans (lower tiers are the
+    /// drain's to clean).
+    pub gc_store: Arc<dyn Store>,
     pub protocol: Arc<Protocol>,
     /// Told when the commit no longer needs its regions' writes decided page by page.
     pub tracker: Arc<dyn Tracker>,
@@ -86,6 +89,7 @@ pub(super) fn run(job: Job) -> Outcome {
         priority,
         total,
         store,
+        gc_store,
         protocol,
         tracker,
         staging,
@@ -228,7 +232,7 @@ pub(super) fn run(job: Job) -> Outcome {
                 // A failure leaves extra old versions, never a broken one.
                 let t = Instant::now();
                 let _ = gc::collect(
-                    &Catalog::with_identity(&*store, Some(store_id)),
+                    &Catalog::with_identity(&*gc_store, Some(store_id)),
                     keep_chains,
                     Some(version),
                     tiers.as_ref().map_or(u64::MAX, |t| t.drained()),

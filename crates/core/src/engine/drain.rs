@@ -6,23 +6,30 @@
 //! global-commit record, that the first tier holds and a lower tier lacks, oldest first.
 //! So it needs no state of its own to resume after a restart, and commit order is kept. A
 //! copy becomes visible on a tier only whole (the tier's writer commits it atomically).
-//! The application never waits for it: a commit only raises a flag. Versions not yet on
-//! every tier are kept by the first tier's garbage collection (`gc.rs`); each lower tier's
-//! superseded chains are collected by the drain, after its copies.
+//! The application never waits for it: a commit only raises a flag. Garbage collection is
+//! per tier: the engine's collects the first tier only, keeping every chain not yet on every
+//! lower tier (`gc.rs`); the drain collects each lower tier after its copies, keeping every
+//! version the first tier still holds. So a chain leaves a lower tier only once its successor
+//! is there, and the application's thread never waits on shared storage.
 
 use super::gc;
 use crate::error::{CheckpointError, DrainError, FileError};
 use crate::read::catalog::Catalog;
-use crate::store::{parse_version_name, Store, StoreId, Tier, TieredStore};
+use crate::store::{looks_whole, parse_version_name, Store, StoreId, Tier, TieredStore};
 use ickpt_format::parse_global_name;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
-/// Bytes a copy moves per read and write; a closing engine waits for at most one chunk at
-/// the drain's bandwidth.
+/// Bytes a copy moves per read and write, at most; a closing engine waits for one chunk.
 const CHUNK: usize = 256 << 10;
+
+/// A chunk of about a tenth of a second at `bandwidth` bytes per second (within 4 KiB and
+/// [`CHUNK`]), so that closing an engine never waits long for a slow drain.
+pub(crate) fn chunk_for(bandwidth: Option<u64>) -> usize {
+    bandwidth.map_or(CHUNK, |b| ((b / 10) as usize).clamp(4096, CHUNK))
+}
 
 pub(crate) struct TierDrain {
     shared: Arc<Shared>,
@@ -34,6 +41,11 @@ struct Shared {
     lower: Vec<Tier>,
     id: StoreId,
     keep_chains: u32,
+    chunk: usize,
+    /// Held by `TieredStore::remove` while it removes a file from every tier, and here from
+    /// checking that a file copied is still on the first tier to committing the copy: a
+    /// version discarded or collected meanwhile never comes back on a lower tier.
+    removals: Arc<Mutex<()>>,
     state: Mutex<State>,
     changed: Condvar,
     /// Read between chunks: a closing engine abandons the copy under way (its tier never
@@ -57,16 +69,18 @@ impl TierDrain {
     /// Start the thread, which at once runs a round: what an earlier run left undrained goes
     /// first.
     pub(crate) fn start(
-        first: Arc<dyn Store>,
-        lower: Vec<Tier>,
+        tiers: &TieredStore,
         id: StoreId,
         keep_chains: u32,
+        chunk: usize,
     ) -> std::io::Result<TierDrain> {
         let shared = Arc::new(Shared {
-            first,
-            lower,
+            first: tiers.tiers()[0].store.clone(),
+            lower: tiers.tiers()[1..].to_vec(),
             id,
             keep_chains,
+            chunk,
+            removals: tiers.removals(),
             state: Mutex::new(State {
                 requested: true,
                 ..State::default()
@@ -158,16 +172,17 @@ impl Shared {
             st.requested = false;
             st.started += 1;
             drop(st);
-            let result = self.round();
+            // A panic in a round is reported, not left to stop the thread: `wait` would
+            // wait for ever.
+            let (reached, result) =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.round()))
+                    .unwrap_or_else(|p| (0, Err(DrainError::Panicked(panic_text(&*p)))));
             let mut st = self.lock();
             st.finished += 1;
-            match result {
-                Ok(newest) => {
-                    st.drained = st.drained.max(newest);
-                    st.error = None;
-                }
-                Err(e) => st.error = Some(e),
-            }
+            // Also after a failure: what was copied before it may be collected on the first
+            // tier, so one bad file or a full shared tier does not fill the local one.
+            st.drained = st.drained.max(reached);
+            st.error = result.err();
             self.changed.notify_all();
         }
     }
@@ -178,10 +193,13 @@ impl Shared {
         })
     }
 
-    /// One pass over the lower tiers. Returns the newest version the first tier held when
-    /// the round began, all of which are now on every tier.
-    fn round(&self) -> Result<u64, DrainError> {
-        let names = self.list_first()?;
+    /// One pass over the lower tiers. Returns the newest version up to which every version
+    /// the first tier held when the round began is on every tier, and how the round ended.
+    fn round(&self) -> (u64, Result<(), DrainError>) {
+        let names = match self.list_first() {
+            Ok(n) => n,
+            Err(e) => return (0, Err(e)),
+        };
         let mut versions: Vec<(u64, &String)> = names
             .iter()
             .filter_map(|n| parse_version_name(n).map(|v| (v, n)))
@@ -192,20 +210,39 @@ impl Shared {
             .filter_map(|n| parse_global_name(n).map(|g| (g, n)))
             .collect();
         records.sort_unstable();
-        let newest = versions.last().map_or(0, |v| v.0);
+        let local: Vec<u64> = versions.iter().map(|v| v.0).collect();
+        let mut reached = u64::MAX;
         for tier in &self.lower {
-            self.fill(tier, &versions, &records, newest)?;
+            let (r, result) = self.fill(tier, &versions, &records, &local);
+            reached = reached.min(r);
+            if let Err(e) = result {
+                return (reached, Err(e));
+            }
         }
-        Ok(newest)
+        (reached.min(local.last().copied().unwrap_or(0)), Ok(()))
     }
 
-    /// Copy what `tier` lacks, then collect its superseded chains.
+    /// Copy what `tier` lacks, then collect its superseded chains. Returns the newest
+    /// version up to which every one of `versions` is there, and how it ended.
     fn fill(
         &self,
         tier: &Tier,
         versions: &[(u64, &String)],
         records: &[(u64, &String)],
-        newest: u64,
+        local: &[u64],
+    ) -> (u64, Result<(), DrainError>) {
+        let mut reached = 0;
+        let result = self.fill_from(tier, versions, records, local, &mut reached);
+        (reached, result)
+    }
+
+    fn fill_from(
+        &self,
+        tier: &Tier,
+        versions: &[(u64, &String)],
+        records: &[(u64, &String)],
+        local: &[u64],
+        reached: &mut u64,
     ) -> Result<(), DrainError> {
         let store = &*tier.store;
         let io = |op, name: &str, e| {
@@ -233,13 +270,21 @@ impl Shared {
             .map_err(|e| io("list", "", e))?
             .into_iter()
             .collect();
-        for (_, name) in versions.iter().chain(records) {
+        for &(v, name) in versions {
+            if !held.contains(name.as_str()) {
+                self.copy(tier, name)?;
+            }
+            *reached = v;
+        }
+        for (_, name) in records {
             if !held.contains(name.as_str()) {
                 self.copy(tier, name)?;
             }
         }
+        // Whatever the first tier still holds stays here too: a restore there may fall back
+        // to it (the engine's head after a restore, a version a global record names).
         let catalog = Catalog::with_identity(store, Some(self.id));
-        gc::collect(&catalog, self.keep_chains, [newest], u64::MAX)
+        gc::collect(&catalog, self.keep_chains, local.iter().copied(), u64::MAX)
             .map_err(|e| DrainError::collect(tier.name, e))?;
         // Records the first tier dropped (it keeps the newest two) go too, once older than
         // every record it still holds.
@@ -254,10 +299,11 @@ impl Shared {
     }
 
     /// Copy `name` whole from the first tier to `tier`. A file the first tier removed
-    /// meanwhile (collected) is passed over.
+    /// meanwhile (collected, discarded) is passed over, and so is one whose metadata fails
+    /// its checks there: damage is not spread to the tier a restore falls back on.
     fn copy(&self, tier: &Tier, name: &str) -> Result<(), DrainError> {
         let from =
-            |op, e| DrainError::file("local", FileError::new(self.first.describe(name), op, e));
+            |op, e| DrainError::Source(Arc::new(FileError::new(self.first.describe(name), op, e)));
         let to =
             |op, e| DrainError::file(tier.name, FileError::new(tier.store.describe(name), op, e));
         let file = match self.first.open(name) {
@@ -265,23 +311,39 @@ impl Shared {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(from("open", e)),
         };
+        if !looks_whole(name, &*file) {
+            return Ok(());
+        }
         file.advise_sequential();
         let mut out = tier.store.create(name).map_err(|e| to("create", e))?;
-        let mut buf = vec![0u8; CHUNK.min(file.len() as usize)];
+        let mut buf = vec![0u8; self.chunk.min(file.len() as usize)];
         let mut at = 0u64;
         while at < file.len() {
             if self.stop.load(Ordering::Relaxed) {
                 // Dropped uncommitted: the tier never shows it.
                 return Err(DrainError::Stopped);
             }
-            let n = CHUNK.min((file.len() - at) as usize);
+            let n = self.chunk.min((file.len() - at) as usize);
             file.read_exact_at(&mut buf[..n], at)
                 .map_err(|e| from("read", e))?;
             out.write_all(&buf[..n]).map_err(|e| to("write", e))?;
             at += n as u64;
         }
-        out.commit().map_err(|e| to("commit", e))
+        let _held = self.removals.lock().unwrap_or_else(|e| e.into_inner());
+        match self.first.open(name) {
+            // Dropped uncommitted: removed from every tier while it was being copied.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            _ => out.commit().map_err(|e| to("commit", e)),
+        }
     }
+}
+
+/// What a panic carried, for the error that reports it.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 impl super::Engine {
@@ -311,11 +373,6 @@ impl super::Engine {
     /// held are on every lower tier; None without lower tiers.
     pub fn drained_version(&self) -> Option<u64> {
         self.drain.as_ref().map(|d| d.drained())
-    }
-
-    /// The tiers, fastest first, when the engine has lower ones.
-    pub fn tiers(&self) -> Option<&TieredStore> {
-        self.tiered.as_deref()
     }
 
     /// A restore met damage in the file `described`: read it from another tier's copy from

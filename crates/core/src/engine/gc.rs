@@ -13,7 +13,7 @@ impl Engine {
         self.settle(&mut st);
         let head = st.head.map(|h| h.version);
         collect(
-            &self.catalog(),
+            &Catalog::with_identity(&*self.local, Some(self.id)),
             self.cfg.keep_chains,
             head,
             self.undrained_after(),
@@ -55,9 +55,11 @@ pub(super) fn collect(
     Ok(doomed)
 }
 
-/// Remove `name` from `store`, naming it on failure.
+/// Remove `name` from `store`, naming it on failure. A file already gone is not one: the
+/// drain collects a lower tier while a restart's discard may remove from every tier.
 pub(super) fn remove(store: &dyn Store, name: &str) -> Result<(), FileError> {
-    store
-        .remove(name)
-        .map_err(|e| FileError::new(store.describe(name), "remove", e))
+    match store.remove(name) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r.map_err(|e| FileError::new(store.describe(name), "remove", e)),
+    }
 }

@@ -84,6 +84,9 @@ pub struct Engine {
     /// Batches commits waited for the store to take (`Stats::commit_stalls`), counted by the
     /// commit as it runs.
     stalls: Arc<std::sync::atomic::AtomicU64>,
+    /// The first tier, where commits land: the only one the engine's garbage collection
+    /// touches (lower tiers are the drain's). `store` itself without lower tiers.
+    local: Arc<dyn Store>,
     /// Copies committed versions down the tiers; None without a lower tier.
     drain: Option<Arc<drain::TierDrain>>,
     /// The engine's store when it has lower tiers, for restores to blame a damaged copy.
@@ -145,6 +148,11 @@ impl Engine {
             .identity()
             .map_err(|e| io(&*first, "reading the store's identity", e))?;
         for t in &lower {
+            // A tier that cannot be listed now would hide names the next version's number
+            // must pass (a number is never reused): refused, naming it.
+            t.store
+                .list()
+                .map_err(|e| io(&*t.store, "listing the shared tier", e))?;
             let theirs = t
                 .store
                 .identity()
@@ -186,7 +194,9 @@ impl Engine {
         tiers.extend(lower.iter().cloned());
         let tiered = Arc::new(TieredStore::new(tiers));
         let mut engine = Self::start(cfg, test, tiered.clone())?;
-        let drain = drain::TierDrain::start(first, lower, engine.id, engine.cfg.keep_chains)
+        engine.local = first;
+        let chunk = drain::chunk_for(engine.cfg.drain_bandwidth.filter(|&b| b > 0));
+        let drain = drain::TierDrain::start(&tiered, engine.id, engine.cfg.keep_chains, chunk)
             .map_err(|e| {
                 InitError::File(FileError::new(
                     "ickpt-drain",
@@ -247,6 +257,7 @@ impl Engine {
         let staging = sink::staging_buffer(page_size(), switches.write_thread)
             .map_err(track::TrackError::OwnAlloc)?;
         Ok(Engine {
+            local: store.clone(),
             drain: None,
             tiered: None,
             switches,
@@ -515,6 +526,7 @@ impl Drop for Engine {
             std::mem::forget(self.huge_worker.take());
             std::mem::forget(self.drain.take());
             std::mem::forget(self.tiered.take());
+            std::mem::forget(self.local.clone());
             std::mem::forget(self.store.clone());
             for slot in st.regions.values_mut() {
                 let _ = self.tracker.detach(&slot.tr);

@@ -171,6 +171,7 @@ impl Engine {
             priority,
             total,
             store: self.store.clone(),
+            gc_store: self.local.clone(),
             protocol: self.protocol.clone(),
             tracker: self.tracker.clone(),
             staging: self.staging.clone(),

@@ -17,6 +17,12 @@ pub enum DrainError {
         #[source]
         source: Arc<FileError>,
     },
+    /// Reading the first tier's copy of a file to drain it.
+    #[error("draining: reading the local copy: {0}")]
+    Source(#[source] Arc<FileError>),
+    /// A bug in the drain; the message says where.
+    #[error("the drain thread panicked: {0}; the versions stay committed locally")]
+    Panicked(String),
     /// Collecting the lower tier's superseded chains.
     #[error("collecting old versions on the {tier} tier: {source}")]
     Collect {

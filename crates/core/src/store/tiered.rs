@@ -23,6 +23,9 @@ pub struct Tier {
 pub struct TieredStore {
     tiers: Vec<Tier>,
     state: Mutex<Choices>,
+    /// Held while a file is removed from every tier (and by the drain while it commits a
+    /// copy: `engine/drain.rs`).
+    removals: Arc<Mutex<()>>,
 }
 
 #[derive(Default)]
@@ -41,7 +44,13 @@ impl TieredStore {
         TieredStore {
             tiers,
             state: Mutex::default(),
+            removals: Arc::default(),
         }
+    }
+
+    /// The lock removals hold, for the drain.
+    pub(crate) fn removals(&self) -> Arc<Mutex<()>> {
+        self.removals.clone()
     }
 
     pub fn tiers(&self) -> &[Tier] {
@@ -74,22 +83,13 @@ impl TieredStore {
             .into_iter()
             .any(|t| self.tiers[t].store.list().is_ok_and(|l| l.contains(&name)))
     }
-
-    /// Which tiers hold `name` (by listing), fastest first.
-    pub fn holders(&self, name: &str) -> Vec<&'static str> {
-        self.tiers
-            .iter()
-            .filter(|t| t.store.list().is_ok_and(|l| l.iter().any(|n| n == name)))
-            .map(|t| t.name)
-            .collect()
-    }
 }
 
 /// Whether a copy of `name` looks whole: a version's metadata passes its checks, a
 /// global-commit record decodes. Page data is checked as a restore reads it ([`blame`]).
 ///
 /// [`blame`]: TieredStore::blame
-fn looks_whole(name: &str, file: &dyn StoreFile) -> bool {
+pub fn looks_whole(name: &str, file: &dyn StoreFile) -> bool {
     if parse_version_name(name).is_some() {
         return read_meta(file, file.len()).is_ok();
     }
@@ -155,6 +155,8 @@ impl Store for TieredStore {
     /// From every tier, fastest first; a tier without the file is not an error. The first
     /// failure is returned after every tier was tried.
     fn remove(&self, name: &str) -> io::Result<()> {
+        let _held = self.removals.lock().unwrap_or_else(|e| e.into_inner());
+        self.choices().served.remove(name);
         let mut first_error = None;
         for t in &self.tiers {
             match t.store.remove(name) {
