@@ -8,16 +8,23 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
 # Debian packages and a Rust toolchain, installed only when missing.
-deps:
+deps: core-deps s3-deps
+
+# What building needs (compilers, MPI, cffi): make demo and make build stop here.
+core-deps:
 	@scripts/deps.sh
 
+# The S3 server the object-store tier's tests start (Garage, built once into ~/.cache/ickpt).
+s3-deps:
+	@scripts/deps.sh s3
+
 # What `make install` ships; the tests' FUSE file system (crates/testfs) is built by `testfs`.
-build: deps
+build: core-deps
 	$(CARGO) build --release -p ickpt -p ickpt-cli
 
 # Regenerate include/ickpt.h from the Rust C API (the header test fails when they drift).
@@ -48,10 +55,10 @@ stage: build
 	scripts/install-mpi.sh "$(STAGE)" "$(STAGE)" "$(MPICC)"
 
 # The FUSE file system the C tests mount to inject store faults (tests only, never installed).
-testfs: deps
+testfs: core-deps
 	$(CARGO) build --release -p ickpt-testfs
 
-lint: deps
+lint: core-deps
 	$(CARGO) fmt --all -- --check
 	rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
@@ -63,7 +70,7 @@ lint: deps
 TEST_TIMEOUT ?= 900
 BOUNDED  := timeout -k 10 $(TEST_TIMEOUT)
 
-test-rust: deps
+test-rust: core-deps s3-deps
 	$(CARGO) test --release --workspace --no-run
 	$(BOUNDED) $(CARGO) test --release --workspace
 	scripts/each-backend.sh $(RELEASE)/ickpt $(BOUNDED) $(CARGO) test --release -p ickpt --tests

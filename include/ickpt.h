@@ -206,6 +206,14 @@ typedef struct ickpt_config {
    * ICKPT_SHARED_DIR, or none. See ickpt_wait_drained.
    */
   const char *shared_dir;
+  /**
+   * The lowest tier, an S3-compatible bucket: "s3://bucket/prefix" (one prefix per
+   * store), drained to after shared_dir; endpoint and credentials from the AWS variables
+   * (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+   * AWS_ALLOW_HTTP=true for plain HTTP). NULL means the environment variable
+   * ICKPT_OBJECT_URL, or none.
+   */
+  const char *object_url;
 } ickpt_config;
 
 /**

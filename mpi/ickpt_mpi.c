@@ -402,6 +402,10 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
     const char *shared = mine.shared_dir != NULL ? mine.shared_dir : getenv("ICKPT_SHARED_DIR");
     if (shared != NULL && shared[0] == '\0')
         shared = NULL;
+    /* So is the object-store tier: each rank drains to URL/rank-NNNNN. */
+    const char *object = mine.object_url != NULL ? mine.object_url : getenv("ICKPT_OBJECT_URL");
+    if (object != NULL && object[0] == '\0')
+        object = NULL;
     if (rc != ICKPT_OK) {
         /* reported below */
     } else if (dir == NULL || dir[0] == '\0') {
@@ -422,15 +426,18 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
     rc = agree(rc);
     if (rc != ICKPT_OK)
         goto fail;
-    char store[4096], shared_store[4096];
+    char store[4096], shared_store[4096], object_store[4096];
     if (snprintf(store, sizeof store, "%s/rank-%05d", dir, st.rank) >= (int)sizeof store ||
         (shared != NULL && snprintf(shared_store, sizeof shared_store, "%s/rank-%05d", shared,
-                                    st.rank) >= (int)sizeof shared_store)) {
+                                    st.rank) >= (int)sizeof shared_store) ||
+        (object != NULL && snprintf(object_store, sizeof object_store, "%s/rank-%05d",
+                                    object, st.rank) >= (int)sizeof object_store)) {
         set_error("rank %d: the job directory's path is too long", st.rank);
         rc = ICKPT_ERR_INVALID_ARGUMENT;
     } else {
         mine.dir = store;
         mine.shared_dir = shared != NULL ? shared_store : NULL;
+        mine.object_url = object != NULL ? object_store : NULL;
         rc = local_error(ickpt_init(&mine), "ickpt_init");
     }
     int started = rc == ICKPT_OK; /* only this call's own ickpt_init is undone below */

@@ -12,6 +12,18 @@ if [ "${1:-}" = plot ]; then
   fi
   exit 0
 fi
+# `deps.sh s3`: the S3-compatible server the object-store tier's tests start (Garage, from
+# crates.io), built once into ~/.cache/ickpt (about 11 minutes on 2 cores) and reused by every
+# clone. ICKPT_GARAGE names another binary.
+if [ "${1:-}" = s3 ]; then
+  garage_root=$HOME/.cache/ickpt/garage-2.5.0
+  if [ -z "${ICKPT_GARAGE:-}" ] && [ ! -x "$garage_root/bin/garage" ]; then
+    echo "deps: building garage 2.5.0 (S3 server for the tests) into $garage_root, once"
+    cargo install garage --version 2.5.0 --locked --no-default-features \
+      --features lmdb,bundled-libs --root "$garage_root"
+  fi
+  exit 0
+fi
 need=()
 for tool in cc:gcc make:make pkg-config:pkg-config; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")

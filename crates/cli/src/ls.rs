@@ -132,7 +132,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "dir": s.dir()?, "shared": s.shared, "newest_restorable": newest,
+                "dir": s.dir()?, "shared": s.shared, "object": s.object, "newest_restorable": newest,
                 "versions": items,
                 "newest_global": globals.last().map(|r| json!({"global": r.global, "version": r.version})),
                 "global_records_error": records_error,

@@ -39,6 +39,10 @@ struct StoreArgs {
     /// --dir, each file from the first that holds an intact copy (--dir may be gone).
     #[arg(long, env = "ICKPT_SHARED_DIR")]
     shared: Option<PathBuf>,
+    /// The store's object-store tier (s3://bucket/prefix; endpoint and credentials from the
+    /// AWS variables), read after --dir and --shared.
+    #[arg(long, env = "ICKPT_OBJECT_URL")]
+    object: Option<String>,
     /// Set from the global `--json`.
     #[arg(skip)]
     json: bool,
@@ -158,9 +162,9 @@ impl StoreArgs {
 fn open_store(s: &StoreArgs) -> Result<Box<dyn Store>, Box<dyn std::error::Error>> {
     use ickpt::store::{DirStore, OpenError, Tier, TieredStore};
     let local = DirStore::open_read(s.dir()?);
-    let Some(shared) = &s.shared else {
+    if s.shared.is_none() && s.object.is_none() {
         return Ok(Box::new(local?));
-    };
+    }
     let mut tiers = Vec::new();
     match local {
         Ok(l) => tiers.push(Tier {
@@ -171,27 +175,44 @@ fn open_store(s: &StoreArgs) -> Result<Box<dyn Store>, Box<dyn std::error::Error
         Err(OpenError::Missing { .. } | OpenError::NoSuchDir { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    tiers.push(Tier {
-        name: "shared",
-        store: std::sync::Arc::new(DirStore::open_read(shared)?),
-    });
+    if let Some(shared) = &s.shared {
+        tiers.push(Tier {
+            name: "shared",
+            store: std::sync::Arc::new(DirStore::open_read(shared)?),
+        });
+    }
+    if let Some(url) = &s.object {
+        tiers.push(Tier {
+            name: "object",
+            store: std::sync::Arc::new(ickpt::store::ObjectTier::open(url)?),
+        });
+    }
     Ok(Box::new(TieredStore::new(tiers)))
 }
 
-/// With `--shared`, the names each tier holds, fastest first.
+/// With `--shared` or `--object`, the names each tier holds, fastest first.
 fn tier_listing(s: &StoreArgs) -> Option<Vec<(&'static str, Vec<String>)>> {
-    use ickpt::store::DirStore;
-    let shared = s.shared.as_ref()?;
+    use ickpt::store::{DirStore, ObjectTier};
+    if s.shared.is_none() && s.object.is_none() {
+        return None;
+    }
     let list = |d: &std::path::Path| {
         DirStore::open_read(d)
             .ok()
             .and_then(|st| st.list().ok())
             .unwrap_or_default()
     };
-    Some(vec![
-        ("local", s.dir.as_deref().map(list).unwrap_or_default()),
-        ("shared", list(shared)),
-    ])
+    let mut tiers = vec![("local", s.dir.as_deref().map(list).unwrap_or_default())];
+    if let Some(shared) = &s.shared {
+        tiers.push(("shared", list(shared)));
+    }
+    if let Some(url) = &s.object {
+        let names = ObjectTier::open(url)
+            .and_then(|o| o.list())
+            .unwrap_or_default();
+        tiers.push(("object", names));
+    }
+    Some(tiers)
 }
 
 /// The version named, or the newest one a restore accepts; versions passed over on the way

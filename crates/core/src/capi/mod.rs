@@ -77,6 +77,7 @@ fn default_config() -> ickpt_config {
         huge_pages: d.huge_pages as u32,
         drain_bandwidth: 0,
         shared_dir: std::ptr::null(),
+        object_url: std::ptr::null(),
     }
 }
 
@@ -181,7 +182,8 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         acck_pieces_log2,
         huge_pages,
         drain_bandwidth,
-        shared_dir
+        shared_dir,
+        object_url
     );
     Ok(c)
 }
@@ -243,6 +245,8 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 .map_err(|_| setting("cfg->cow_bytes", cfg.cow_bytes))?;
             dir = c_path("cfg->dir", cfg.dir)?;
             c.shared_dir = c_path("cfg->shared_dir", cfg.shared_dir)?;
+            c.object_url = c_path("cfg->object_url", cfg.object_url)?
+                .map(|p| p.to_string_lossy().into_owned());
             c.drain_bandwidth = (cfg.drain_bandwidth != 0).then_some(cfg.drain_bandwidth);
         }
         // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never

@@ -120,6 +120,12 @@ pub struct ickpt_config {
     /// (another node) restores from there. NULL means the environment variable
     /// ICKPT_SHARED_DIR, or none. See ickpt_wait_drained.
     pub shared_dir: *const c_char,
+    /// The lowest tier, an S3-compatible bucket: "s3://bucket/prefix" (one prefix per
+    /// store), drained to after shared_dir; endpoint and credentials from the AWS variables
+    /// (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION,
+    /// AWS_ALLOW_HTTP=true for plain HTTP). NULL means the environment variable
+    /// ICKPT_OBJECT_URL, or none.
+    pub object_url: *const c_char,
 }
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version

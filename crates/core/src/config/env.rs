@@ -67,6 +67,7 @@ pub(crate) struct Overrides {
     pub bandwidth: Option<u64>,
     pub shared_dir: Option<PathBuf>,
     pub drain_bandwidth: Option<u64>,
+    pub object_url: Option<String>,
 }
 
 impl Overrides {
@@ -108,6 +109,7 @@ impl Overrides {
                 "bytes per second, e.g. 100M (0: unlimited)",
                 parse_size,
             )?,
+            object_url: var("ICKPT_OBJECT_URL")?.filter(|u| !u.is_empty()),
         })
     }
 }

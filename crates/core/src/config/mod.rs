@@ -87,6 +87,12 @@ pub struct Config {
     /// alone; None or 0: unlimited. `ICKPT_DRAIN_BANDWIDTH` (e.g. `100M`) sets it when the
     /// program does not.
     pub drain_bandwidth: Option<u64>,
+    /// The lowest tier, an S3-compatible bucket (`s3://bucket/prefix`, one prefix per store):
+    /// drained to after `shared_dir`, restored from when both faster tiers lost a version.
+    /// Endpoint and credentials from the AWS variables (`AWS_ENDPOINT_URL`,
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`; `AWS_ALLOW_HTTP=true` for
+    /// plain HTTP). `ICKPT_OBJECT_URL` sets it when the program does not.
+    pub object_url: Option<String>,
 }
 
 /// The largest copy-on-write buffer ickpt accepts.
@@ -111,6 +117,7 @@ impl Config {
             huge_pages: true,
             shared_dir: None,
             drain_bandwidth: None,
+            object_url: None,
         }
     }
 
@@ -135,6 +142,7 @@ impl Config {
         c.bandwidth = c.bandwidth.or(o.bandwidth);
         c.shared_dir = c.shared_dir.or(o.shared_dir);
         c.drain_bandwidth = c.drain_bandwidth.or(o.drain_bandwidth);
+        c.object_url = c.object_url.or(o.object_url);
         let test = TestSwitches::read()?;
         c.check()?;
         Ok((c, test))
@@ -162,6 +170,17 @@ impl Config {
                 "shared_dir",
                 self.dir.display().to_string(),
                 "a directory other than the store's own",
+            ));
+        }
+        if let Some(url) = &self.object_url {
+            #[cfg(feature = "s3")]
+            crate::store::parse_object_url(url)
+                .map_err(|want| SettingError::new("object_url", url.clone(), want))?;
+            #[cfg(not(feature = "s3"))]
+            return Err(SettingError::new(
+                "object_url",
+                url.clone(),
+                "none: this libickpt was built without its s3 feature",
             ));
         }
         // Sized into slots before anything is mapped: a value near 2^64 would overflow that

@@ -119,6 +119,16 @@ impl Engine {
                 store: Arc::new(DirStore::open_write_on(&RealFs, shared, test.rename)?),
             });
         }
+        #[cfg(feature = "s3")]
+        if let Some(url) = &cfg.object_url {
+            let tier = crate::store::ObjectTier::open(url).map_err(|e| {
+                InitError::File(FileError::new(url.clone(), "opening the object store", e))
+            })?;
+            lower.push(Tier {
+                name: "object",
+                store: Arc::new(tier),
+            });
+        }
         Self::start_tiered(cfg, &test, Arc::from(store), lower)
     }
 
@@ -152,7 +162,7 @@ impl Engine {
             // must pass (a number is never reused): refused, naming it.
             t.store
                 .list()
-                .map_err(|e| io(&*t.store, "listing the shared tier", e))?;
+                .map_err(|e| io(&*t.store, "listing the tier", e))?;
             let theirs = t
                 .store
                 .identity()

@@ -30,6 +30,8 @@ pub mod crash_fs;
 pub(crate) mod dir;
 mod faulty;
 pub mod fs;
+#[cfg(feature = "s3")]
+mod object;
 mod open_error;
 mod publish;
 mod real_fs;
@@ -41,6 +43,8 @@ pub use dir::{DirStore, OpenError, MARKER};
 pub use faulty::{Fault, FaultPlan, FaultTarget, FaultyStore};
 pub use fs::StoreFs;
 use ickpt_format::ReadAt;
+#[cfg(feature = "s3")]
+pub use object::{parse_object_url, ObjectTier};
 pub use publish::{RenameMode, RENAME_VAR};
 pub use real_fs::RealFs;
 use std::io;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unused_imports)]
 
+pub mod garage;
 pub mod hook_store;
 mod scratch;
 

@@ -1,0 +1,295 @@
+//! A store in an S3-compatible object store (`s3://bucket/prefix`), the lowest tier (paper
+//! 000's pluggable backends; issue 13). Objects are immutable and appear whole: a version is
+//! written as a multipart upload, which the server shows under its name only once completed
+//! (`commit`); an upload dropped uncommitted is aborted. Through `object_store` (Apache Arrow's
+//! client, used by DataFusion and Delta Lake): endpoint, region and credentials come from the
+//! usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//! `AWS_REGION`, `AWS_ALLOW_HTTP` for a server on plain HTTP). Its calls are async; each runs
+//! to the end on a small runtime of this store's own, so callers stay synchronous.
+
+use super::{Store, StoreFile, StoreId, StoreWriter, MARKER};
+use ickpt_format::Piece;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path;
+use object_store::{ObjectStore, WriteMultipart};
+use std::io;
+use std::sync::Arc;
+
+/// S3's smallest part but the last.
+const PART: usize = 5 << 20;
+
+pub struct ObjectTier {
+    url: String,
+    prefix: String,
+    client: Arc<dyn ObjectStore>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+/// `s3://bucket/prefix` split, or why it is not one.
+pub fn parse_object_url(url: &str) -> Result<(String, String), String> {
+    let rest = url
+        .strip_prefix("s3://")
+        .ok_or("an s3://bucket/prefix URL")?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    // "a//b/" is "a/b", as a shell path would be.
+    let parts: Vec<&str> = prefix.split('/').filter(|p| !p.is_empty()).collect();
+    if bucket.is_empty()
+        || !bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    {
+        return Err(
+            "an s3://bucket/prefix URL whose bucket name is lowercase letters, digits, '-' and '.'"
+                .into(),
+        );
+    }
+    if parts.iter().any(|&p| p == "." || p == "..") {
+        return Err("an s3://bucket/prefix URL without '.' or '..' in its prefix".into());
+    }
+    Ok((bucket.to_string(), parts.join("/")))
+}
+
+fn io_error(e: object_store::Error) -> io::Error {
+    match e {
+        object_store::Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
+        e => io::Error::other(e),
+    }
+}
+
+impl ObjectTier {
+    /// The bucket and prefix of `url`, with the endpoint and credentials of the environment.
+    /// Nothing is sent yet.
+    pub fn open(url: &str) -> io::Result<ObjectTier> {
+        let (bucket, prefix) = parse_object_url(url).map_err(|want| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{url}: expected {want}"),
+            )
+        })?;
+        // A few quick retries, not object_store's three minutes: a failed round is tried
+        // again at the next checkpoint anyway, and `wait_drained` should say so soon.
+        let retry = object_store::RetryConfig {
+            backoff: object_store::BackoffConfig::default(),
+            max_retries: 3,
+            retry_timeout: std::time::Duration::from_secs(15),
+        };
+        let client = AmazonS3Builder::from_env()
+            .with_bucket_name(&bucket)
+            .with_retry(retry)
+            .build()
+            .map_err(io_error)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        Ok(ObjectTier {
+            url: format!("s3://{bucket}/{prefix}"),
+            prefix,
+            client: Arc::new(client),
+            rt: Arc::new(rt),
+        })
+    }
+
+    fn path(&self, name: &str) -> Path {
+        if self.prefix.is_empty() {
+            Path::from(name)
+        } else {
+            Path::from(format!("{}/{name}", self.prefix))
+        }
+    }
+
+    fn run<T>(
+        &self,
+        f: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> io::Result<T> {
+        self.rt.block_on(f).map_err(io_error)
+    }
+}
+
+impl Store for ObjectTier {
+    fn describe(&self, name: &str) -> String {
+        format!("{}/{name}", self.url.trim_end_matches('/'))
+    }
+
+    fn list(&self) -> io::Result<Vec<String>> {
+        let prefix = (!self.prefix.is_empty()).then(|| Path::from(self.prefix.as_str()));
+        let listed = self.run(self.client.list_with_delimiter(prefix.as_ref()))?;
+        Ok(listed
+            .objects
+            .into_iter()
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .filter(|n| n != MARKER)
+            .collect())
+    }
+
+    fn open(&self, name: &str) -> io::Result<Box<dyn StoreFile>> {
+        let path = self.path(name);
+        let meta = self.run(self.client.head(&path))?;
+        Ok(Box::new(ObjectFile {
+            path,
+            len: meta.size,
+            client: self.client.clone(),
+            rt: self.rt.clone(),
+        }))
+    }
+
+    fn create(&self, name: &str) -> io::Result<Box<dyn StoreWriter>> {
+        let path = self.path(name);
+        let upload = self.run(self.client.put_multipart(&path))?;
+        Ok(Box::new(ObjectWriter {
+            upload: Some(WriteMultipart::new_with_chunk_size(upload, PART)),
+            rt: self.rt.clone(),
+        }))
+    }
+
+    fn remove(&self, name: &str) -> io::Result<()> {
+        self.run(self.client.delete(&self.path(name)))
+    }
+
+    fn identity(&self) -> io::Result<Option<StoreId>> {
+        let path = self.path(MARKER);
+        let bytes = match self
+            .rt
+            .block_on(async { self.client.get(&path).await?.bytes().await })
+        {
+            Ok(b) => b,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(io_error(e)),
+        };
+        let text = std::str::from_utf8(&bytes).unwrap_or("");
+        let id = text
+            .lines()
+            .find_map(|l| l.strip_prefix("id "))
+            .and_then(StoreId::from_hex);
+        match id {
+            Some(id) => Ok(Some(id)),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not an ickpt store marker", self.describe(MARKER)),
+            )),
+        }
+    }
+
+    fn set_identity(&self, id: StoreId) -> io::Result<()> {
+        let body = format!("ickpt store, format 2\nid {}\n", id.to_hex());
+        self.run(
+            self.client
+                .put(&self.path(MARKER), body.into_bytes().into()),
+        )
+        .map(drop)
+    }
+}
+
+struct ObjectFile {
+    path: Path,
+    len: u64,
+    client: Arc<dyn ObjectStore>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl ickpt_format::ReadAt for ObjectFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.len)
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let bytes = self
+            .rt
+            .block_on(self.client.get_range(&self.path, offset..end))
+            .map_err(io_error)?;
+        if bytes.len() != buf.len() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// One ranged GET for the whole stretch, skipped bytes included: a request costs far
+    /// more than the bytes of the short gaps the reader leaves (`Piece::Skip`).
+    fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {
+        let span: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        let mut whole = vec![0u8; span as usize];
+        self.read_exact_at(&mut whole, offset)?;
+        let mut at = 0;
+        for p in pieces {
+            if let Piece::Keep(b) = p {
+                b.copy_from_slice(&whole[at..at + b.len()]);
+            }
+            at += p.len();
+        }
+        Ok(())
+    }
+}
+
+impl StoreFile for ObjectFile {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+struct ObjectWriter {
+    upload: Option<WriteMultipart>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl StoreWriter for ObjectWriter {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        let upload = self.upload.as_mut().expect("present until commit or drop");
+        // At most two parts in flight: memory stays bounded whatever the version's size.
+        self.rt
+            .block_on(upload.wait_for_capacity(2))
+            .map_err(io_error)?;
+        // A full part is sent by a task the upload spawns on this store's runtime.
+        let _in_runtime = self.rt.enter();
+        upload.write(buf);
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> io::Result<()> {
+        let upload = self.upload.take().expect("present until commit or drop");
+        self.rt
+            .block_on(upload.finish())
+            .map(drop)
+            .map_err(io_error)
+    }
+}
+
+impl Drop for ObjectWriter {
+    fn drop(&mut self) {
+        // Uncommitted: the parts sent so far are dropped, the object never appears.
+        if let Some(upload) = self.upload.take() {
+            let _ = self.rt.block_on(upload.abort());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_object_url;
+
+    #[test]
+    fn object_urls_split_into_bucket_and_prefix() {
+        let ok = |u: &str| parse_object_url(u).unwrap();
+        assert_eq!(ok("s3://ckpt"), ("ckpt".into(), "".into()));
+        assert_eq!(ok("s3://ckpt/"), ("ckpt".into(), "".into()));
+        assert_eq!(
+            ok("s3://ckpt/job-1/rank-00000"),
+            ("ckpt".into(), "job-1/rank-00000".into())
+        );
+        assert_eq!(ok("s3://ckpt/job//x/"), ("ckpt".into(), "job/x".into()));
+        for bad in [
+            "",
+            "ckpt",
+            "http://x/y",
+            "s3://",
+            "s3:///p",
+            "s3://Upper/p",
+            "s3://b/../p",
+            "s3://b/./p",
+        ] {
+            assert!(parse_object_url(bad).is_err(), "{bad}");
+        }
+    }
+}

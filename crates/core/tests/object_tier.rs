@@ -1,0 +1,174 @@
+//! The object-store tier against a real S3-compatible server (Garage, started here on
+//! 127.0.0.1): versions drained to the bucket whole, in multipart uploads; a restart that lost
+//! the local and shared copies restores from the bucket; a server killed in the middle of an
+//! upload shows nothing of it, and the drain finishes once it is back.
+
+mod common;
+use common::garage::{self, Garage};
+use common::{scratch_dir, spin_until, Buf};
+use ickpt::store::{version_name, ObjectTier, Store};
+use ickpt::{Config, Engine};
+use std::path::Path;
+use std::sync::Mutex;
+
+const PS: usize = 4096;
+
+/// Tests set the AWS variables of their server: one at a time.
+static ENV: Mutex<()> = Mutex::new(());
+
+fn config(local: &Path, url: &str) -> Config {
+    let mut c = Config::new(local);
+    c.object_url = Some(url.to_string());
+    c.full_every = 4;
+    c
+}
+
+fn fill(buf: &mut Buf, seed: u64) {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for chunk in buf.slice_mut().chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+/// Checkpoints of `pages` pages, all rewritten each time; region 1's bytes at the last.
+fn checkpoints(e: &Engine, buf: &mut Buf, seeds: std::ops::Range<u64>) -> Vec<u8> {
+    for s in seeds {
+        fill(buf, s);
+        e.checkpoint().unwrap();
+    }
+    buf.slice().to_vec()
+}
+
+fn object_versions(url: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = ObjectTier::open(url)
+        .unwrap()
+        .list()
+        .unwrap()
+        .iter()
+        .filter_map(|n| ickpt::store::parse_version_name(n))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn object_bytes(url: &str, name: &str) -> Vec<u8> {
+    let f = ObjectTier::open(url).unwrap().open(name).unwrap();
+    let mut b = vec![0u8; f.len() as usize];
+    f.read_exact_at(&mut b, 0).unwrap();
+    b
+}
+
+fn restore(cfg: Config, len: usize) -> (u64, Vec<u8>) {
+    let buf = Buf::new(len);
+    let e = Engine::open(cfg).unwrap();
+    // SAFETY: `buf` outlives the engine (dropped after it, below).
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    let v = e.restore_latest().unwrap().expect("a version").version;
+    drop(e);
+    (v, buf.slice().to_vec())
+}
+
+#[test]
+fn versions_go_to_the_bucket_whole_and_a_restart_restores_from_it() {
+    let Some(bin) = garage::binary() else { return };
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch_dir("s3-server");
+    let server = Garage::start(&bin, &dir);
+    server.export();
+    let (local, shared) = (scratch_dir("s3-local"), scratch_dir("s3-shared"));
+    let url = format!("s3://{}/restore-test", garage::BUCKET);
+    // 12 MiB: a full version goes up in three parts.
+    let len = 3072 * PS;
+    let mut buf = Buf::new(len);
+    let mut cfg = config(&local, &url);
+    cfg.shared_dir = Some(shared.to_path_buf());
+    let e = Engine::open(cfg.clone()).unwrap();
+    // SAFETY: `buf` outlives the engine (dropped first).
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    let want = checkpoints(&e, &mut buf, 1..4);
+    e.wait_drained().unwrap();
+    drop(e);
+    assert_eq!(object_versions(&url), vec![1, 2, 3]);
+    for v in 1..=3 {
+        let name = version_name(v);
+        assert!(
+            object_bytes(&url, &name) == std::fs::read(local.join(&name)).unwrap(),
+            "{name}: the bucket's copy differs"
+        );
+    }
+    // Local and shared copies gone: the bucket alone restores the newest version.
+    std::fs::remove_dir_all(&*local).unwrap();
+    std::fs::remove_dir_all(&*shared).unwrap();
+    let (v, got) = restore(cfg, len);
+    assert_eq!(v, 3);
+    assert!(got == want, "restored bytes differ from those checkpointed");
+}
+
+#[test]
+fn a_server_killed_mid_upload_shows_nothing_of_it_and_the_drain_finishes_later() {
+    let Some(bin) = garage::binary() else { return };
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch_dir("s3-kill-server");
+    let mut server = Garage::start(&bin, &dir);
+    server.export();
+    let local = scratch_dir("s3-kill-local");
+    let url = format!("s3://{}/kill-test", garage::BUCKET);
+    let len = 4096 * PS; // 16 MiB: four parts
+    let mut buf = Buf::new(len);
+    let mut cfg = config(&local, &url);
+    // 4 MiB a second: the upload takes about four seconds.
+    cfg.drain_bandwidth = Some(4 << 20);
+    let e = Engine::open(cfg.clone()).unwrap();
+    // SAFETY: `buf` outlives the engine (dropped first).
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    let want = checkpoints(&e, &mut buf, 7..8);
+    // Mid-upload: the server has stored a part (a block file in its data directory).
+    let data = dir.join("data");
+    spin_until("garage to store a part", || dir_bytes(&data) > 0);
+    server.kill();
+    let err = e.wait_drained().unwrap_err();
+    assert!(err.to_string().contains("object tier"), "{err}");
+    server.run(&bin);
+    assert!(
+        object_versions(&url).is_empty(),
+        "a version from an interrupted upload is visible"
+    );
+    e.wait_drained().unwrap();
+    drop(e);
+    assert_eq!(object_versions(&url), vec![1]);
+    std::fs::remove_dir_all(&*local).unwrap();
+    let (v, got) = restore(cfg, len);
+    assert_eq!(v, 1);
+    assert!(got == want, "restored bytes differ");
+}
+
+/// Bytes of the regular files under `d`, recursively (0 when it does not exist).
+fn dir_bytes(d: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(d) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+fn a_malformed_object_url_is_refused_naming_it() {
+    let local = scratch_dir("s3-bad-url");
+    let err = Engine::open(config(&local, "s3://Bad_Bucket/x"))
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("s3://Bad_Bucket/x"), "{err}");
+    assert_eq!(
+        ickpt::capi::code_of(&err.into()),
+        ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
+    );
+}
