@@ -33,11 +33,13 @@ one() {
     $([ "$mode" = async ] && echo --async) >"$log"
   t2=$(date +%s%N)
   secs=$(sed -n 's/^done .*seconds=\([0-9.]*\).*/\1/p' "$log")
-  [ -n "$secs" ] || { echo "bench-tiers: heat printed no done line" >&2; exit 1; }
+  backend=$(sed -n 's/^tracking backend=\([^ ]*\).*/\1/p' "$log")
+  [ -n "$secs" ] && [ -n "$backend" ] ||
+    { echo "bench-tiers: heat printed no done or backend line" >&2; exit 1; }
   if [ "$tiered" = 1 ] && [ "$(ls "$work/shared" | grep -c '^v')" -ne "$(ls "$d" | grep -c '^v')" ]; then
     echo "bench-tiers: the shared tier does not hold every version after finalize" >&2; exit 1
   fi
-  echo "$mode $tiered $rep $secs $(( (t2 - t1) / 1000000 ))" >>"$lines"
+  echo "$mode $tiered $rep $secs $(( (t2 - t1) / 1000000 )) $backend" >>"$lines"
 }
 
 for mode in sync async; do
@@ -64,13 +66,15 @@ for mode in ("sync", "async"):
         ratios.append(ratio)
         pairs.append({"mode": mode, "rep": rep, "local_s": float(a[rep][3]),
                       "tiered_s": float(b[rep][3]), "ratio": round(ratio, 4),
-                      "local_wall_ms": int(a[rep][4]), "tiered_wall_ms": int(b[rep][4])})
+                      "local_wall_ms": int(a[rep][4]), "tiered_wall_ms": int(b[rep][4]),
+                      "backend": a[rep][5]})
     med = lambda xs: statistics.median(xs)
     csv.append(f"{mode},{med([float(r[3]) for r in a.values()]):.3f},{med([float(r[3]) for r in b.values()]):.3f},"
                f"{med(ratios):.4f},{med([int(r[4]) for r in a.values()])},{med([int(r[4]) for r in b.values()])}")
 doc = {"machine": f"{cpu}, {os.cpu_count()} cores, Linux {platform.release()}", "git_commit": commit,
        "started_utc": started, "run_seconds": int(secs), "program": "demo/heat.c, 64 MiB grid, 200 iterations, checkpoint every 10",
-       "shared_tier": "a directory on the same disk as the local one", "pairs": pairs}
+       "shared_tier": "a directory on the same disk as the local one",
+       "backends": sorted({r[5] for r in rows}), "pairs": pairs}
 json.dump(doc, open(os.path.join(out, "tiers.json"), "w"), indent=2)
 open(os.path.join(out, "tiers.csv"), "w").write("\n".join(csv) + "\n")
 print("\n".join(csv))

@@ -213,7 +213,8 @@ impl Shared {
         let local: Vec<u64> = versions.iter().map(|v| v.0).collect();
         let mut reached = u64::MAX;
         for tier in &self.lower {
-            let (r, result) = self.fill(tier, &versions, &records, &local);
+            let mut r = 0;
+            let result = self.fill(tier, &versions, &records, &local, &mut r);
             reached = reached.min(r);
             if let Err(e) = result {
                 return (reached, Err(e));
@@ -222,21 +223,9 @@ impl Shared {
         (reached.min(local.last().copied().unwrap_or(0)), Ok(()))
     }
 
-    /// Copy what `tier` lacks, then collect its superseded chains. Returns the newest
-    /// version up to which every one of `versions` is there, and how it ended.
+    /// Copy what `tier` lacks, then collect its superseded chains. `reached` ends at the
+    /// newest version up to which every one of `versions` is there, also on failure.
     fn fill(
-        &self,
-        tier: &Tier,
-        versions: &[(u64, &String)],
-        records: &[(u64, &String)],
-        local: &[u64],
-    ) -> (u64, Result<(), DrainError>) {
-        let mut reached = 0;
-        let result = self.fill_from(tier, versions, records, local, &mut reached);
-        (reached, result)
-    }
-
-    fn fill_from(
         &self,
         tier: &Tier,
         versions: &[(u64, &String)],
