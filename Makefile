@@ -20,7 +20,7 @@ core-deps:
 	@scripts/deps.sh
 
 # The S3 server the object-store tier's tests start (Garage, built once into ~/.cache/ickpt).
-s3-deps:
+s3-deps: core-deps
 	@scripts/deps.sh s3
 
 # What `make install` ships; the tests' FUSE file system (crates/testfs) is built by `testfs`.

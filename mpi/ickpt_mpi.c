@@ -432,7 +432,8 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
                                     st.rank) >= (int)sizeof shared_store) ||
         (object != NULL && snprintf(object_store, sizeof object_store, "%s/rank-%05d",
                                     object, st.rank) >= (int)sizeof object_store)) {
-        set_error("rank %d: the job directory's path is too long", st.rank);
+        set_error("rank %d: the job directory's path, the shared one's or the object URL is too "
+                  "long (at most 4080 bytes)", st.rank);
         rc = ICKPT_ERR_INVALID_ARGUMENT;
     } else {
         mine.dir = store;

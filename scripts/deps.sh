@@ -13,8 +13,9 @@ if [ "${1:-}" = plot ]; then
   exit 0
 fi
 # `deps.sh s3`: the S3-compatible server the object-store tier's tests start (Garage, from
-# crates.io), built once into ~/.cache/ickpt (about 11 minutes on 2 cores) and reused by every
-# clone. ICKPT_GARAGE names another binary.
+# crates.io), built once into ~/.cache/ickpt (13 minutes on the project's 2-core VM, beside
+# other builds) and reused by every clone. ICKPT_GARAGE names another binary; the tests look
+# for the same path (crates/core/tests/common/garage.rs).
 if [ "${1:-}" = s3 ]; then
   garage_root=$HOME/.cache/ickpt/garage-2.5.0
   if [ -z "${ICKPT_GARAGE:-}" ] && [ ! -x "$garage_root/bin/garage" ]; then

@@ -2,6 +2,7 @@
 //! 127.0.0.1): versions drained to the bucket whole, in multipart uploads; a restart that lost
 //! the local and shared copies restores from the bucket; a server killed in the middle of an
 //! upload shows nothing of it, and the drain finishes once it is back.
+#![cfg(feature = "s3")]
 
 mod common;
 use common::garage::{self, Garage};
@@ -125,9 +126,15 @@ fn a_server_killed_mid_upload_shows_nothing_of_it_and_the_drain_finishes_later()
     // SAFETY: `buf` outlives the engine (dropped first).
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     let want = checkpoints(&e, &mut buf, 7..8);
-    // Mid-upload: the server has stored a part (a block file in its data directory).
+    // Mid-upload: the server has stored a part, 5 MiB of blocks in its data directory
+    // (which holds only a small marker file before).
     let data = dir.join("data");
-    spin_until("garage to store a part", || dir_bytes(&data) > 0);
+    let empty = dir_bytes(&data);
+    assert!(
+        empty < 4096,
+        "garage's data directory starts with {empty} bytes"
+    );
+    spin_until("garage to store a part", || dir_bytes(&data) >= 1 << 20);
     server.kill();
     let err = e.wait_drained().unwrap_err();
     assert!(err.to_string().contains("object tier"), "{err}");

@@ -246,7 +246,8 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             dir = c_path("cfg->dir", cfg.dir)?;
             c.shared_dir = c_path("cfg->shared_dir", cfg.shared_dir)?;
             c.object_url = c_path("cfg->object_url", cfg.object_url)?
-                .map(|p| p.to_string_lossy().into_owned());
+                // c_path has checked the bytes are UTF-8.
+                .and_then(|p| p.into_os_string().into_string().ok());
             c.drain_bandwidth = (cfg.drain_bandwidth != 0).then_some(cfg.drain_bandwidth);
         }
         // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never

@@ -17,9 +17,9 @@ use std::sync::Arc;
 /// directory that holds something else.
 pub const MARKER: &str = "ickpt-store";
 /// Format 1 had only the first line (with "format 1"); format 2 adds the store's identity.
-const MARKER_HEAD: &str = "ickpt checkpoint store, format 2\n";
+pub(crate) const MARKER_HEAD: &str = "ickpt checkpoint store, format 2\n";
 /// Markers are a few lines; more is not ickpt's.
-const MARKER_MAX: u64 = 4096;
+pub(crate) const MARKER_MAX: u64 = 4096;
 const TMP_PREFIX: &str = ".tmp-";
 /// Names tried before giving up when temporary names are taken (each try is a new name).
 const TEMP_ATTEMPTS: u32 = 64;
@@ -259,10 +259,7 @@ impl DirStore {
     /// crash leaves the old marker or the new, never a torn one. The directory lock keeps
     /// other writers out meanwhile.
     fn write_marker(&self, id: Option<StoreId>) -> io::Result<()> {
-        let mut text = MARKER_HEAD.to_string();
-        if let Some(id) = id {
-            text.push_str(&format!("id {id}\n"));
-        }
+        let text = marker_text(id);
         let d = &*self.shared.dir;
         let (tmp, mut file) = self.shared.create_temp(MARKER)?;
         let written = file
@@ -382,9 +379,7 @@ impl Store for DirStore {
         };
         let mut text = vec![0u8; file.size()?.min(MARKER_MAX) as usize];
         file.read_exact_at(&mut text, 0)?;
-        Ok(String::from_utf8_lossy(&text)
-            .lines()
-            .find_map(|l| l.strip_prefix("id ").and_then(StoreId::from_hex)))
+        Ok(marker_identity(&text))
     }
 
     fn set_identity(&self, id: StoreId) -> io::Result<()> {
@@ -459,4 +454,21 @@ impl Drop for DirWriter {
             let _ = self.shared.dir.unlink(tmp);
         }
     }
+}
+
+/// The marker's text (format 2), with the store's identity when it has one; every tier writes
+/// this (`object.rs` too).
+pub(crate) fn marker_text(id: Option<StoreId>) -> String {
+    let mut text = MARKER_HEAD.to_string();
+    if let Some(id) = id {
+        text.push_str(&format!("id {id}\n"));
+    }
+    text
+}
+
+/// The identity a marker's first `MARKER_MAX` bytes record, if any.
+pub(crate) fn marker_identity(text: &[u8]) -> Option<StoreId> {
+    String::from_utf8_lossy(text)
+        .lines()
+        .find_map(|l| l.strip_prefix("id ").and_then(StoreId::from_hex))
 }

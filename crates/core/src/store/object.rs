@@ -5,8 +5,9 @@
 //! client, used by DataFusion and Delta Lake): endpoint, region and credentials come from the
 //! usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //! `AWS_REGION`, `AWS_ALLOW_HTTP` for a server on plain HTTP). Its calls are async; each runs
-//! to the end on a small runtime of this store's own, so callers stay synchronous.
+//! to the end on a one-worker runtime of this store's own, so callers stay synchronous.
 
+use super::dir::{marker_identity, marker_text, MARKER_MAX};
 use super::{Store, StoreFile, StoreId, StoreWriter, MARKER};
 use ickpt_format::Piece;
 use object_store::aws::AmazonS3Builder;
@@ -78,7 +79,12 @@ impl ObjectTier {
             .with_retry(retry)
             .build()
             .map_err(io_error)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
+        // One worker thread of its own: a part's upload, a task the upload spawns, goes on
+        // while the drain reads and paces the next (on a current-thread runtime it would
+        // stall between calls, and time out at a slow drain_bandwidth).
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ickpt-s3")
             .enable_all()
             .build()?;
         Ok(ObjectTier {
@@ -145,32 +151,20 @@ impl Store for ObjectTier {
         self.run(self.client.delete(&self.path(name)))
     }
 
+    /// As `DirStore`'s: the marker's first `MARKER_MAX` bytes only, whatever its size.
     fn identity(&self) -> io::Result<Option<StoreId>> {
-        let path = self.path(MARKER);
-        let bytes = match self
-            .rt
-            .block_on(async { self.client.get(&path).await?.bytes().await })
-        {
-            Ok(b) => b,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(io_error(e)),
+        let file = match Store::open(self, MARKER) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
         };
-        let text = std::str::from_utf8(&bytes).unwrap_or("");
-        let id = text
-            .lines()
-            .find_map(|l| l.strip_prefix("id "))
-            .and_then(StoreId::from_hex);
-        match id {
-            Some(id) => Ok(Some(id)),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} is not an ickpt store marker", self.describe(MARKER)),
-            )),
-        }
+        let mut text = vec![0u8; file.len().min(MARKER_MAX) as usize];
+        file.read_exact_at(&mut text, 0)?;
+        Ok(marker_identity(&text))
     }
 
     fn set_identity(&self, id: StoreId) -> io::Result<()> {
-        let body = format!("ickpt store, format 2\nid {}\n", id.to_hex());
+        let body = marker_text(Some(id));
         self.run(
             self.client
                 .put(&self.path(MARKER), body.into_bytes().into()),
@@ -248,6 +242,12 @@ impl StoreWriter for ObjectWriter {
     }
 
     fn commit(mut self: Box<Self>) -> io::Result<()> {
+        // Every part sent first, the upload still ours: a part that failed leaves it to
+        // `drop`, which aborts it, instead of an upload left open on the server.
+        let upload = self.upload.as_mut().expect("present until commit or drop");
+        self.rt
+            .block_on(upload.wait_for_capacity(0))
+            .map_err(io_error)?;
         let upload = self.upload.take().expect("present until commit or drop");
         self.rt
             .block_on(upload.finish())
