@@ -31,7 +31,7 @@ module ickpt
        ICKPT_BACKEND_UFFD = 2, ICKPT_BACKEND_UFFD_ASYNC = 3
   integer(c_int32_t), parameter :: ICKPT_MODE_SYNC = 0, ICKPT_MODE_ASYNC = 1
 
-  ! ickpt_config, field for field (88 bytes, as in C).
+  ! ickpt_config, field for field (96 bytes, as in C).
   type, bind(C) :: ickpt_config
      integer(c_int32_t) :: struct_size, backend, full_every, keep_chains
      type(c_ptr) :: dir
@@ -41,6 +41,7 @@ module ickpt
      integer(c_int32_t) :: granularity, acck_pieces_log2, huge_pages, reserved_padding
      integer(c_int64_t) :: drain_bandwidth
      type(c_ptr) :: shared_dir, object_url
+     integer(c_int32_t) :: keep_versions, keep_within_s
   end type ickpt_config
 
   ! The directory ickpt_set_dir points a config at: it must outlive ickpt_init.

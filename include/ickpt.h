@@ -214,6 +214,17 @@ typedef struct ickpt_config {
    * ICKPT_OBJECT_URL, or none.
    */
   const char *object_url;
+  /**
+   * With n > 0, only what a restore of the n newest versions needs is kept, within
+   * keep_chains too (0, the default: no such limit; ICKPT_KEEP_VERSIONS sets it when 0).
+   */
+  uint32_t keep_versions;
+  /**
+   * With s > 0, only what a restore of a version committed in the last s seconds needs is
+   * kept, within the other limits too; the newest version stays however old (0, the
+   * default: no such limit; ICKPT_KEEP_WITHIN, e.g. "7d", sets it when 0).
+   */
+  uint32_t keep_within_s;
 } ickpt_config;
 
 /**
@@ -373,7 +384,8 @@ typedef struct ickpt_phases {
 
 /**
  * Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
- * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2, dir NULL (then
+ * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
+ * keep_within_s 0: no such limits), dir NULL (then
  * `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
  * 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
  * `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past
@@ -494,7 +506,7 @@ enum ickpt_result ickpt_version_tag(uint64_t version, uint64_t *tag);
  * job (the MPI layer's numbering, the same on every rank) is this store's `version`, which
  * must be committed with an intact chain. `global` must be above every number recorded so
  * far (ICKPT_ERR_INVALID_ARGUMENT otherwise). The newest two records are kept, and garbage
- * collection keeps the chains of the versions they name. `ickpt_mpi_checkpoint` calls this
+ * collection keeps what restoring the versions they name reads. `ickpt_mpi_checkpoint` calls this
  * once every rank has committed; a serial program has no need of it.
  */
 enum ickpt_result ickpt_global_commit(uint64_t global, uint64_t version);

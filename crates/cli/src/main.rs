@@ -4,6 +4,7 @@ mod bench;
 mod human;
 mod inspect;
 mod ls;
+mod maintain;
 mod probe;
 mod progress;
 mod restore;
@@ -76,6 +77,46 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Remove the versions a retention policy lets go, from every tier given (local first),
+    /// as the library's own collection does: never one a kept version's restore reads, nor
+    /// the newest, nor one the newest global records name. Refused while an application
+    /// holds the store. Say what to keep with one or more --keep-* options.
+    Prune {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Keep the chains of the N newest full versions.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        keep_chains: Option<u32>,
+        /// Keep only what a restore of the N newest versions reads.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        keep_versions: Option<u32>,
+        /// Keep only what a restore of a version committed within DURATION reads (12h, 7d,
+        /// 90min).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        keep_within: Option<std::time::Duration>,
+        /// Show what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Remove versions from every tier given. Refuses a version other versions' restores
+    /// read, unless --with-dependents (which removes those too), and one the newest global
+    /// records name (an MPI restart point), unless --force.
+    Rm {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Version numbers.
+        #[arg(required = true)]
+        versions: Vec<u64>,
+        /// Also remove every version whose restore reads one of them.
+        #[arg(long)]
+        with_dependents: bool,
+        /// Remove a version an MPI job's restart may need.
+        #[arg(long)]
+        force: bool,
+        /// Show what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Benchmarks; results go to stdout (tables, or --json).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -105,6 +146,28 @@ fn main() -> ExitCode {
             region,
             out,
         } => restore::run(&store, version, region, &out),
+        Cmd::Prune {
+            store,
+            keep_chains,
+            keep_versions,
+            keep_within,
+            dry_run,
+        } => maintain::prune(&store, keep_chains, keep_versions, keep_within, dry_run),
+        Cmd::Rm {
+            store,
+            versions,
+            with_dependents,
+            force,
+            dry_run,
+        } => maintain::rm(
+            &store,
+            &versions,
+            ickpt::maintain::RmOptions {
+                with_dependents,
+                force,
+            },
+            dry_run,
+        ),
         Cmd::Bench(b) => bench::run(b),
         Cmd::Probe { list } => probe::run(json, list),
     };
@@ -127,7 +190,10 @@ impl Cmd {
     fn set_json(&mut self, json: bool) {
         match self {
             Cmd::Ls(s) | Cmd::Verify(s) => s.json = json,
-            Cmd::Inspect { store, .. } | Cmd::Restore { store, .. } => store.json = json,
+            Cmd::Inspect { store, .. }
+            | Cmd::Restore { store, .. }
+            | Cmd::Prune { store, .. }
+            | Cmd::Rm { store, .. } => store.json = json,
             Cmd::Probe { .. } => {}
             Cmd::Bench(b) => b.set_json(json),
         }
@@ -160,25 +226,48 @@ impl StoreArgs {
 /// The store, or with `--shared` its tiers seen as one (`ickpt::store::TieredStore`): the
 /// local directory first, when it is there.
 fn open_store(s: &StoreArgs) -> Result<Box<dyn Store>, Box<dyn std::error::Error>> {
-    use ickpt::store::{DirStore, OpenError, Tier, TieredStore};
-    let local = DirStore::open_read(s.dir()?);
     if s.shared.is_none() && s.object.is_none() {
-        return Ok(Box::new(local?));
+        return Ok(Box::new(ickpt::store::DirStore::open_read(s.dir()?)?));
     }
+    Ok(Box::new(ickpt::store::TieredStore::new(open_tiers(
+        s, false,
+    )?)))
+}
+
+/// Each tier given, fastest first; the local directory left out when it is not there
+/// (another node). With `change`, the directories are opened as their writer would, taking
+/// the lock an application holds while it runs, so that nothing is removed under it.
+fn open_tiers(
+    s: &StoreArgs,
+    change: bool,
+) -> Result<Vec<ickpt::store::Tier>, Box<dyn std::error::Error>> {
+    use ickpt::store::{DirStore, OpenError, Tier};
+    let open = |d: &std::path::Path| -> Result<DirStore, OpenError> {
+        // A store already, whatever happens next: a maintenance command never makes one.
+        let read = DirStore::open_read(d)?;
+        if !change {
+            return Ok(read);
+        }
+        DirStore::open_write(d).map_err(|e| match e {
+            OpenError::Locked { dir } => OpenError::InUse { dir },
+            e => e,
+        })
+    };
     let mut tiers = Vec::new();
-    match local {
+    match open(s.dir()?) {
         Ok(l) => tiers.push(Tier {
             name: "local",
             store: std::sync::Arc::new(l),
         }),
         // Another node: the job's local directory is not here.
-        Err(OpenError::Missing { .. } | OpenError::NoSuchDir { .. }) => {}
+        Err(OpenError::Missing { .. } | OpenError::NoSuchDir { .. })
+            if s.shared.is_some() || s.object.is_some() => {}
         Err(e) => return Err(e.into()),
     }
     if let Some(shared) = &s.shared {
         tiers.push(Tier {
             name: "shared",
-            store: std::sync::Arc::new(DirStore::open_read(shared)?),
+            store: std::sync::Arc::new(open(shared)?),
         });
     }
     if let Some(url) = &s.object {
@@ -187,7 +276,7 @@ fn open_store(s: &StoreArgs) -> Result<Box<dyn Store>, Box<dyn std::error::Error
             store: std::sync::Arc::new(ickpt::store::ObjectTier::open(url)?),
         });
     }
-    Ok(Box::new(TieredStore::new(tiers)))
+    Ok(tiers)
 }
 
 /// With `--shared` or `--object`, the names each tier holds, fastest first.

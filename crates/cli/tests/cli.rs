@@ -5,18 +5,13 @@ use ickpt::store::version_name;
 use ickpt::{Config, Engine};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const PS: usize = 4096;
 const PAGES: usize = 16;
 
-#[path = "../../core/tests/common/scratch.rs"]
-mod scratch_dirs;
-use scratch_dirs::Scratch;
-
-fn scratch(name: &str) -> Scratch {
-    scratch_dirs::scratch_dir(&format!("cli-{name}"))
-}
+mod common;
+use common::{ickpt, json, scratch, text};
 
 /// A store with versions 1 (full), 2, 3, 4 (increments). Returns region 1's bytes at each.
 fn make_store(dir: &Path) -> Vec<Vec<u8>> {
@@ -46,13 +41,6 @@ fn make_store_with(cfg: Config) -> Vec<Vec<u8>> {
     snaps
 }
 
-fn ickpt(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ickpt"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 /// `ickpt restore STORE_ARGS --region 1 --out OUT`, which must succeed.
 fn restore_region_1(store_args: &[&str], out: &Path) {
     let mut args = vec!["restore"];
@@ -60,19 +48,6 @@ fn restore_region_1(store_args: &[&str], out: &Path) {
     args.extend(["--region", "1", "--out", out.to_str().unwrap()]);
     let r = ickpt(&args);
     assert!(r.status.success(), "{}", text(&r));
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn flip(path: &Path, at: u64) {

@@ -21,6 +21,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod io;
+pub mod maintain;
 pub mod policy;
 pub mod read;
 pub mod store;
@@ -39,8 +40,8 @@ pub mod track;
 pub use config::{Config, SettingError};
 pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
 pub use error::{
-    CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, ProtectError,
-    RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,
+    CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, MaintainError,
+    ProtectError, RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,
 };
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

@@ -52,6 +52,10 @@ fn a_malformed_variable_is_an_error_naming_it() {
         ("ICKPT_RENAME", "copy"),
         ("ICKPT_COW_BYTES", "2000G"),
         ("ICKPT_UFFD_SPIN", "sometimes"),
+        ("ICKPT_KEEP_VERSIONS", "many"),
+        ("ICKPT_KEEP_VERSIONS", "-1"),
+        ("ICKPT_KEEP_WITHIN", "soon"),
+        ("ICKPT_KEEP_WITHIN", "7"),
     ] {
         // Every variable is read at every open, whatever backend it concerns.
         refused(var, value);
@@ -65,4 +69,32 @@ fn a_malformed_variable_is_an_error_naming_it() {
     use std::os::unix::ffi::OsStrExt;
     let s = refused("ICKPT_MODE", std::ffi::OsStr::from_bytes(b"sy\xffnc"));
     assert!(s.expected.contains("UTF-8"), "{s:?}");
+    keep_variables_set_the_limits_a_program_leaves_unset();
+}
+
+/// `ICKPT_KEEP_VERSIONS` and `ICKPT_KEEP_WITHIN` in effect: one version kept, with its chain.
+fn keep_variables_set_the_limits_a_program_leaves_unset() {
+    for (var, value) in [("ICKPT_KEEP_VERSIONS", "1"), ("ICKPT_KEEP_WITHIN", "1ns")] {
+        let dir = scratch_dir("settings-env-keep");
+        let mut c = Config::new(&dir);
+        c.full_every = 3;
+        c.keep_chains = 100;
+        std::env::set_var(var, value);
+        let e = Engine::open(c);
+        std::env::remove_var(var);
+        let e = e.unwrap();
+        let p = e.alloc(1, 4096).unwrap();
+        for v in 1..=5u8 {
+            // SAFETY: alloc returned a page, live while `e` lives.
+            unsafe { p.write(v) };
+            e.checkpoint().unwrap();
+        }
+        let mut held: Vec<u64> = std::fs::read_dir(&*dir)
+            .unwrap()
+            .filter_map(|f| ickpt::store::parse_version_name(f.unwrap().file_name().to_str()?))
+            .collect();
+        held.sort_unstable();
+        // 5 increments 4, a full version.
+        assert_eq!(held, vec![4, 5], "{var}={value}");
+    }
 }

@@ -28,7 +28,8 @@ use std::ffi::{c_char, c_void, CStr};
 static ENGINE: EngineLock<Option<(u32, Engine)>> = EngineLock::new(None);
 
 /// Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
-/// `struct_size` to `size`: backend auto, full_every 10, keep_chains 2, dir NULL (then
+/// `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
+/// keep_within_s 0: no such limits), dir NULL (then
 /// `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
 /// 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
 /// `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past
@@ -78,6 +79,8 @@ fn default_config() -> ickpt_config {
         drain_bandwidth: 0,
         shared_dir: std::ptr::null(),
         object_url: std::ptr::null(),
+        keep_versions: 0,
+        keep_within_s: 0,
     }
 }
 
@@ -183,7 +186,9 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         huge_pages,
         drain_bandwidth,
         shared_dir,
-        object_url
+        object_url,
+        keep_versions,
+        keep_within_s
     );
     Ok(c)
 }
@@ -249,6 +254,9 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 // c_path has checked the bytes are UTF-8.
                 .and_then(|p| p.into_os_string().into_string().ok());
             c.drain_bandwidth = (cfg.drain_bandwidth != 0).then_some(cfg.drain_bandwidth);
+            c.keep_versions = cfg.keep_versions;
+            c.keep_within = (cfg.keep_within_s != 0)
+                .then(|| std::time::Duration::from_secs(cfg.keep_within_s.into()));
         }
         // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never
         // fails on a variable it does not use.
@@ -506,7 +514,7 @@ pub extern "C" fn ickpt_version_tag(version: u64, tag: *mut u64) -> ickpt_result
 /// job (the MPI layer's numbering, the same on every rank) is this store's `version`, which
 /// must be committed with an intact chain. `global` must be above every number recorded so
 /// far (ICKPT_ERR_INVALID_ARGUMENT otherwise). The newest two records are kept, and garbage
-/// collection keeps the chains of the versions they name. `ickpt_mpi_checkpoint` calls this
+/// collection keeps what restoring the versions they name reads. `ickpt_mpi_checkpoint` calls this
 /// once every rank has committed; a serial program has no need of it.
 #[no_mangle]
 pub extern "C" fn ickpt_global_commit(global: u64, version: u64) -> ickpt_result {

@@ -126,6 +126,13 @@ pub struct ickpt_config {
     /// AWS_ALLOW_HTTP=true for plain HTTP). NULL means the environment variable
     /// ICKPT_OBJECT_URL, or none.
     pub object_url: *const c_char,
+    /// With n > 0, only what a restore of the n newest versions needs is kept, within
+    /// keep_chains too (0, the default: no such limit; ICKPT_KEEP_VERSIONS sets it when 0).
+    pub keep_versions: u32,
+    /// With s > 0, only what a restore of a version committed in the last s seconds needs is
+    /// kept, within the other limits too; the newest version stays however old (0, the
+    /// default: no such limit; ICKPT_KEEP_WITHIN, e.g. "7d", sets it when 0).
+    pub keep_within_s: u32,
 }
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
@@ -370,7 +377,7 @@ fn open_code(e: &OpenError) -> ickpt_result {
         | OpenError::Symlink { .. }
         | OpenError::Unsafe { .. }
         | OpenError::BadMarker { .. } => ICKPT_ERR_NOT_A_STORE,
-        OpenError::Locked { .. } => ICKPT_ERR_STORE_LOCKED,
+        OpenError::Locked { .. } | OpenError::InUse { .. } => ICKPT_ERR_STORE_LOCKED,
         OpenError::Io { .. } | OpenError::NotWritable { .. } => ICKPT_ERR_IO,
     }
 }

@@ -40,6 +40,11 @@ fn parsed<T>(
     }
 }
 
+/// A duration as people write it: `90s`, `30min`, `12h`, `7d`, `1h 30m` (humantime's syntax).
+pub(crate) fn parse_duration(v: &str) -> Option<std::time::Duration> {
+    humantime::parse_duration(v).ok()
+}
+
 /// `0` or `1`.
 fn zero_one(v: &str) -> Option<bool> {
     match v {
@@ -68,6 +73,8 @@ pub(crate) struct Overrides {
     pub shared_dir: Option<PathBuf>,
     pub drain_bandwidth: Option<u64>,
     pub object_url: Option<String>,
+    pub keep_versions: Option<u32>,
+    pub keep_within: Option<std::time::Duration>,
 }
 
 impl Overrides {
@@ -110,6 +117,16 @@ impl Overrides {
                 parse_size,
             )?,
             object_url: var("ICKPT_OBJECT_URL")?.filter(|u| !u.is_empty()),
+            keep_versions: parsed(
+                "ICKPT_KEEP_VERSIONS",
+                "a count of versions (0: no limit)",
+                |v| v.parse().ok(),
+            )?,
+            keep_within: parsed(
+                "ICKPT_KEEP_WITHIN",
+                "a duration such as 12h, 7d or 90min",
+                parse_duration,
+            )?,
         })
     }
 }

@@ -44,6 +44,14 @@ pub struct Config {
     pub full_every: u32,
     /// Full chains kept on disk; older ones are deleted when a new full version commits.
     pub keep_chains: u32,
+    /// With n > 0, only what a restore of the n newest versions needs is kept (within
+    /// `keep_chains` too); 0: no such limit. `ICKPT_KEEP_VERSIONS` sets it when the program
+    /// does not.
+    pub keep_versions: u32,
+    /// Only what a restore of a version committed within this long needs is kept (within
+    /// the other limits too); None: no such limit. `ICKPT_KEEP_WITHIN` (e.g. `12h`) sets it
+    /// when the program does not. The newest version is kept however old.
+    pub keep_within: Option<std::time::Duration>,
     /// Emulate storage of this many bytes per second (experiments; `ICKPT_BANDWIDTH` sets
     /// it too, e.g. `200M`). None: as fast as the directory's device.
     pub bandwidth: Option<u64>,
@@ -105,6 +113,8 @@ impl Config {
             backend: Backend::Auto,
             full_every: 10,
             keep_chains: 2,
+            keep_versions: 0,
+            keep_within: None,
             bandwidth: None,
             fault: None,
             write_thread: false,
@@ -143,9 +153,22 @@ impl Config {
         c.shared_dir = c.shared_dir.or(o.shared_dir);
         c.drain_bandwidth = c.drain_bandwidth.or(o.drain_bandwidth);
         c.object_url = c.object_url.or(o.object_url);
+        if c.keep_versions == 0 {
+            c.keep_versions = o.keep_versions.unwrap_or(0);
+        }
+        c.keep_within = c.keep_within.or(o.keep_within);
         let test = TestSwitches::read()?;
         c.check()?;
         Ok((c, test))
+    }
+
+    /// What garbage collection keeps, from the three `keep_*` fields.
+    pub fn retention(&self) -> crate::policy::Retention {
+        crate::policy::Retention {
+            chains: self.keep_chains,
+            versions: (self.keep_versions > 0).then_some(self.keep_versions),
+            within: self.keep_within,
+        }
     }
 
     /// Every field within what the engine can use.

@@ -8,7 +8,7 @@ use super::drain::TierDrain;
 use super::sink::{batch_bytes, Handoff, Sink, THREAD_MIN_BATCHES};
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
-use crate::policy::Head;
+use crate::policy::{Head, Retention};
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId};
 use crate::sys::thread;
@@ -47,7 +47,7 @@ pub(crate) struct Job {
     pub staging: Arc<Mutex<OwnBytes>>,
     pub requested: Instant,
     pub phases: Phases,
-    pub keep_chains: u32,
+    pub retention: Retention,
     pub stats: CommitStats,
     pub page_size: usize,
     /// Lift fences chunk by chunk behind the commit (`LiftBehind`); false with
@@ -95,7 +95,7 @@ pub(super) fn run(job: Job) -> Outcome {
         staging,
         requested,
         mut phases,
-        keep_chains,
+        retention,
         mut stats,
         page_size: ps,
         lift_behind,
@@ -228,12 +228,13 @@ pub(super) fn run(job: Job) -> Outcome {
         }
         phases.write = sink.write_time;
         let result = sink.commit(&mut phases.commit).map(|bytes| {
-            if kind == Kind::Full {
-                // A failure leaves extra old versions, never a broken one.
+            // Limits by count or age move with every version; the chain limit only with a
+            // full one. A failure leaves extra old versions, never a broken one.
+            if kind == Kind::Full || retention.per_version() {
                 let t = Instant::now();
                 let _ = gc::collect(
                     &Catalog::with_identity(&*gc_store, Some(store_id)),
-                    keep_chains,
+                    &retention,
                     Some(version),
                     tiers.as_ref().map_or(u64::MAX, |t| t.drained()),
                 );

@@ -14,6 +14,7 @@
 
 use super::gc;
 use crate::error::{CheckpointError, DrainError, FileError};
+use crate::policy::Retention;
 use crate::read::catalog::Catalog;
 use crate::store::{looks_whole, parse_version_name, Store, StoreId, Tier, TieredStore};
 use ickpt_format::parse_global_name;
@@ -40,7 +41,7 @@ struct Shared {
     first: Arc<dyn Store>,
     lower: Vec<Tier>,
     id: StoreId,
-    keep_chains: u32,
+    retention: Retention,
     chunk: usize,
     /// Held by `TieredStore::remove` while it removes a file from every tier, and here from
     /// checking that a file copied is still on the first tier to committing the copy: a
@@ -71,14 +72,14 @@ impl TierDrain {
     pub(crate) fn start(
         tiers: &TieredStore,
         id: StoreId,
-        keep_chains: u32,
+        retention: Retention,
         chunk: usize,
     ) -> std::io::Result<TierDrain> {
         let shared = Arc::new(Shared {
             first: tiers.tiers()[0].store.clone(),
             lower: tiers.tiers()[1..].to_vec(),
             id,
-            keep_chains,
+            retention,
             chunk,
             removals: tiers.removals(),
             state: Mutex::new(State {
@@ -273,7 +274,7 @@ impl Shared {
         // Whatever the first tier still holds stays here too: a restore there may fall back
         // to it (the engine's head after a restore, a version a global record names).
         let catalog = Catalog::with_identity(store, Some(self.id));
-        gc::collect(&catalog, self.keep_chains, local.iter().copied(), u64::MAX)
+        gc::collect(&catalog, &self.retention, local.iter().copied(), u64::MAX)
             .map_err(|e| DrainError::collect(tier.name, e))?;
         // Records the first tier dropped (it keeps the newest two) go too, once older than
         // every record it still holds.
@@ -345,7 +346,8 @@ impl super::Engine {
     /// Wait until every version committed so far is on every lower tier (node-local data is
     /// then safe off-node), or say why not: a tier that failed (full, unreachable, another
     /// store's) fails this call, and the drain tries again at the next checkpoint. An async
-    /// checkpoint still running is waited for first. Ok at once without lower tiers.
+    /// checkpoint still running is waited for first. Ok at once without lower tiers. On
+    /// success every tier holds what the retention keeps, no more.
     pub fn wait_drained(&self) -> Result<(), crate::error::Error> {
         let Some(drain) = &self.drain else {
             return Ok(());
@@ -355,7 +357,14 @@ impl super::Engine {
             let mut st = self.lock_for_change().map_err(CheckpointError::from)?;
             self.settle(&mut st);
         }
-        Ok(drain.wait()?)
+        drain.wait()?;
+        // The first tier kept what was not copied yet; now that it is, its collection catches
+        // up (best effort, as after a commit), and one more round takes the lower tiers along,
+        // so that every tier holds what the retention keeps when this returns.
+        if self.collect_garbage().is_ok_and(|gone| !gone.is_empty()) {
+            drain.wait()?;
+        }
+        Ok(())
     }
 
     /// The newest version such that it and every version before it that the first tier

@@ -1,8 +1,8 @@
-//! Garbage collection of chains older than the configured number of full versions.
+//! Garbage collection: what the configured retention (`policy::Retention`) lets go.
 
 use super::Engine;
 use crate::error::{FileError, GcError};
-use crate::policy;
+use crate::policy::{self, Known, Retention};
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store};
 
@@ -14,15 +14,14 @@ impl Engine {
         let head = st.head.map(|h| h.version);
         collect(
             &Catalog::with_identity(&*self.local, Some(self.id)),
-            self.cfg.keep_chains,
+            &self.cfg.retention(),
             head,
             self.undrained_after(),
         )
     }
 }
 
-/// Delete the versions that no restore of the `keep_chains` newest restorable chains needs.
-/// Only versions that pass the catalog's checks count or are deleted: a damaged or foreign
+/// Delete the versions `retention` lets go (`policy::collectable`). Only versions that pass the catalog's checks count or are deleted: a damaged or foreign
 /// file (a stray full version with a high number, say) neither pushes the store's own chains
 /// out nor is removed; `verify` reports it. The chain of `head` (what the engine's next
 /// checkpoint increments) is always kept: after a restore fell back past a newer chain whose
@@ -32,32 +31,53 @@ impl Engine {
 /// copied them to every lower tier yet (`drain.rs`; `u64::MAX` when there is no lower tier).
 pub(super) fn collect(
     catalog: &Catalog<'_>,
-    keep_chains: u32,
+    retention: &Retention,
     head: impl IntoIterator<Item = u64>,
     undrained_after: u64,
 ) -> Result<Vec<u64>, GcError> {
-    let known: Vec<_> = catalog
-        .survey(None)?
-        .into_iter()
-        .filter_map(|s| {
-            let h = &s.summary.as_ref().filter(|_| s.problem.is_none())?.header;
-            Some((s.version, h.kind, h.parent))
-        })
-        .collect();
+    let doomed = plan(catalog, retention, head, |v| v > undrained_after)?;
     let store = catalog.store();
-    let mut keep = crate::read::global_records::kept_versions(catalog)?;
-    keep.extend(head);
-    keep.extend(known.iter().map(|k| k.0).filter(|&v| v > undrained_after));
-    let doomed = policy::collectable(&known, keep_chains, &keep);
     for &v in &doomed {
         remove(store, &version_name(v))?;
     }
     Ok(doomed)
 }
 
+/// What [`collect`] would delete, deleting nothing (`ickpt prune --dry-run` shows it): the
+/// versions `retention` lets go, keeping those `pinned` says to and what global records name.
+pub fn plan(
+    catalog: &Catalog<'_>,
+    retention: &Retention,
+    head: impl IntoIterator<Item = u64>,
+    pinned: impl Fn(u64) -> bool,
+) -> Result<Vec<u64>, GcError> {
+    let known: Vec<Known> = catalog
+        .survey(None)?
+        .into_iter()
+        .filter_map(|s| {
+            let h = &s.summary.as_ref().filter(|_| s.problem.is_none())?.header;
+            Some(Known {
+                version: s.version,
+                parent: h.parent,
+                created_unix_ns: h.created_unix_ns,
+            })
+        })
+        .collect();
+    let mut keep = crate::read::global_records::kept_versions(catalog)?;
+    keep.extend(head);
+    keep.extend(known.iter().map(|k| k.version).filter(|&v| pinned(v)));
+    Ok(policy::collectable(&known, retention, now_unix_ns(), &keep))
+}
+
+fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 /// Remove `name` from `store`, naming it on failure. A file already gone is not one: the
 /// drain collects a lower tier while a restart's discard may remove from every tier.
-pub(super) fn remove(store: &dyn Store, name: &str) -> Result<(), FileError> {
+pub(crate) fn remove(store: &dyn Store, name: &str) -> Result<(), FileError> {
     match store.remove(name) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         r => r.map_err(|e| FileError::new(store.describe(name), "remove", e)),

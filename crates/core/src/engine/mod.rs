@@ -7,7 +7,7 @@
 mod checkpoint;
 mod commit;
 mod drain;
-mod gc;
+pub(crate) mod gc;
 mod global;
 mod pending;
 mod restore_regions;
@@ -206,7 +206,7 @@ impl Engine {
         let mut engine = Self::start(cfg, test, tiered.clone())?;
         engine.local = first;
         let chunk = drain::chunk_for(engine.cfg.drain_bandwidth.filter(|&b| b > 0));
-        let drain = drain::TierDrain::start(&tiered, engine.id, engine.cfg.keep_chains, chunk)
+        let drain = drain::TierDrain::start(&tiered, engine.id, engine.cfg.retention(), chunk)
             .map_err(|e| {
                 InitError::File(FileError::new(
                     "ickpt-drain",

@@ -177,7 +177,7 @@ impl Engine {
             staging: self.staging.clone(),
             requested,
             phases,
-            keep_chains: self.cfg.keep_chains,
+            retention: self.cfg.retention(),
             stats: CommitStats {
                 mode: self.cfg.mode,
                 flush_order: self.cfg.flush_order,

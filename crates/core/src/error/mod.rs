@@ -1,7 +1,7 @@
 //! Every error ickpt reports, one type per operation: [`InitError`] (opening an engine),
 //! [`ProtectError`] (protect, unprotect, alloc, free), [`CheckpointError`] (checkpoint,
 //! wait), [`RestoreError`] (restore), [`ReadError`] (reading versions: restore, verify, the
-//! version list), [`GcError`]; the store directory's own is `store::dir::OpenError`. Each
+//! version list), [`GcError`], [`MaintainError`] (prune, rm); the store directory's own is `store::dir::OpenError`. Each
 //! names the file, region or version involved and, where there is one, what to do about
 //! it. [`Error`] gathers them for the C API, which maps each to a result code in one place
 //! (`capi::types::code_of`, documented in `docs/abi.md`).
@@ -12,6 +12,7 @@ mod file;
 mod gc;
 mod global;
 mod init;
+mod maintain;
 mod protect;
 mod read;
 mod region;
@@ -23,6 +24,7 @@ pub use file::FileError;
 pub use gc::GcError;
 pub use global::GlobalError;
 pub use init::InitError;
+pub use maintain::MaintainError;
 pub use protect::{ProtectError, RangeProblem};
 pub use read::ReadError;
 pub use region::RegionError;

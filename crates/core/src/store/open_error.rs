@@ -43,6 +43,9 @@ pub enum OpenError {
     BadMarker { path: String, what: &'static str },
     #[error("{dir} is in use by another ickpt process (its lock is held); give each process its own directory")]
     Locked { dir: String },
+    /// `ickpt prune` or `ickpt rm` on a store an application has open.
+    #[error("{dir} is in use by a running application (it holds the store's lock): stop it before removing versions by hand; while it runs, its own retention (keep_chains, keep_versions, keep_within) collects")]
+    InUse { dir: String },
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),
 }

@@ -1,0 +1,97 @@
+//! `ickpt prune` and `ickpt rm`: plan with the library (`ickpt::maintain`), show the plan,
+//! and carry it out unless `--dry-run`.
+
+use crate::{human, open_tiers, progress, CmdResult, StoreArgs, UsageError};
+use ickpt::maintain::{self, Removal, RmOptions};
+use ickpt::policy::Retention;
+use ickpt::store::Tier;
+use serde_json::json;
+use std::process::ExitCode;
+use std::time::Duration;
+
+pub fn prune(
+    s: &StoreArgs,
+    chains: Option<u32>,
+    versions: Option<u32>,
+    within: Option<Duration>,
+    dry_run: bool,
+) -> CmdResult {
+    if chains.is_none() && versions.is_none() && within.is_none() {
+        return Err(UsageError(
+            "say what to keep: --keep-chains N, --keep-versions N and/or --keep-within DURATION (e.g. 7d)",
+        )
+        .into());
+    }
+    let retention = Retention {
+        // Without --keep-chains, the other limits alone decide.
+        chains: chains.unwrap_or(u32::MAX),
+        versions,
+        within,
+    };
+    let tiers = open_tiers(s, !dry_run)?;
+    let plan = maintain::plan_prune(&tiers, &retention)?;
+    carry_out(s, &tiers, &plan, dry_run)
+}
+
+pub fn rm(s: &StoreArgs, versions: &[u64], options: RmOptions, dry_run: bool) -> CmdResult {
+    let tiers = open_tiers(s, !dry_run)?;
+    let plan = maintain::plan_rm(&tiers, versions, options)?;
+    carry_out(s, &tiers, &plan, dry_run)
+}
+
+fn carry_out(s: &StoreArgs, tiers: &[Tier], plan: &[Removal], dry_run: bool) -> CmdResult {
+    let total: u64 = plan.iter().map(|r| r.bytes).sum();
+    if !dry_run {
+        let pb = progress::bytes_bar("removing");
+        pb.set_length(total);
+        let shown = !s.json;
+        maintain::apply(tiers, plan, |r| {
+            pb.inc(r.bytes);
+            if shown {
+                pb.suspend(|| println!("removed {}", line(r)));
+            }
+        })?;
+        pb.finish_and_clear();
+    }
+    if s.json {
+        let removed: Vec<_> = plan
+            .iter()
+            .map(|r| json!({"tier": r.tier, "version": r.version, "bytes": r.bytes}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "dry_run": dry_run, "removed": removed, "bytes": total,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if dry_run {
+        for r in plan {
+            println!("would remove {}", line(r));
+        }
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    match plan.len() {
+        0 => println!("nothing to remove"),
+        n => println!(
+            "{verb} {n} version file(s), {}{}",
+            human::bytes(total),
+            if dry_run {
+                " (dry run: nothing removed)"
+            } else {
+                ""
+            }
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn line(r: &Removal) -> String {
+    format!(
+        "version {} from the {} tier ({})",
+        r.version,
+        r.tier,
+        human::bytes(r.bytes)
+    )
+}
