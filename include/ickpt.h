@@ -519,6 +519,29 @@ enum ickpt_result ickpt_global_commit(uint64_t global, uint64_t version);
 enum ickpt_result ickpt_global_latest(uint64_t *global, uint64_t *version);
 
 /**
+ * The newest global version not above `bound` recorded intact in this store (`*global`) and
+ * the version holding it (`*version`): a restart's agreement walks down with it to the
+ * newest global version every rank holds. ICKPT_ERR_NOT_FOUND when there is none.
+ */
+enum ickpt_result ickpt_global_at_most(uint64_t bound, uint64_t *global, uint64_t *version);
+
+/**
+ * The newest global version whose record is on every tier (the drain copies a version
+ * before the records naming it, so what restoring it reads is there too); without lower
+ * tiers, the newest recorded. 0 when there is none.
+ */
+enum ickpt_result ickpt_drained_global(uint64_t *global);
+
+/**
+ * Keep global version `global`'s record, and what restoring its version reads, on every
+ * tier beside the newest two records, until another is pinned (0: none). The MPI layer pins,
+ * before each global commit, the newest global version every rank has on every tier, so a
+ * job restarted from lower tiers whose drains lagged differently still finds one global
+ * version every rank holds.
+ */
+enum ickpt_result ickpt_global_pin(uint64_t global);
+
+/**
  * The version holding global version `global` in this store. ICKPT_ERR_NOT_FOUND when no
  * intact record of it is here.
  */

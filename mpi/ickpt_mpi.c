@@ -9,9 +9,13 @@
  *      message are broadcast so every rank returns the same result;
  *   3. on success every rank writes its record of N (ickpt_global_commit) and agrees again;
  *      on failure the ranks that did commit discard their version (ickpt_discard_newer).
- * A restart agrees on the minimum over ranks of their newest record: ranks' newest records
- * differ by at most one (a rank records N+1 only after every rank returned from N), and each
- * rank keeps its newest two, so that minimum is present everywhere.
+ * A restart agrees on the newest global version every rank holds a record of: ranks' newest
+ * records in their local stores differ by at most one (a rank records N+1 only after every
+ * rank returned from N), and each rank keeps its newest two, so the minimum of the newest is
+ * present everywhere. With lower tiers (a shared directory, an object store) each rank's drain
+ * runs at its own pace, and a job restarted from them after losing its nodes may find the
+ * ranks' newest records far apart: before each record, the ranks pin the newest global
+ * version every rank has drained (ickpt_global_pin), so that one is still on every tier.
  */
 #define _GNU_SOURCE
 #include "ickpt_mpi.h"
@@ -50,6 +54,8 @@ static struct {
     int pending;        /* async: a checkpoint scheduled, not yet agreed */
     uint64_t global;    /* the newest global version (0: none yet) */
     uint64_t local;     /* this rank's version holding `global` (0: none) */
+    int tiers;          /* some rank drains to lower tiers (agreed at init) */
+    uint64_t pinned;    /* the global version pinned on every tier (0: none) */
 } st;
 
 /*
@@ -311,12 +317,16 @@ static ickpt_result prepare_job(const char *dir) {
 }
 
 /*
- * Collective. Agree on the job's newest global version: the minimum over ranks of their
- * newest records (ranks' newest records differ by at most one, and each keeps its newest
- * two). Ranks further apart mean a store was lost, replaced or damaged: refused, with nothing
- * discarded. Otherwise every rank discards what is newer and the count resumes from there.
- * It leaves the result in st.global and st.local; st.global 0: no global version (a first
- * run; every rank's versions are discarded).
+ * Collective. Agree on the job's newest global version: the newest every rank holds a record
+ * of. It starts from the minimum over ranks of their newest records and walks down, each
+ * rank offering its newest record not above the candidate, until all offer the same: one
+ * round when the ranks' stores are their local ones (newest records at most one apart, each
+ * keeping its newest two); more after a restart from lower tiers whose drains lagged (the
+ * pinned version is there). No version every rank holds, while some rank holds one, means a
+ * store was lost, replaced or damaged: refused, with nothing discarded. Otherwise every rank
+ * discards what is newer and the count resumes from there. It leaves the result in st.global
+ * and st.local; st.global 0: no global version (a first run; every rank's versions are
+ * discarded).
  */
 static ickpt_result settle_globals(void) {
     uint64_t mine = 0, v = 0;
@@ -331,29 +341,43 @@ static ickpt_result settle_globals(void) {
     rc = min_max(mine, &lo, &hi, "MPI_Allreduce (the newest global version)");
     if (rc != ICKPT_OK)
         return rc;
-    if (hi > lo + 1) {
-        set_error("the ranks' newest global versions range from %llu to %llu, more than one "
-                  "apart (rank %d has %llu): a rank's store under the job directory was lost, "
-                  "replaced or damaged; nothing was discarded. Bring that store back, or start "
-                  "the job in a new directory",
+    uint64_t agreed = lo;
+    v = 0;
+    for (;;) {
+        uint64_t have = 0, next = 0, top = 0;
+        local = ICKPT_OK;
+        if (agreed > 0) {
+            local = ickpt_global_at_most(agreed, &have, &v);
+            if (local == ICKPT_ERR_NOT_FOUND)
+                local = ICKPT_OK;
+            local = local_error(local, "reading the global-commit records");
+        }
+        rc = agree(local);
+        if (rc == ICKPT_OK)
+            rc = min_max(have, &next, &top, "MPI_Allreduce (a global version every rank holds)");
+        if (rc != ICKPT_OK)
+            return rc;
+        /* Every rank offered at most `agreed`; the least of them is `agreed` only when all are. */
+        if (next == agreed)
+            break;
+        agreed = next;
+    }
+    if (agreed == 0 && hi > 0) {
+        set_error("no global version is held by every rank: their newest range from %llu to %llu "
+                  "(rank %d has %llu): a rank's store under the job directory was lost, replaced "
+                  "or damaged; nothing was discarded. Bring that store back, or start the job in "
+                  "a new directory",
                   (unsigned long long)lo, (unsigned long long)hi, st.rank,
                   (unsigned long long)mine);
         return ICKPT_ERR_CORRUPT;
     }
-    local = ICKPT_OK;
-    v = 0;
-    if (lo > 0 && ickpt_global_version(lo, &v) != ICKPT_OK) {
-        set_error("rank %d: global version %llu, the newest every rank recorded, is not in this "
-                  "rank's store (%s)",
-                  st.rank, (unsigned long long)lo, ickpt_last_error());
-        local = ICKPT_ERR_CORRUPT;
-    }
-    if (local == ICKPT_OK)
-        local = local_error(ickpt_discard_newer(v), "discarding versions newer than the job's newest global one");
+    if (agreed == 0)
+        v = 0;
+    local = local_error(ickpt_discard_newer(v), "discarding versions newer than the job's newest global one");
     rc = agree(local);
     if (rc != ICKPT_OK)
         return rc;
-    st.global = lo;
+    st.global = agreed;
     st.local = v;
     return ICKPT_OK;
 }
@@ -463,6 +487,14 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
                   "cfg.mode and ICKPT_MODE");
         rc = ICKPT_ERR_INVALID_ARGUMENT;
     }
+    /* Whether the ranks pin a drained global version at each checkpoint: agreed, so the
+     * exchange it takes is made by every rank or by none. */
+    uint64_t lo_tiers = 0, hi_tiers = 0;
+    if (rc == ICKPT_OK)
+        rc = min_max(shared != NULL || object != NULL, &lo_tiers, &hi_tiers,
+                     "MPI_Allreduce (whether ranks have lower tiers)");
+    st.tiers = hi_tiers != 0;
+    st.pinned = 0;
     if (rc != ICKPT_OK) {
         ickpt_finalize();
         goto fail;
@@ -499,6 +531,25 @@ static void discard_failed(void) {
 }
 
 /*
+ * With lower tiers: pin the newest global version every rank has on every tier, so that no
+ * rank's commits or drain remove it while a lagging rank's lower tiers hold nothing newer.
+ * Only ever raised: a rank that cannot say how far its drain got counts as having drained
+ * nothing, and the pin stays where it was.
+ */
+static ickpt_result pin_drained(void) {
+    if (!st.tiers)
+        return ICKPT_OK;
+    uint64_t mine = 0, lo = 0, hi = 0;
+    if (ickpt_drained_global(&mine) != ICKPT_OK)
+        mine = 0;
+    ickpt_result rc =
+        min_max(mine, &lo, &hi, "MPI_Allreduce (the newest global version drained on every rank)");
+    if (rc == ICKPT_OK && lo > st.pinned && ickpt_global_pin(lo) == ICKPT_OK)
+        st.pinned = lo;
+    return rc;
+}
+
+/*
  * Steps 2 and 3 of the protocol for this rank's committed (or failed) local version. A record
  * that fails on one rank fails the global version on all: the ranks that wrote theirs discard
  * it with the version, so every rank's newest record stays the previous one (the invariant a
@@ -508,6 +559,11 @@ static ickpt_result make_global(ickpt_result local, uint64_t version) {
     if (local == ICKPT_OK)
         crash_here(CRASH_COMMITTED, st.global + 1);
     ickpt_result rc = agree(local);
+    if (rc != ICKPT_OK) {
+        discard_failed();
+        return rc;
+    }
+    rc = pin_drained();
     if (rc != ICKPT_OK) {
         discard_failed();
         return rc;

@@ -1,8 +1,9 @@
 /*
  * The core's calls for coordinated checkpoints, as the MPI layer uses them: global-commit
  * records (ickpt_global_commit / _latest / _version), refusals (out of order, NULL, a
- * missing record), and ickpt_discard_newer, after which the next checkpoint is full and the
- * restart finds the newest global version's bytes.
+ * missing record), ickpt_discard_newer, after which the next checkpoint is full and the
+ * restart finds the newest global version's bytes; ickpt_global_pin keeps a third record,
+ * ickpt_global_at_most walks down to it, ickpt_drained_global (no lower tier) is the newest.
  */
 #include "check.h"
 
@@ -47,6 +48,25 @@ int main(void) {
     OK(ickpt_checkpoint(&info));
     CHECK(info.kind == ICKPT_KIND_FULL && info.version == 5);
     OK(ickpt_global_commit(4, 5));
+
+    /* Pinned, global 4 outlives two more records; the walk down from 6 finds it. */
+    OK(ickpt_global_pin(4));
+    for (uint64_t gl = 5; gl <= 6; gl++) {
+        OK(ickpt_checkpoint(&info));
+        OK(ickpt_global_commit(gl, info.version));
+    }
+    uint64_t drained = 0;
+    OK(ickpt_drained_global(&drained));
+    CHECK(drained == 6);
+    OK(ickpt_global_at_most(4, &g, &v));
+    CHECK(g == 4 && v == 5);
+    OK(ickpt_global_at_most(100, &g, &v));
+    CHECK(g == 6);
+    CHECK_RC(ickpt_global_at_most(3, &g, &v), ICKPT_ERR_NOT_FOUND);
+    CHECK_RC(ickpt_drained_global(NULL), ICKPT_ERR_INVALID_ARGUMENT);
+    /* Back to global 4 for the restart below. */
+    OK(ickpt_global_at_most(4, &g, &v));
+    OK(ickpt_discard_newer(v));
     OK(ickpt_finalize());
 
     memset(mem, 0, sizeof mem);

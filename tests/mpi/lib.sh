@@ -56,10 +56,11 @@ mpi_run_first_env() {
 }
 export -f launch_words mpi_run mpi_run_first_env
 
-# The newest global version rank 0 has recorded in the job directory $1 (0: none).
+# The newest global version rank $2 (default 0) has recorded in the job directory $1 (0: none).
 newest_global() {
     local g
-    g=$(ls "$1/rank-00000" 2>/dev/null | sed -n 's/^g0*\([0-9][0-9]*\)\.global$/\1/p' |
+    g=$(ls "$1/rank-$(printf %05d "${2:-0}")" 2>/dev/null |
+        sed -n 's/^g0*\([0-9][0-9]*\)\.global$/\1/p' |
         sort -n | tail -n1)
     echo "${g:-0}"
 }

@@ -15,7 +15,7 @@
  *                              (no MPI_Abort, whose teardown can lose the output), for the
  *                              refusals tests/mpi/run.sh expects.
  *   protocol refused           init must fail with ICKPT_ERR_CORRUPT on every rank: a rank's
- *                              store was removed, so the ranks' records are too far apart.
+ *                              store was removed, so no global version is on every rank.
  *   protocol fault             run with ICKPT_FAULT on one rank only: the first checkpoint
  *                              fails on every rank with that rank's code, the ranks that
  *                              committed discard their part, no global version exists; the
@@ -139,7 +139,7 @@ static int init_only(void) {
 static int refused(void) {
     ickpt_result r = ickpt_mpi_init(MPI_COMM_WORLD, NULL);
     CHECK(r == ICKPT_ERR_CORRUPT, "init gave %s", ickpt_result_name(r));
-    CHECK(strstr(ickpt_mpi_last_error(), "more than one apart") != NULL, "the message says why");
+    CHECK(strstr(ickpt_mpi_last_error(), "held by every rank") != NULL, "the message says why");
     if (rank == 0)
         printf("protocol: refused: ok\n");
     return 0;

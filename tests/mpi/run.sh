@@ -257,6 +257,32 @@ for impl in openmpi mpich; do
         fi
     )
     (
+        # Rank 0's drain lags far behind rank 1's when the nodes are lost: the shared tiers
+        # hold newest global versions far apart, and the restart agrees on the newest one
+        # both hold, the one pinned at each checkpoint (the newest every rank had drained).
+        t="$impl: drains lagging differently, nodes lost: the restart agrees from the shared tiers"
+        job lag-local
+        export ICKPT_SHARED_DIR=$bin/lag-shared
+        rm -rf "$ICKPT_SHARED_DIR"
+        # Ten global versions, on both shared tiers (finalize waits for the drains).
+        mpi_run "$run" 2 "$bin/protocol" run 10 64 >"$bin/lag1.out" 2>&1
+        # Resumed with rank 0 draining at 1 KiB/s (a 256 KiB version takes minutes), killed
+        # once rank 0 recorded global version 20.
+        kill_at_global 20 mpi_run_first_env "$run" 2 ICKPT_DRAIN_BANDWIDTH=1K \
+            "$bin/protocol" run 40 64
+        lag0=$(newest_global "$ICKPT_SHARED_DIR" 0)
+        lag1=$(newest_global "$ICKPT_SHARED_DIR" 1)
+        if ! grep -q "protocol: done" "$bin/lag1.out"; then
+            fail "$t" "the first run failed" "$bin/lag1.out"
+        elif [ "$lag0" -ne 10 ] || [ "$lag1" -le 11 ]; then
+            fail "$t" "no lag to test: the shared tiers' newest global versions are $lag0 and $lag1, wanted 10 and above 11" "$killed_out"
+        else
+            rm -rf "$ICKPT_DIR"
+            expect "$t: every rank resumes at global version 10" \
+                "protocol: done.*restarted at step 10\$" mpi_run "$run" 2 "$bin/protocol" run 40 64
+        fi
+    )
+    (
         t="$impl: Fortran heat on 2 ranks"
         mpi_run "$run" 2 "$bin/heat_f" $steps $cells >"$bin/ref-f.out" 2>&1
         want=$(checksum "$bin/ref-f.out")

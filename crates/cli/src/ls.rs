@@ -1,6 +1,7 @@
 use crate::{human, open_store, CmdResult, StoreArgs};
 use ickpt::format::{backend_name, CommitStats};
 use ickpt::read::catalog::{Catalog, Surveyed};
+use ickpt::store::{Store, TieredStore};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
@@ -31,7 +32,14 @@ const COLUMNS: [&str; 13] = [
 ];
 
 pub fn run(s: &StoreArgs) -> CmdResult {
-    let store = open_store(s)?;
+    // With --shared or --object: the tiers, opened once, read as one and listed each.
+    let (store, tiers): (Box<dyn Store>, _) = if s.shared.is_some() || s.object.is_some() {
+        let tiers = crate::open_tiers(s, false)?;
+        let listing = crate::tier_listing(&tiers)?;
+        (Box::new(TieredStore::new(tiers)), Some(listing))
+    } else {
+        (open_store(s)?, None)
+    };
     let catalog = Catalog::new(&store)?;
     let all = catalog.survey(None)?;
     // Global versions of a coordinated (MPI) job this store holds a part of, by version. A
@@ -48,8 +56,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             .map(|r| r.global)
     };
     let newest = all.iter().rev().find(|v| v.restorable()).map(|v| v.version);
-    // With --shared: where each version's file is, fastest tier first.
-    let tiers = crate::tier_listing(s);
+    // With tiers: where each version's file is, fastest tier first.
     let held_by = |v: u64| -> Option<Vec<&'static str>> {
         let name = ickpt::store::version_name(v);
         tiers.as_ref().map(|t| {

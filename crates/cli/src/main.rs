@@ -279,29 +279,21 @@ fn open_tiers(
     Ok(tiers)
 }
 
-/// With `--shared` or `--object`, the names each tier holds, fastest first.
-fn tier_listing(s: &StoreArgs) -> Option<Vec<(&'static str, Vec<String>)>> {
-    use ickpt::store::{DirStore, ObjectTier};
-    if s.shared.is_none() && s.object.is_none() {
-        return None;
-    }
-    let list = |d: &std::path::Path| {
-        DirStore::open_read(d)
-            .ok()
-            .and_then(|st| st.list().ok())
-            .unwrap_or_default()
-    };
-    let mut tiers = vec![("local", s.dir.as_deref().map(list).unwrap_or_default())];
-    if let Some(shared) = &s.shared {
-        tiers.push(("shared", list(shared)));
-    }
-    if let Some(url) = &s.object {
-        let names = ObjectTier::open(url)
-            .and_then(|o| o.list())
-            .unwrap_or_default();
-        tiers.push(("object", names));
-    }
-    Some(tiers)
+/// Each tier's name and the names it holds, fastest first.
+type TierListing = Vec<(&'static str, Vec<String>)>;
+
+/// What each tier holds; a tier that cannot be listed is an error naming it (a TIERS column
+/// that hid it would say a version is on fewer tiers than it is).
+fn tier_listing(tiers: &[ickpt::store::Tier]) -> Result<TierListing, Box<dyn std::error::Error>> {
+    tiers
+        .iter()
+        .map(|t| {
+            let names = t.store.list().map_err(|e| {
+                format!("listing the {} tier {}: {e}", t.name, t.store.describe(""))
+            })?;
+            Ok((t.name, names))
+        })
+        .collect()
 }
 
 /// The version named, or the newest one a restore accepts; versions passed over on the way

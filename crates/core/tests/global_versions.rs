@@ -288,3 +288,63 @@ fn a_record_that_fails_to_be_written_leaves_no_record() {
     e.global_commit(1, v).unwrap();
     assert_eq!(e.global_latest().unwrap().unwrap().global, 1);
 }
+
+/// The record numbers in `dir`, ascending.
+fn records_in(dir: &Path) -> Vec<u64> {
+    let mut g: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| ickpt::format::parse_global_name(e.unwrap().file_name().to_str()?))
+        .collect();
+    g.sort_unstable();
+    g
+}
+
+#[test]
+fn a_pinned_global_version_stays_on_every_tier_and_restores_once_the_node_is_lost() {
+    let (local, shared) = (
+        scratch_dir("global-pin-local"),
+        scratch_dir("global-pin-shared"),
+    );
+    let mut buf = Buf::new(PAGES * PS);
+    let tiers = |c: &mut Config| {
+        c.shared_dir = Some(shared.to_path_buf());
+        c.full_every = 2;
+        c.keep_chains = 1;
+    };
+    let e = engine(&local, &buf, tiers);
+    let mut images = vec![Vec::new()];
+    for v in 1..=8u64 {
+        images.push(step(&mut buf, v));
+        assert_eq!(e.checkpoint().unwrap().version, v);
+        e.global_commit(v, v).unwrap();
+        if v == 3 {
+            e.wait_drained().unwrap();
+            assert_eq!(e.drained_global().unwrap(), 3);
+            e.global_pin(3).unwrap();
+        }
+    }
+    e.wait_drained().unwrap();
+    assert_eq!(e.drained_global().unwrap(), 8);
+    // Besides the newest two, the pinned record stays on both tiers, and so does version 3
+    // (a full one: all its restore reads).
+    for dir in [&local, &shared] {
+        assert_eq!(records_in(dir), vec![3, 7, 8], "{}", dir.display());
+    }
+    let at_most = |g| e.global_at_most(g).unwrap().map(|r| (r.global, r.version));
+    assert_eq!(at_most(6), Some((3, 3)));
+    assert_eq!(at_most(8), Some((8, 8)));
+    assert_eq!(at_most(2), None);
+    // A restart's discard lowers what counts as drained with the records it removes.
+    e.discard_newer(3).unwrap();
+    assert_eq!(e.drained_global().unwrap(), 3);
+    drop(e);
+    // The node is lost: its directory goes, the shared tier alone restores global 3.
+    std::fs::remove_dir_all(&local).unwrap();
+    buf.slice_mut().fill(0);
+    let e = engine(&local, &buf, tiers);
+    assert_eq!(e.drained_global().unwrap(), 3);
+    let r = e.global_latest().unwrap().unwrap();
+    assert_eq!((r.global, r.version), (3, 3));
+    e.restore(r.version).unwrap();
+    assert!(buf.slice() == &images[3][..], "version 3's bytes");
+}

@@ -542,6 +542,53 @@ pub extern "C" fn ickpt_global_latest(global: *mut u64, version: *mut u64) -> ic
     })
 }
 
+/// The newest global version not above `bound` recorded intact in this store (`*global`) and
+/// the version holding it (`*version`): a restart's agreement walks down with it to the
+/// newest global version every rank holds. ICKPT_ERR_NOT_FOUND when there is none.
+#[no_mangle]
+pub extern "C" fn ickpt_global_at_most(
+    bound: u64,
+    global: *mut u64,
+    version: *mut u64,
+) -> ickpt_result {
+    guard(|| {
+        if version.is_null() {
+            return Err(Error::Null { what: "version" });
+        }
+        let global = out_ptr(global, "global")?;
+        let r = with_engine(&ENGINE, |e| {
+            e.global_at_most(bound)?.ok_or_else(|| no_global(e, None))
+        })?;
+        *global = r.global;
+        // SAFETY: non-NULL (checked above), a writable u64 of the caller's by contract;
+        // written through the pointer, so one pointer passed for both is no harm.
+        unsafe { version.write(r.version) };
+        Ok(())
+    })
+}
+
+/// The newest global version whose record is on every tier (the drain copies a version
+/// before the records naming it, so what restoring it reads is there too); without lower
+/// tiers, the newest recorded. 0 when there is none.
+#[no_mangle]
+pub extern "C" fn ickpt_drained_global(global: *mut u64) -> ickpt_result {
+    guard(|| {
+        let global = out_ptr(global, "global")?;
+        *global = with_engine(&ENGINE, |e| e.drained_global())?;
+        Ok(())
+    })
+}
+
+/// Keep global version `global`'s record, and what restoring its version reads, on every
+/// tier beside the newest two records, until another is pinned (0: none). The MPI layer pins,
+/// before each global commit, the newest global version every rank has on every tier, so a
+/// job restarted from lower tiers whose drains lagged differently still finds one global
+/// version every rank holds.
+#[no_mangle]
+pub extern "C" fn ickpt_global_pin(global: u64) -> ickpt_result {
+    guard(|| with_engine(&ENGINE, |e| e.global_pin(global)))
+}
+
 /// The version holding global version `global` in this store. ICKPT_ERR_NOT_FOUND when no
 /// intact record of it is here.
 #[no_mangle]

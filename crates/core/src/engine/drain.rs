@@ -64,6 +64,9 @@ struct State {
     finished: u64,
     /// The last round's failure, cleared by a round that succeeds.
     error: Option<DrainError>,
+    /// The newest global record on every lower tier (what outlives the node), as the last
+    /// round that succeeded (or the start) found them, lowered by discards since.
+    drained_global: u64,
 }
 
 impl TierDrain {
@@ -75,6 +78,8 @@ impl TierDrain {
         retention: Retention,
         chunk: usize,
     ) -> std::io::Result<TierDrain> {
+        // Before the first round: the MPI layer may ask at its first checkpoint.
+        let drained_global = newest_common_record(tiers.tiers()[1..].iter().map(|t| &*t.store));
         let shared = Arc::new(Shared {
             first: tiers.tiers()[0].store.clone(),
             lower: tiers.tiers()[1..].to_vec(),
@@ -84,6 +89,7 @@ impl TierDrain {
             removals: tiers.removals(),
             state: Mutex::new(State {
                 requested: true,
+                drained_global,
                 ..State::default()
             }),
             changed: Condvar::new(),
@@ -109,6 +115,18 @@ impl TierDrain {
     /// Every version up to this one is on every lower tier (as far as the drain knows).
     pub(crate) fn drained(&self) -> u64 {
         self.shared.lock().drained
+    }
+
+    /// The newest global record on every lower tier (as far as the drain knows); 0: none.
+    pub(crate) fn drained_global(&self) -> u64 {
+        self.shared.lock().drained_global
+    }
+
+    /// Records were removed from every tier (a restart's discard); `left` is what remains.
+    pub(crate) fn discarded(&self, left: &[u64]) {
+        let mut st = self.shared.lock();
+        let g = st.drained_global;
+        st.drained_global = left.iter().copied().filter(|&r| r <= g).max().unwrap_or(0);
     }
 
     /// Run a round that starts after this call, and wait for it: Ok when every file the
@@ -178,8 +196,16 @@ impl Shared {
             let (reached, result) =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.round()))
                     .unwrap_or_else(|p| (0, Err(DrainError::Panicked(panic_text(&*p)))));
+            // After a round that succeeded, every record the first tier held is on every
+            // lower tier: list them again rather than trust a count kept beside the files.
+            let common = result
+                .is_ok()
+                .then(|| newest_common_record(self.lower.iter().map(|t| &*t.store)));
             let mut st = self.lock();
             st.finished += 1;
+            if let Some(g) = common {
+                st.drained_global = g;
+            }
             // Also after a failure: what was copied before it may be collected on the first
             // tier, so one bad file or a full shared tier does not fill the local one.
             st.drained = st.drained.max(reached);
@@ -326,6 +352,23 @@ impl Shared {
             _ => out.commit().map_err(|e| to("commit", e)),
         }
     }
+}
+
+/// The newest global record number every one of `stores` lists (0: none, or one cannot be
+/// listed: then nothing is known to be drained).
+fn newest_common_record<'a>(stores: impl Iterator<Item = &'a dyn Store>) -> u64 {
+    let mut common: Option<HashSet<u64>> = None;
+    for s in stores {
+        let Ok(names) = s.list() else {
+            return 0;
+        };
+        let here: HashSet<u64> = names.iter().filter_map(|n| parse_global_name(n)).collect();
+        common = Some(match common {
+            None => here,
+            Some(c) => c.intersection(&here).copied().collect(),
+        });
+    }
+    common.and_then(|c| c.into_iter().max()).unwrap_or(0)
 }
 
 /// What a panic carried, for the error that reports it.

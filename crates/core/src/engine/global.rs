@@ -3,7 +3,8 @@
 //! once every rank has committed it; a restart agrees on the newest global version every
 //! rank recorded and discards what is newer. The records are small immutable files
 //! (`docs/FORMAT.md`, "Global-commit records"); the newest two are kept
-//! ([`KEPT_RECORDS`]), and garbage collection keeps the chains of both.
+//! ([`KEPT_RECORDS`]) and a pinned one ([`Engine::global_pin`]), and garbage collection keeps
+//! what restoring any record present reads.
 
 use super::Engine;
 use crate::error::{FileError, GlobalError, ReadError};
@@ -60,10 +61,14 @@ impl Engine {
         w.write_all(&record.encode())
             .map_err(|e| file_error("write", e))?;
         w.commit().map_err(|e| file_error("commit", e))?;
-        // Recorded. Every other record file but the previous intact one goes, damaged ones
-        // too; best effort, as garbage collection is: one left behind is passed over, and a
-        // failure here must not report the record just made as not made.
-        for n in numbers.into_iter().filter(|&n| Some(n) != previous) {
+        // Recorded. Every other record file but the previous intact one and the pinned one
+        // goes, damaged ones too; best effort, as garbage collection is: one left behind is
+        // passed over, and a failure here must not report the record just made as not made.
+        let pinned = st.pinned_global;
+        for n in numbers
+            .into_iter()
+            .filter(|&n| Some(n) != previous && n != pinned)
+        {
             let _ = self.store.remove(&global_name(n));
         }
         Ok(())
@@ -73,6 +78,35 @@ impl Engine {
     /// names its version file as written; None when there is none.
     pub fn global_latest(&self) -> Result<Option<GlobalRecord>, ReadError> {
         Ok(records(&self.catalog())?.pop())
+    }
+
+    /// Keep global version `global`'s record, and what restoring its version reads, on every
+    /// tier beside the newest two, until another is pinned (0: none). The MPI layer pins the
+    /// newest global version every rank has drained to every lower tier: a job whose ranks'
+    /// drains lag differently, restarted from the lower tiers after losing its nodes, then
+    /// still finds one global version every rank holds there. Only the engine's own record
+    /// removals heed it: a record already gone is not brought back.
+    pub fn global_pin(&self, global: u64) -> Result<(), GlobalError> {
+        self.lock_for_change()?.pinned_global = global;
+        Ok(())
+    }
+
+    /// The newest global version whose record is on every lower tier (so is what restoring
+    /// it reads: the drain copies records after versions), as far as the drain knows; without
+    /// lower tiers, the newest record. 0: none.
+    pub fn drained_global(&self) -> Result<u64, ReadError> {
+        Ok(match &self.drain {
+            Some(d) => d.drained_global(),
+            None => record_numbers(&*self.local)?.last().copied().unwrap_or(0),
+        })
+    }
+
+    /// The newest global version not above `bound` whose record this store holds intact,
+    /// naming its version file as written (a restart's agreement walks down with it).
+    pub fn global_at_most(&self, bound: u64) -> Result<Option<GlobalRecord>, ReadError> {
+        Ok(records(&self.catalog())?
+            .into_iter()
+            .rfind(|r| r.global <= bound))
     }
 
     /// The record of global version `global`, if this store holds it intact and its version
@@ -105,10 +139,14 @@ impl Engine {
             .max()
             .unwrap_or(0);
         let names_newer = |g: u64| intact.iter().any(|r| r.global == g && r.version > version);
-        for g in record_numbers(&*self.store)?.into_iter().rev() {
-            if g > kept_max || names_newer(g) {
-                super::gc::remove(&*self.store, &global_name(g))?;
-            }
+        let (doomed, left): (Vec<u64>, Vec<u64>) = record_numbers(&*self.store)?
+            .into_iter()
+            .partition(|&g| g > kept_max || names_newer(g));
+        if let Some(d) = self.drain.as_ref().filter(|_| !doomed.is_empty()) {
+            d.discarded(&left);
+        }
+        for g in doomed.into_iter().rev() {
+            super::gc::remove(&*self.store, &global_name(g))?;
         }
         let mut doomed: Vec<u64> = catalog
             .versions()?

@@ -60,6 +60,9 @@ pub(crate) struct State {
     pub unreported: Option<CheckpointError>,
     /// Sync checkpoints still to fence every region (after one met a write; `Guard`).
     pub fence_next: u32,
+    /// A global version whose record (and so what restoring it reads) stays on every tier
+    /// beside the newest two, until another is pinned (`Engine::global_pin`); 0: none.
+    pub pinned_global: u64,
 }
 
 pub struct Engine {
@@ -289,6 +292,7 @@ impl Engine {
                 pending: None,
                 unreported: None,
                 fence_next: 0,
+                pinned_global: 0,
             }),
         })
     }
