@@ -131,6 +131,8 @@ bench-mpi: stage
 # 2 minutes).
 bench-tiers: stage
 	scripts/bench-tiers.sh "$(STAGE)" docs/benchmarks
+	$(RELEASE)/ickpt bench policy --dir $(BUILD)/bench --out docs/benchmarks
+	scripts/bench-restart-tiers.sh $(RELEASE)/ickpt docs/benchmarks
 
 plot-deps:
 	@scripts/deps.sh plot

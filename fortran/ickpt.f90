@@ -30,8 +30,9 @@ module ickpt
   integer(c_int32_t), parameter :: ICKPT_BACKEND_AUTO = 0, ICKPT_BACKEND_MPROTECT = 1, &
        ICKPT_BACKEND_UFFD = 2, ICKPT_BACKEND_UFFD_ASYNC = 3
   integer(c_int32_t), parameter :: ICKPT_MODE_SYNC = 0, ICKPT_MODE_ASYNC = 1
+  integer(c_int32_t), parameter :: ICKPT_POLICY_FIXED = 0, ICKPT_POLICY_COST = 1
 
-  ! ickpt_config, field for field (96 bytes, as in C).
+  ! ickpt_config, field for field (104 bytes, as in C).
   type, bind(C) :: ickpt_config
      integer(c_int32_t) :: struct_size, backend, full_every, keep_chains
      type(c_ptr) :: dir
@@ -42,6 +43,7 @@ module ickpt
      integer(c_int64_t) :: drain_bandwidth
      type(c_ptr) :: shared_dir, object_url
      integer(c_int32_t) :: keep_versions, keep_within_s
+     integer(c_int32_t) :: policy, restore_weight_pct
   end type ickpt_config
 
   ! The directory ickpt_set_dir points a config at: it must outlive ickpt_init.

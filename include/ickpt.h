@@ -75,6 +75,16 @@ extern "C" {
 #define ICKPT_GRANULARITY_ADAPTIVE 1
 
 /**
+ * Every `full_every`-th checkpoint is full.
+ */
+#define ICKPT_POLICY_FIXED 0
+
+/**
+ * Full or incremental from measured commit times and sizes (paper 002's S_n, docs/design.md).
+ */
+#define ICKPT_POLICY_COST 1
+
+/**
  * Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
  */
 typedef enum ickpt_result {
@@ -225,6 +235,17 @@ typedef struct ickpt_config {
    * default: no such limit; ICKPT_KEEP_WITHIN, e.g. "7d", sets it when 0).
    */
   uint32_t keep_within_s;
+  /**
+   * ICKPT_POLICY_FIXED (default: every full_every-th checkpoint full) or ICKPT_POLICY_COST
+   * (full or incremental from measured costs); ICKPT_POLICY ("fixed"/"cost") overrides.
+   */
+  uint32_t policy;
+  /**
+   * Under the cost policy, how much a restart's reading of an increment counts against
+   * the checkpoint time it saves, in percent (default 100, paper 002's S_n; lower when
+   * failures are rare).
+   */
+  uint32_t restore_weight_pct;
 } ickpt_config;
 
 /**
@@ -385,7 +406,7 @@ typedef struct ickpt_phases {
 /**
  * Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
  * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
- * keep_within_s 0: no such limits), dir NULL (then
+ * keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, dir NULL (then
  * `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
  * 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
  * `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past

@@ -116,6 +116,8 @@ static void check_config_init(void) {
     CHECK(cfg.granularity == ICKPT_GRANULARITY_PAGE);
     CHECK(cfg.acck_pieces_log2 == 6);
     CHECK(cfg.huge_pages == 1);
+    CHECK(cfg.keep_versions == 0 && cfg.keep_within_s == 0);
+    CHECK(cfg.policy == ICKPT_POLICY_FIXED && cfg.restore_weight_pct == 100);
 }
 
 static void check_bad_init(void) {
@@ -135,6 +137,16 @@ static void check_bad_init(void) {
     OK(test_init(test_subdir("named-despite-env"), 0));
     OK(ickpt_finalize());
     CHECK(unsetenv("ICKPT_DIR") == 0);
+
+    /* A policy ickpt.h does not define is refused, naming the field. */
+    OK(ickpt_config_init(&cfg));
+    cfg.dir = test_subdir("bad-policy");
+    cfg.policy = 7;
+    CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(ickpt_last_error(), "cfg->policy") != NULL);
+    cfg.policy = ICKPT_POLICY_COST;
+    OK(ickpt_init(&cfg));
+    OK(ickpt_finalize());
 
     /* struct_size must be a size ickpt_config can have (config_size.c tests the others). */
     const uint32_t sizes[] = {0, 1, (uint32_t)sizeof(ickpt_config) - 1, UINT32_MAX};

@@ -839,3 +839,40 @@ fn benchmarks_work_under_any_umask_and_name_a_bad_dir() {
         text(&out)
     );
 }
+
+#[test]
+fn bench_policy_runs_both_policies_on_the_phases_given() {
+    let dir = scratch("bench-policy");
+    let r = ickpt(&[
+        "--json",
+        "bench",
+        "policy",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--size-mib",
+        "4",
+        "--reps",
+        "1",
+        "--phases",
+        "100:3,1:3",
+    ]);
+    assert!(r.status.success(), "{}", text(&r));
+    let j = json(&r);
+    // Fixed: one full version in six. Cost: full versions while every page is rewritten and
+    // one checkpoint after (the kind is chosen before the pages are collected), then
+    // increments; the second checkpoint depends on the backend's first epoch.
+    assert_eq!(j["fixed"]["fulls"], 1, "{j}");
+    let cost_fulls = j["cost"]["fulls"].as_u64().unwrap();
+    assert!((3..=4).contains(&cost_fulls), "{j}");
+    assert_eq!(j["cost"]["chain_versions"][1], 3, "{j}");
+    assert_eq!(j["fixed"]["chain_versions"][1], 6, "{j}");
+    for p in ["fixed", "cost"] {
+        let ms = j[p]["restore_ms"].as_array().unwrap();
+        assert!(
+            ms.len() == 2 && ms.iter().all(|m| m.as_f64().unwrap() > 0.0),
+            "{j}"
+        );
+    }
+    // Its own working directory is gone; the one given stays.
+    assert!(dir.exists() && std::fs::read_dir(&*dir).unwrap().next().is_none());
+}

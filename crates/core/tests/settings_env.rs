@@ -56,6 +56,7 @@ fn a_malformed_variable_is_an_error_naming_it() {
         ("ICKPT_KEEP_VERSIONS", "-1"),
         ("ICKPT_KEEP_WITHIN", "soon"),
         ("ICKPT_KEEP_WITHIN", "7"),
+        ("ICKPT_POLICY", "cheap"),
     ] {
         // Every variable is read at every open, whatever backend it concerns.
         refused(var, value);

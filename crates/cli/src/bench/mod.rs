@@ -4,6 +4,8 @@
 mod aickpt;
 mod incremental;
 mod paired;
+mod policy;
+mod restart_tiers;
 mod restore;
 mod tracking;
 mod tracking_acck;
@@ -30,6 +32,13 @@ pub enum BenchCmd {
     /// First-write cost of each tracking backend against unprotected writes and the bare
     /// kernel mechanism; ACCK coarse-grained monitoring against page granularity (issue 4).
     Tracking(tracking::Args),
+    /// The cost policy against the fixed 1 full : 9 increments on a workload whose dirty
+    /// fraction changes (issue 13): checkpoint time, bytes, full versions, restore time at the
+    /// end of each phase, paired per repetition.
+    Policy(policy::Args),
+    /// The newest version restored through all tiers, the shared tier alone and (with
+    /// --object) the object store alone, cold cache, against a plain read (issue 13).
+    RestartTiers(restart_tiers::Args),
 }
 
 impl BenchCmd {
@@ -39,6 +48,8 @@ impl BenchCmd {
             BenchCmd::Aickpt(a) => a.json = json,
             BenchCmd::Restore(a) => a.json = json,
             BenchCmd::Tracking(a) => a.json = json,
+            BenchCmd::Policy(a) => a.json = json,
+            BenchCmd::RestartTiers(a) => a.json = json,
         }
     }
 }
@@ -49,5 +60,7 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Aickpt(a) => aickpt::run(&a),
         BenchCmd::Restore(a) => restore::run(&a),
         BenchCmd::Tracking(a) => tracking::run(&a),
+        BenchCmd::Policy(a) => policy::run(&a),
+        BenchCmd::RestartTiers(a) => restart_tiers::run(&a),
     }
 }

@@ -3,7 +3,9 @@
 //! (`cat FILE > /dev/null`: read(2) into one 128 KiB buffer; and the same read into memory
 //! mapped fresh, where a restore's bytes must land), interleaved per repetition.
 
-use super::util::{machine, median, ms, random_pages, with_run_header, WorkDir, PAGE};
+use super::util::{
+    machine, median, ms, paired_ratios, random_pages, with_run_header, WorkDir, PAGE,
+};
 use crate::CmdResult;
 use ickpt::{Config, Engine};
 use serde_json::json;
@@ -32,7 +34,7 @@ pub struct Args {
 ///
 /// # Safety
 /// `base..base+len` must be writable memory no reference points into.
-unsafe fn fill_random(base: *mut u8, len: usize, seed: u64) {
+pub(super) unsafe fn fill_random(base: *mut u8, len: usize, seed: u64) {
     let mut x = seed | 1;
     for i in (0..len).step_by(8) {
         x ^= x << 13;
@@ -48,23 +50,33 @@ unsafe fn fill_random(base: *mut u8, len: usize, seed: u64) {
 /// Write the stores: `full` holds one full version, `chain` a full version and 9 increments
 /// of a random 10% of pages each.
 fn make_stores(full: &Path, chain: &Path, size: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let pages = size / PAGE;
     for (dir, increments) in [(full, 0u64), (chain, 9)] {
         let mut c = Config::new(dir);
         c.full_every = 10;
         c.keep_chains = 1;
-        let e = Engine::open(c)?;
-        let m = e.alloc(1, size)?;
-        // SAFETY: `m` is `size` bytes from alloc, live until the engine drops.
-        unsafe { fill_random(m, size, 1) };
-        e.checkpoint()?;
-        for i in 0..increments {
-            for p in random_pages(pages, pages / 10, 77 + i) {
-                // SAFETY: p < pages, so the page lies inside the `size` bytes at `m`.
-                unsafe { fill_random(m.add(p * PAGE), PAGE, 1000 + i * pages as u64 + p as u64) };
-            }
-            e.checkpoint()?;
+        write_chain(&Engine::open(c)?, size, increments)?;
+    }
+    Ok(())
+}
+
+/// Protect `size` random bytes in `e` and checkpoint them: a full version, then `increments`
+/// increments of a random 10% of the pages each.
+pub(super) fn write_chain(
+    e: &Engine,
+    size: usize,
+    increments: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let pages = size / PAGE;
+    let m = e.alloc(1, size)?;
+    // SAFETY: `m` is `size` bytes from alloc, live until the engine drops.
+    unsafe { fill_random(m, size, 1) };
+    e.checkpoint()?;
+    for i in 0..increments {
+        for p in random_pages(pages, pages / 10, 77 + i) {
+            // SAFETY: p < pages, so the page lies inside the `size` bytes at `m`.
+            unsafe { fill_random(m.add(p * PAGE), PAGE, 1000 + i * pages as u64 + p as u64) };
         }
+        e.checkpoint()?;
     }
     Ok(())
 }
@@ -165,15 +177,7 @@ pub fn run(a: &Args) -> CmdResult {
     }
     drop(work);
     let chain_info = chain_info.expect("reps >= 1");
-    let ratio = |a: &[Duration], b: &[Duration]| -> f64 {
-        let mut r: Vec<f64> = a
-            .iter()
-            .zip(b)
-            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
-            .collect();
-        r.sort_by(f64::total_cmp);
-        r[r.len() / 2]
-    };
+    let ratio = |a: &[Duration], b: &[Duration]| paired_ratios(a, b).0;
     let speed = ratio(&plain, &full);
     let speed_memory = ratio(&into_memory, &full);
     let chain_ratio = ratio(&chain, &full);

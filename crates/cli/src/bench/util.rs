@@ -73,6 +73,17 @@ impl Drop for WorkDir {
     }
 }
 
+/// The ratios `a[i] / b[i]` of paired times: (median, lowest, highest).
+pub fn paired_ratios(a: &[Duration], b: &[Duration]) -> (f64, f64, f64) {
+    let mut r: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    r.sort_by(f64::total_cmp);
+    (r[r.len() / 2], r[0], r[r.len() - 1])
+}
+
 pub fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]

@@ -29,7 +29,7 @@ static ENGINE: EngineLock<Option<(u32, Engine)>> = EngineLock::new(None);
 
 /// Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
 /// `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
-/// keep_within_s 0: no such limits), dir NULL (then
+/// keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, dir NULL (then
 /// `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
 /// 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
 /// `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past
@@ -81,6 +81,8 @@ fn default_config() -> ickpt_config {
         object_url: std::ptr::null(),
         keep_versions: 0,
         keep_within_s: 0,
+        policy: ICKPT_POLICY_FIXED,
+        restore_weight_pct: (d.restore_weight * 100.0) as u32,
     }
 }
 
@@ -188,7 +190,9 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         shared_dir,
         object_url,
         keep_versions,
-        keep_within_s
+        keep_within_s,
+        policy,
+        restore_weight_pct
     );
     Ok(c)
 }
@@ -255,6 +259,12 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 .and_then(|p| p.into_os_string().into_string().ok());
             c.drain_bandwidth = (cfg.drain_bandwidth != 0).then_some(cfg.drain_bandwidth);
             c.keep_versions = cfg.keep_versions;
+            c.policy = match cfg.policy {
+                ICKPT_POLICY_FIXED => crate::policy::KindPolicy::Fixed,
+                ICKPT_POLICY_COST => crate::policy::KindPolicy::Cost,
+                p => return Err(setting("cfg->policy", p)),
+            };
+            c.restore_weight = f64::from(cfg.restore_weight_pct) / 100.0;
             c.keep_within = (cfg.keep_within_s != 0)
                 .then(|| std::time::Duration::from_secs(cfg.keep_within_s.into()));
         }

@@ -75,6 +75,11 @@ pub const ICKPT_GRANULARITY_PAGE: u32 = 0;
 /// rest of the epoch and are stored whole. No effect with the uffd-async backend.
 pub const ICKPT_GRANULARITY_ADAPTIVE: u32 = 1;
 
+/// Every `full_every`-th checkpoint is full.
+pub const ICKPT_POLICY_FIXED: u32 = 0;
+/// Full or incremental from measured commit times and sizes (paper 002's S_n, docs/design.md).
+pub const ICKPT_POLICY_COST: u32 = 1;
+
 /// Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -133,6 +138,13 @@ pub struct ickpt_config {
     /// kept, within the other limits too; the newest version stays however old (0, the
     /// default: no such limit; ICKPT_KEEP_WITHIN, e.g. "7d", sets it when 0).
     pub keep_within_s: u32,
+    /// ICKPT_POLICY_FIXED (default: every full_every-th checkpoint full) or ICKPT_POLICY_COST
+    /// (full or incremental from measured costs); ICKPT_POLICY ("fixed"/"cost") overrides.
+    pub policy: u32,
+    /// Under the cost policy, how much a restart's reading of an increment counts against
+    /// the checkpoint time it saves, in percent (default 100, paper 002's S_n; lower when
+    /// failures are rare).
+    pub restore_weight_pct: u32,
 }
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version

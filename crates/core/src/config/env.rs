@@ -63,6 +63,7 @@ fn switch(name: &'static str) -> Result<bool, SettingError> {
 #[derive(Debug, Default)]
 pub(crate) struct Overrides {
     pub mode: Option<CommitMode>,
+    pub policy: Option<crate::policy::KindPolicy>,
     pub cow_bytes: Option<usize>,
     pub fault_around: Option<usize>,
     pub granularity: Option<Granularity>,
@@ -81,6 +82,11 @@ impl Overrides {
     pub fn read() -> Result<Overrides, SettingError> {
         Ok(Overrides {
             mode: parsed("ICKPT_MODE", "sync or async", CommitMode::parse)?,
+            policy: parsed(
+                "ICKPT_POLICY",
+                "fixed or cost",
+                crate::policy::KindPolicy::parse,
+            )?,
             cow_bytes: parsed(
                 "ICKPT_COW_BYTES",
                 "a size such as 16M or 0, at most 1024G",

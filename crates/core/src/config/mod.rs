@@ -41,7 +41,15 @@ pub struct Config {
     pub dir: PathBuf,
     pub backend: Backend,
     /// Every `full_every`-th checkpoint is full; 10 means 1 full : 9 incremental (paper 002).
+    /// Used by the fixed policy only.
     pub full_every: u32,
+    /// Fixed (every `full_every`-th full) or cost (full or incremental from measured commit
+    /// times and sizes, paper 002's S_n: `policy::cost_kind`). `ICKPT_POLICY` overrides.
+    pub policy: crate::policy::KindPolicy,
+    /// How much a restart's reading of an increment counts against the checkpoint time it
+    /// saves, under the cost policy: 1.0 (the paper's S_n) weighs them alike; lower when
+    /// failures are rare. At least 0.
+    pub restore_weight: f64,
     /// Full chains kept on disk; older ones are deleted when a new full version commits.
     pub keep_chains: u32,
     /// With n > 0, only what a restore of the n newest versions needs is kept (within
@@ -112,6 +120,8 @@ impl Config {
             dir: dir.into(),
             backend: Backend::Auto,
             full_every: 10,
+            policy: crate::policy::KindPolicy::Fixed,
+            restore_weight: 1.0,
             keep_chains: 2,
             keep_versions: 0,
             keep_within: None,
@@ -142,6 +152,7 @@ impl Config {
             c.backend = b;
         }
         c.mode = o.mode.unwrap_or(c.mode);
+        c.policy = o.policy.unwrap_or(c.policy);
         c.cow_bytes = o.cow_bytes.unwrap_or(c.cow_bytes);
         c.fault_around = o.fault_around.unwrap_or(c.fault_around);
         c.granularity = o.granularity.unwrap_or(c.granularity);
@@ -187,6 +198,13 @@ impl Config {
             if v == 0 {
                 return Err(SettingError::new(name, "0", "at least 1"));
             }
+        }
+        if !(self.restore_weight >= 0.0 && self.restore_weight.is_finite()) {
+            return Err(SettingError::new(
+                "restore_weight",
+                self.restore_weight.to_string(),
+                "a number 0 or above",
+            ));
         }
         if self.shared_dir.as_ref() == Some(&self.dir) {
             return Err(SettingError::new(

@@ -128,6 +128,7 @@ impl Engine {
         // that may be gone.
         if st.head.is_some_and(|h| h.version > version) {
             st.head = None;
+            st.chain_costs.full = None;
             st.previous = None;
         }
         let catalog = self.catalog();

@@ -63,6 +63,8 @@ pub(crate) struct State {
     /// A global version whose record (and so what restoring it reads) stays on every tier
     /// beside the newest two, until another is pinned (`Engine::global_pin`); 0: none.
     pub pinned_global: u64,
+    /// What the cost policy knows of the chain `head` ends (`policy::cost_kind`).
+    pub chain_costs: crate::policy::ChainCosts,
 }
 
 pub struct Engine {
@@ -293,6 +295,7 @@ impl Engine {
                 unreported: None,
                 fence_next: 0,
                 pinned_global: 0,
+                chain_costs: Default::default(),
             }),
         })
     }

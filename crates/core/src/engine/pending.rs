@@ -99,6 +99,11 @@ impl Engine {
                     }
                 }
                 st.head = Some(outcome.head);
+                let cost = crate::policy::Cost {
+                    bytes: info.bytes,
+                    secs: info.duration.as_secs_f64(),
+                };
+                st.chain_costs.committed(info.kind, cost);
                 let s = &mut st.stats;
                 s.checkpoints += 1;
                 match info.kind {

@@ -70,6 +70,8 @@ impl Engine {
         // no longer record writes: forget the head first, so that whatever fails below, the
         // next checkpoint is full and stores every region whole.
         st.head = None;
+        // Another chain than the one measured: the cost policy starts a new one.
+        st.chain_costs.full = None;
         st.previous = None;
         for s in st.regions.values_mut() {
             s.born = None;

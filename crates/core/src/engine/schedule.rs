@@ -44,7 +44,12 @@ impl Engine {
                 last: crate::store::version_name(version - 1),
             });
         }
-        let kind = policy::next_kind(st.head, self.cfg.full_every);
+        let kind = match (self.cfg.policy, st.head) {
+            (policy::KindPolicy::Cost, Some(_)) => {
+                policy::cost_kind(&st.chain_costs, self.cfg.restore_weight).0
+            }
+            _ => policy::next_kind(st.head, self.cfg.full_every),
+        };
         let (parent, depth, parent_meta_crc) = match (kind, st.head) {
             (Kind::Incremental, Some(h)) => (h.version, h.chain_depth + 1, h.meta_crc),
             _ => (0, 0, 0),
@@ -88,6 +93,9 @@ impl Engine {
         let mut ended_after = self.protocol.begin_commit();
         self.tracker.before_collect();
         let mut total = 0u64;
+        // Pages written since the last checkpoint, of all: a full version's tells the cost
+        // policy what an increment would have stored.
+        let (mut written, mut all) = (0u64, 0u64);
         let mut failed = None;
         let each = st.regions.values().zip(bits_of.drain(..)).zip(guards);
         for (ri, ((slot, mut bits), guard)) in each.enumerate() {
@@ -98,6 +106,7 @@ impl Engine {
             // Each page's state is final before its region is re-armed, so no write (not even
             // this thread's own, which passes the gate) meets a re-armed page with a stale one.
             let mut mark = |bits: &[u64]| {
+                written += bits.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
                 let learnt = adaptive.then_some(&mut learnt);
                 let m = protocol::schedule::mark(
                     tr,
@@ -118,6 +127,7 @@ impl Engine {
             if let Some(f) = after_collect {
                 f(tr.id);
             }
+            all += tr.npages as u64;
             regions.push(Scheduled {
                 tr: tr.clone(),
                 bits,
@@ -149,6 +159,7 @@ impl Engine {
             FlushOrder::Address => Vec::new(),
         };
         st.next_version = version + 1;
+        st.chain_costs.written_fraction = (all > 0).then(|| written as f64 / all as f64);
         let phases = Phases {
             collect: t.elapsed(),
             ..Phases::default()

@@ -14,7 +14,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
 use object_store::{ObjectStore, WriteMultipart};
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// S3's smallest part but the last.
 const PART: usize = 5 << 20;
@@ -135,6 +135,7 @@ impl Store for ObjectTier {
             len: meta.size,
             client: self.client.clone(),
             rt: self.rt.clone(),
+            window: Mutex::new(None),
         }))
     }
 
@@ -173,11 +174,34 @@ impl Store for ObjectTier {
     }
 }
 
+/// Bytes one GET fetches when a read asks for less: a restore reads a version in the stretches
+/// between the pages newer versions supplied, often a few KiB each, and each request costs
+/// milliseconds (a 128 MiB chain took 77 s to restore from Garage with a GET per stretch,
+/// docs/benchmarks.md). Aligned, so reads in either direction find their window.
+const READ_WINDOW: u64 = 4 << 20;
+
 struct ObjectFile {
     path: Path,
     len: u64,
     client: Arc<dyn ObjectStore>,
     rt: Arc<tokio::runtime::Runtime>,
+    /// The last window fetched: its offset and bytes.
+    window: Mutex<Option<(u64, Vec<u8>)>>,
+}
+
+impl ObjectFile {
+    /// Bytes `range` of the object, exactly.
+    fn get(&self, range: std::ops::Range<u64>) -> io::Result<Vec<u8>> {
+        let want = (range.end - range.start) as usize;
+        let bytes = self
+            .rt
+            .block_on(self.client.get_range(&self.path, range))
+            .map_err(io_error)?;
+        if bytes.len() != want {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(bytes.to_vec())
+    }
 }
 
 impl ickpt_format::ReadAt for ObjectFile {
@@ -189,14 +213,23 @@ impl ickpt_format::ReadAt for ObjectFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let bytes = self
-            .rt
-            .block_on(self.client.get_range(&self.path, offset..end))
-            .map_err(io_error)?;
-        if bytes.len() != buf.len() {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        if buf.len() as u64 >= READ_WINDOW {
+            buf.copy_from_slice(&self.get(offset..end)?);
+            return Ok(());
         }
-        buf.copy_from_slice(&bytes);
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let held = |w: &Option<(u64, Vec<u8>)>| {
+            w.as_ref()
+                .is_some_and(|(at, b)| offset >= *at && end <= at + b.len() as u64)
+        };
+        if !held(&window) {
+            let at = offset / READ_WINDOW * READ_WINDOW;
+            let stop = (at + READ_WINDOW).min(self.len).max(end);
+            *window = Some((at, self.get(at..stop)?));
+        }
+        let (at, bytes) = window.as_ref().expect("fetched above");
+        let from = (offset - at) as usize;
+        buf.copy_from_slice(&bytes[from..from + buf.len()]);
         Ok(())
     }
 

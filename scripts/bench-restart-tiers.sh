@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench-restart-tiers.sh ICKPT OUT: the restart-from-each-tier part of make bench-tiers. Starts
+# Garage (built by make deps into ~/.cache/ickpt, or $ICKPT_GARAGE) on 127.0.0.1 in single-node
+# mode with a bucket, as the tests do (crates/core/tests/common/garage.rs), runs
+# `ICKPT bench restart-tiers --object s3://...` and stops it; writes OUT/restart-tiers.json.
+set -euo pipefail
+ickpt=$1; out=$2
+root=$(cd "$(dirname "$0")/.." && pwd)
+garage=${ICKPT_GARAGE:-$HOME/.cache/ickpt/garage-2.5.0/bin/garage}
+[ -x "$garage" ] || { echo "bench-restart-tiers: no garage at $garage: run make deps" >&2; exit 1; }
+work=$root/build/bench-garage
+rm -rf "$work"; mkdir -p "$work"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+rpc=$(free_port) s3=$(free_port)
+key=GK0123456789abcdef01234567
+secret=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+cat >"$work/garage.toml" <<TOML
+metadata_dir = "$work/meta"
+data_dir = "$work/data"
+db_engine = "lmdb"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:$rpc"
+rpc_public_addr = "127.0.0.1:$rpc"
+rpc_secret = "$secret"
+[s3_api]
+s3_region = "garage"
+api_bind_addr = "127.0.0.1:$s3"
+root_domain = ".s3.garage"
+TOML
+GARAGE_DEFAULT_ACCESS_KEY=$key GARAGE_DEFAULT_SECRET_KEY=$secret GARAGE_DEFAULT_BUCKET=bench \
+  RUST_LOG=warn "$garage" -c "$work/garage.toml" server --single-node --default-bucket \
+  >"$work/garage.log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+# Answering on the S3 port, at most 60 s.
+for _ in $(seq 600); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$s3") 2>/dev/null && break
+  kill -0 $pid 2>/dev/null || { cat "$work/garage.log" >&2; exit 1; }
+  sleep 0.1
+done
+export AWS_ENDPOINT_URL=http://127.0.0.1:$s3 AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=$key \
+  AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=garage
+"$ickpt" bench restart-tiers --dir "$root/build/bench" --object s3://bench/restart --out "$out"
