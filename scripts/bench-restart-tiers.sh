@@ -6,7 +6,7 @@
 set -euo pipefail
 ickpt=$1; out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
-garage=${ICKPT_GARAGE:-$HOME/.cache/ickpt/garage-2.5.0/bin/garage}
+garage=${ICKPT_GARAGE:-$HOME/.cache/ickpt/garage-$(cat "$root/scripts/garage.version")/bin/garage}
 [ -x "$garage" ] || { echo "bench-restart-tiers: no garage at $garage: run make deps" >&2; exit 1; }
 work=$root/build/bench-garage
 rm -rf "$work"; mkdir -p "$work"

@@ -14,13 +14,14 @@ if [ "${1:-}" = plot ]; then
 fi
 # `deps.sh s3`: the S3-compatible server the object-store tier's tests start (Garage, from
 # crates.io), built once into ~/.cache/ickpt (13 minutes on the project's 2-core VM, beside
-# other builds) and reused by every clone. ICKPT_GARAGE names another binary; the tests look
-# for the same path (crates/core/tests/common/garage.rs).
+# other builds) and reused by every clone. ICKPT_GARAGE names another binary; the tests and
+# scripts/bench-restart-tiers.sh look for the same path. The version is scripts/garage.version's.
 if [ "${1:-}" = s3 ]; then
-  garage_root=$HOME/.cache/ickpt/garage-2.5.0
+  garage_version=$(cat "$(dirname "$0")/garage.version")
+  garage_root=$HOME/.cache/ickpt/garage-$garage_version
   if [ -z "${ICKPT_GARAGE:-}" ] && [ ! -x "$garage_root/bin/garage" ]; then
-    echo "deps: building garage 2.5.0 (S3 server for the tests) into $garage_root, once"
-    cargo install garage --version 2.5.0 --locked --no-default-features \
+    echo "deps: building garage $garage_version (S3 server for the tests) into $garage_root, once"
+    cargo install garage --version "$garage_version" --locked --no-default-features \
       --features lmdb,bundled-libs --root "$garage_root"
   fi
   exit 0

@@ -33,6 +33,10 @@ pub struct Args {
     /// Repetitions; each figure is a median, each ratio the median of per-repetition ratios.
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// The cost policy's restore_weight (1.0: a restart's reading weighs as much as the
+    /// writing it saves).
+    #[arg(long, default_value_t = 1.0)]
+    restore_weight: f64,
     /// Also write policy.json and policy.csv here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -92,13 +96,15 @@ pub(super) fn restore_newest(
 fn run_policy(
     dir: &Path,
     policy: KindPolicy,
-    size: usize,
+    a: &Args,
     plan: &[(usize, usize)],
     seed: u64,
 ) -> Result<Run, Box<dyn std::error::Error>> {
+    let size = a.size_mib << 20;
     let pages = size / PAGE;
     let mut c = Config::new(dir);
     c.policy = policy;
+    c.restore_weight = a.restore_weight;
     c.full_every = 10;
     c.keep_chains = 2;
     let e = Engine::open(c)?;
@@ -133,7 +139,6 @@ fn run_policy(
 
 pub fn run(a: &Args) -> CmdResult {
     let plan = phases(&a.phases)?;
-    let size = a.size_mib << 20;
     let reps = a.reps.max(1);
     let work = WorkDir::create(&a.dir, "policy")?;
     let started = Instant::now();
@@ -147,7 +152,7 @@ pub fn run(a: &Args) -> CmdResult {
         };
         for policy in order {
             let dir = work.sub(&format!("{policy:?}-{rep}"))?;
-            let r = run_policy(&dir, policy, size, &plan, seed)?;
+            let r = run_policy(&dir, policy, a, &plan, seed)?;
             std::fs::remove_dir_all(&dir)?;
             match policy {
                 KindPolicy::Fixed => fixed.push(r),
@@ -217,6 +222,7 @@ fn report(
     let range = |v: &[f64]| json!([v[0], v[v.len() - 1]]);
     with_run_header(json!({
         "backend": backend, "size_mib": a.size_mib, "reps": fixed.len(),
+        "restore_weight": a.restore_weight,
         "phases": plan.iter().map(|&(p, s)| json!({"dirty_percent": p, "steps": s})).collect::<Vec<_>>(),
         "seconds": took.as_secs_f64(),
         "fixed": summary(fixed, plan.len()),

@@ -27,7 +27,9 @@ pub fn binary() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| {
             let home = std::env::var_os("HOME")?;
-            Some(Path::new(&home).join(".cache/ickpt/garage-2.5.0/bin/garage"))
+            // The version make deps builds, written once for it and the tests.
+            let version = include_str!("../../../../scripts/garage.version").trim();
+            Some(Path::new(&home).join(format!(".cache/ickpt/garage-{version}/bin/garage")))
         })
         .filter(|p| p.is_file());
     if path.is_none() {
