@@ -126,10 +126,11 @@ bench-tracking: build plot-deps
 bench-mpi: stage
 	scripts/bench-mpi.sh "$(STAGE)" docs/benchmarks
 
-# What draining to a shared tier costs the application (demo/heat.c with and without
-# ICKPT_SHARED_DIR, paired, sync and async): writes docs/benchmarks/tiers.{json,csv} (about
-# 2 minutes).
-bench-tiers: stage
+# Issue 13's figures (about 4 minutes): what draining to a shared tier costs the application
+# (demo/heat.c with and without ICKPT_SHARED_DIR, paired, sync and async: tiers.{json,csv}),
+# the cost policy against 1:9 (policy.{json,csv}), and a restart from each tier, the object
+# store a Garage server the script starts (restart-tiers.json), all in docs/benchmarks.
+bench-tiers: stage s3-deps
 	scripts/bench-tiers.sh "$(STAGE)" docs/benchmarks
 	$(RELEASE)/ickpt bench policy --dir $(BUILD)/bench --out docs/benchmarks
 	scripts/bench-restart-tiers.sh $(RELEASE)/ickpt docs/benchmarks

@@ -554,11 +554,11 @@ enum ickpt_result ickpt_global_at_most(uint64_t bound, uint64_t *global, uint64_
 enum ickpt_result ickpt_drained_global(uint64_t *global);
 
 /**
- * Keep global version `global`'s record, and what restoring its version reads, on every
- * tier beside the newest two records, until another is pinned (0: none). The MPI layer pins,
- * before each global commit, the newest global version every rank has on every tier, so a
- * job restarted from lower tiers whose drains lagged differently still finds one global
- * version every rank holds.
+ * Keep the records of global version `global` and of every later one, and what restoring
+ * their versions reads, on every tier, until another is pinned (0: none: the newest two are
+ * kept). The MPI layer pins, before each global commit, the newest global version every rank
+ * has on every tier, so a job restarted from lower tiers whose drains lagged differently
+ * still finds one global version every rank holds.
  */
 enum ickpt_result ickpt_global_pin(uint64_t global);
 

@@ -379,6 +379,11 @@ static ickpt_result settle_globals(void) {
         return rc;
     st.global = agreed;
     st.local = v;
+    /* A pin above the version agreed on names a number the job will record again. */
+    if (st.pinned > agreed) {
+        st.pinned = 0;
+        ickpt_global_pin(0);
+    }
     return ICKPT_OK;
 }
 
@@ -533,8 +538,11 @@ static void discard_failed(void) {
 /*
  * With lower tiers: pin the newest global version every rank has on every tier, so that no
  * rank's commits or drain remove it while a lagging rank's lower tiers hold nothing newer.
- * Only ever raised: a rank that cannot say how far its drain got counts as having drained
- * nothing, and the pin stays where it was.
+ * Only ever raised: every record from the pin on stays on every rank (ickpt_global_pin), so
+ * the new one, no older than any rank's drained record, is still everywhere. A rank that
+ * cannot say how far its drain got counts as having drained nothing, and the pin stays where
+ * it was. Until the slowest drain catches up, every rank keeps the records since the pin and
+ * what restoring their versions reads.
  */
 static ickpt_result pin_drained(void) {
     if (!st.tiers)

@@ -10,8 +10,11 @@ garage=${ICKPT_GARAGE:-$HOME/.cache/ickpt/garage-$(cat "$root/scripts/garage.ver
 [ -x "$garage" ] || { echo "bench-restart-tiers: no garage at $garage: run make deps" >&2; exit 1; }
 work=$root/build/bench-garage
 rm -rf "$work"; mkdir -p "$work"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-rpc=$(free_port) s3=$(free_port)
+# Two distinct free ports, both bound at once while chosen.
+read -r rpc s3 < <(python3 -c 'import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
 key=GK0123456789abcdef01234567
 secret=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 cat >"$work/garage.toml" <<TOML
@@ -31,13 +34,23 @@ GARAGE_DEFAULT_ACCESS_KEY=$key GARAGE_DEFAULT_SECRET_KEY=$secret GARAGE_DEFAULT_
   RUST_LOG=warn "$garage" -c "$work/garage.toml" server --single-node --default-bucket \
   >"$work/garage.log" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+# Garage stopped (SIGKILL after 10 s), its log shown when something failed, its data removed.
+stop() {
+  local rc=$?
+  kill $pid 2>/dev/null
+  timeout 10 tail --pid=$pid -f /dev/null || kill -9 $pid 2>/dev/null
+  [ $rc = 0 ] || cat "$work/garage.log" >&2
+  rm -rf "$work"
+}
+trap stop EXIT
 # Answering on the S3 port, at most 60 s.
+ready=0
 for _ in $(seq 600); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$s3") 2>/dev/null && break
-  kill -0 $pid 2>/dev/null || { cat "$work/garage.log" >&2; exit 1; }
+  (exec 3<>"/dev/tcp/127.0.0.1/$s3") 2>/dev/null && { ready=1; break; }
+  kill -0 $pid 2>/dev/null || { echo "bench-restart-tiers: garage exited" >&2; exit 1; }
   sleep 0.1
 done
+[ $ready = 1 ] || { echo "bench-restart-tiers: garage did not answer within 60 s" >&2; exit 1; }
 export AWS_ENDPOINT_URL=http://127.0.0.1:$s3 AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=$key \
   AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=garage
 "$ickpt" bench restart-tiers --dir "$root/build/bench" --object s3://bench/restart --out "$out"

@@ -108,8 +108,12 @@ fn prune_dry_run_shows_what_prune_removes_and_what_is_left_restores() {
         text(&human)
     );
 
-    let chains = ickpt(&["--json", "prune", "--dir", d, "--keep-chains", "2"]);
-    assert_eq!(removed(&chains), local(&[2, 1]));
+    // The dry run lists exactly what the same command then removes.
+    let args = ["--json", "prune", "--dir", d, "--keep-chains", "2"];
+    let planned = removed(&ickpt(&[&args[..], &["--dry-run"]].concat()));
+    let chains = ickpt(&args);
+    assert_eq!(removed(&chains), planned);
+    assert_eq!(planned, local(&[2, 1]));
     assert_eq!(held(&dir), (3..=6).collect());
     for v in 3..=6 {
         restores(d, v, &snaps[v as usize - 1]);
@@ -189,12 +193,14 @@ fn a_store_an_application_holds_is_refused_and_left_alone() {
 }
 
 #[test]
-fn prune_with_shared_keeps_on_local_what_the_shared_tier_lacks() {
+fn prune_with_shared_keeps_on_local_what_the_drain_has_not_copied() {
     let dir = scratch("prune-local");
     let shared = scratch("prune-shared");
     make_store(&dir, Some(&shared));
-    // As if the drain had not yet copied version 1 when the node went down.
-    std::fs::remove_file(shared.join(ickpt::store::version_name(1))).unwrap();
+    // As if the drain, oldest first, had copied only versions 1 and 2.
+    for v in 3..=6 {
+        std::fs::remove_file(shared.join(ickpt::store::version_name(v))).unwrap();
+    }
     let (d, s) = (dir.to_str().unwrap(), shared.to_str().unwrap());
     let r = ickpt(&[
         "--json",
@@ -206,10 +212,9 @@ fn prune_with_shared_keeps_on_local_what_the_shared_tier_lacks() {
         "--keep-versions",
         "1",
     ]);
-    let mut want = local(&[4, 3, 2]);
-    want.extend([4, 3].map(|v| ("shared".to_string(), v)));
-    assert_eq!(removed(&r), want);
-    // Local keeps 1 (not on shared yet); shared keeps 2, which reads that 1: it may yet come.
-    assert_eq!(held(&dir), [1, 5, 6].into());
-    assert_eq!(held(&shared), [2, 5, 6].into());
+    // One version kept would be 5 and 6; 3 and 4 are on no other tier yet, so they stay on
+    // local; 1 and 2 are safe on the shared tier, whose newest chain they are.
+    assert_eq!(removed(&r), local(&[2, 1]));
+    assert_eq!(held(&dir), [3, 4, 5, 6].into());
+    assert_eq!(held(&shared), [1, 2].into());
 }

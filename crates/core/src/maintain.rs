@@ -5,8 +5,8 @@
 
 use crate::engine::gc;
 use crate::error::MaintainError;
-use crate::policy::Retention;
-use crate::read::catalog::{describe_versions, Catalog};
+use crate::policy::{self, Retention};
+use crate::read::catalog::{describe_versions, Catalog, Surveyed};
 use crate::read::global_records::kept_versions;
 use crate::store::{version_name, Tier};
 use std::collections::{BTreeSet, HashMap};
@@ -29,132 +29,139 @@ pub struct RmOptions {
     pub force: bool,
 }
 
-/// What a tier holds: each version's parent (None when its file failed its checks) and size.
-struct Held {
-    parents: HashMap<u64, (Option<u64>, u64)>,
+/// One tier as surveyed: each version's parent (None when its file failed its checks) and
+/// size, and the survey itself.
+struct Held<'a> {
+    tier: &'a Tier,
+    surveyed: Vec<Surveyed>,
 }
 
-impl Held {
-    fn of(catalog: &Catalog<'_>) -> Result<Held, MaintainError> {
-        let parents = catalog
-            .survey(None)?
-            .into_iter()
-            .map(|s| {
-                let parent = s.summary.as_ref().map(|m| m.header.parent);
-                (s.version, (parent, s.bytes))
-            })
-            .collect();
-        Ok(Held { parents })
+impl<'a> Held<'a> {
+    fn of(tier: &'a Tier) -> Result<Held<'a>, MaintainError> {
+        let surveyed = Catalog::new(&*tier.store)?.survey(None)?;
+        Ok(Held { tier, surveyed })
+    }
+
+    fn catalog(&self) -> Result<Catalog<'a>, MaintainError> {
+        Ok(Catalog::new(&*self.tier.store)?)
+    }
+
+    fn versions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.surveyed.iter().map(|s| s.version)
     }
 
     fn bytes(&self, v: u64) -> u64 {
-        self.parents.get(&v).map_or(0, |p| p.1)
+        self.surveyed
+            .iter()
+            .find(|s| s.version == v)
+            .map_or(0, |s| s.bytes)
     }
 
-    /// Every version held whose restore reads `v` (not `v` itself).
-    fn dependents(&self, v: u64) -> BTreeSet<u64> {
-        let reads = |mut w: u64| {
-            // A crafted loop of parents ends after as many steps as there are versions.
-            for _ in 0..=self.parents.len() {
-                match self.parents.get(&w) {
-                    Some((Some(p), _)) if *p == v => return true,
-                    Some((Some(p), _)) if *p != 0 => w = *p,
-                    _ => return false,
-                }
-            }
-            false
-        };
-        self.parents.keys().copied().filter(|&w| reads(w)).collect()
+    fn removal(&self, version: u64) -> Removal {
+        Removal {
+            tier: self.tier.name,
+            version,
+            bytes: self.bytes(version),
+        }
     }
 }
 
 /// What `retention` lets go from each tier, fastest first. A version stays on a tier while
-/// a faster one keeps it (as the drain's own collection does) or a slower one lacks it (not
-/// drained there yet): what a restore falls back on is never removed first.
+/// a faster one keeps it (as the drain's own collection does), and while it is newer than
+/// anything a slower tier holds (not drained there yet; the drain copies oldest first, so a
+/// version missing below a slower tier's newest was collected there, not left behind): what
+/// a restore falls back on is never removed first.
 pub fn plan_prune(tiers: &[Tier], retention: &Retention) -> Result<Vec<Removal>, MaintainError> {
-    let mut catalogs = Vec::new();
-    for t in tiers {
-        let catalog = Catalog::new(&*t.store)?;
-        let versions: BTreeSet<u64> = catalog.versions()?.into_iter().collect();
-        catalogs.push((t, catalog, versions));
-    }
+    let held: Vec<Held> = tiers.iter().map(Held::of).collect::<Result<_, _>>()?;
+    let newest: Vec<u64> = held
+        .iter()
+        .map(|h| h.versions().max().unwrap_or(0))
+        .collect();
+    let mut kept: Vec<BTreeSet<u64>> = held.iter().map(|h| h.versions().collect()).collect();
     let mut out = Vec::new();
-    for i in 0..catalogs.len() {
-        let (tier, catalog, _) = &catalogs[i];
-        let faster = &catalogs[..i];
-        let slower = &catalogs[i + 1..];
-        let pinned = |v: u64| {
-            faster.iter().any(|(_, _, held)| held.contains(&v))
-                || slower.iter().any(|(_, _, held)| !held.contains(&v))
-        };
-        let doomed = gc::plan(catalog, retention, None, pinned)?;
-        let held = Held::of(catalog)?;
-        out.extend(doomed.iter().map(|&v| Removal {
-            tier: tier.name,
-            version: v,
-            bytes: held.bytes(v),
-        }));
-        let kept = &mut catalogs[i].2;
-        for v in doomed {
-            kept.remove(&v);
+    for (i, h) in held.iter().enumerate() {
+        let (faster, slower) = (&kept[..i], &newest[i + 1..]);
+        let pinned =
+            |v: u64| faster.iter().any(|k| k.contains(&v)) || slower.iter().any(|&n| v > n);
+        let doomed = gc::plan(&h.catalog()?, &h.surveyed, retention, None, pinned)?;
+        for &v in &doomed {
+            kept[i].remove(&v);
         }
+        out.extend(doomed.into_iter().map(|v| h.removal(v)));
     }
     Ok(out)
 }
 
 /// The removal of `versions` from every tier that holds them, refused (naming the tier and
-/// what stands in the way) when a version another one's restore reads, or one the newest
-/// global records name, would go without `options` saying so.
+/// what stands in the way) when a version another one's restore reads, or one a global
+/// record names, would go without `options` saying so. What reads what is taken from every
+/// tier together, as a restore through the tiers reads them.
 pub fn plan_rm(
     tiers: &[Tier],
     versions: &[u64],
     options: RmOptions,
 ) -> Result<Vec<Removal>, MaintainError> {
-    let mut out = Vec::new();
-    let mut found: BTreeSet<u64> = BTreeSet::new();
-    for t in tiers {
-        let catalog = Catalog::new(&*t.store)?;
-        let held = Held::of(&catalog)?;
-        let global = kept_versions(&catalog)?;
-        let mut doomed: BTreeSet<u64> = BTreeSet::new();
-        for &v in versions.iter().filter(|v| held.parents.contains_key(v)) {
-            found.insert(v);
-            doomed.insert(v);
-            let dependents: BTreeSet<u64> = held
-                .dependents(v)
-                .into_iter()
-                .filter(|d| !versions.contains(d))
-                .collect();
-            if !dependents.is_empty() && !options.with_dependents {
-                return Err(MaintainError::HasDependents {
-                    version: v,
-                    store: t.store.describe(""),
-                    dependents: describe_versions(&dependents.into_iter().collect::<Vec<_>>()),
-                });
-            }
-            doomed.extend(dependents);
+    let held: Vec<Held> = tiers.iter().map(Held::of).collect::<Result<_, _>>()?;
+    let parent: HashMap<u64, u64> = held
+        .iter()
+        .flat_map(|h| &h.surveyed)
+        .filter_map(|s| Some((s.version, s.summary.as_ref()?.header.parent)))
+        .collect();
+    // Every version whose restore reads `v` (not `v` itself).
+    let dependents = |v: u64| -> BTreeSet<u64> {
+        parent
+            .keys()
+            .copied()
+            .filter(|&w| w != v && policy::restore_set(&parent, w).is_some_and(|r| r.contains(&v)))
+            .collect()
+    };
+    let mut doomed: BTreeSet<u64> = BTreeSet::new();
+    for &v in versions {
+        if !held.iter().any(|h| h.versions().any(|x| x == v)) {
+            let names: Vec<String> = tiers.iter().map(|t| t.store.describe("")).collect();
+            return Err(MaintainError::NotFound {
+                version: v,
+                tiers: names.join(", "),
+            });
         }
+        doomed.insert(v);
+        let others: Vec<u64> = dependents(v)
+            .into_iter()
+            .filter(|d| !versions.contains(d))
+            .collect();
+        if !others.is_empty() && !options.with_dependents {
+            let store = held
+                .iter()
+                .find(|h| h.versions().any(|x| others.contains(&x)))
+                .map_or_else(String::new, |h| h.tier.store.describe(""));
+            return Err(MaintainError::HasDependents {
+                version: v,
+                store,
+                dependents: describe_versions(&others),
+            });
+        }
+        doomed.extend(others);
+    }
+    let mut out = Vec::new();
+    for h in &held {
+        let global = kept_versions(&h.catalog()?)?;
         if let Some(&v) = doomed.iter().find(|v| global.contains(v)) {
             if !options.force {
                 return Err(MaintainError::Global {
                     version: v,
-                    store: t.store.describe(""),
+                    store: h.tier.store.describe(""),
                 });
             }
         }
         // Newest first: stopped midway, no increment is left without its parent.
-        out.extend(doomed.iter().rev().map(|&v| Removal {
-            tier: t.name,
-            version: v,
-            bytes: held.bytes(v),
-        }));
-    }
-    if let Some(&v) = versions.iter().find(|v| !found.contains(v)) {
-        let names: Vec<String> = tiers.iter().map(|t| t.store.describe("")).collect();
-        return Err(MaintainError::NotFound {
-            version: v,
-            tiers: names.join(", "),
-        });
+        let here: BTreeSet<u64> = h.versions().collect();
+        out.extend(
+            doomed
+                .iter()
+                .rev()
+                .filter(|v| here.contains(v))
+                .map(|&v| h.removal(v)),
+        );
     }
     Ok(out)
 }

@@ -92,7 +92,11 @@ impl ChainCosts {
     }
 }
 
-/// Why [`cost_kind`] chose what it chose (for `ickpt inspect` and tests).
+/// The longest chain the cost policy makes, in increments: idle steps store a few pages each,
+/// and without a bound the chain a restart opens version by version would grow for ever.
+pub const MAX_COST_CHAIN: u32 = 256;
+
+/// Why [`cost_kind`] chose what it chose (what its tests check).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CostReason {
     /// No full version of this engine's to weigh against: start a chain.
@@ -103,8 +107,8 @@ pub enum CostReason {
     AsLargeAsFull,
     /// One more increment costs more in restore time than it saves in checkpoint time.
     NoSaving,
-    /// The chain's increments would outweigh its full version: a new chain lets garbage
-    /// collection free the old one.
+    /// The chain's increments would outweigh its full version, or it has
+    /// [`MAX_COST_CHAIN`] increments: a new chain lets garbage collection free the old one.
     Storage,
     /// One more increment saves time.
     Saves,
@@ -122,10 +126,13 @@ pub fn saving(n: u32, o_f: f64, o_i: f64, r_f_plus_i: f64, r_f: f64) -> f64 {
 /// `restore_weight` × O_i (the paper's restart reads every file; 1.0 weighs reading a byte
 /// as writing it). It also ends when an increment would be as large as the full version, and
 /// when the chain's increments would outweigh it (the storage the paper says bounds chains).
-pub fn cost_kind(c: &ChainCosts, restore_weight: f64) -> (Kind, CostReason) {
+pub fn cost_kind(c: &ChainCosts, depth: u32, restore_weight: f64) -> (Kind, CostReason) {
     let Some(full) = c.full else {
         return (Kind::Full, CostReason::NoFull);
     };
+    if depth >= MAX_COST_CHAIN {
+        return (Kind::Full, CostReason::Storage);
+    }
     let Some(next) = c.last_increment else {
         return (Kind::Incremental, CostReason::Measure);
     };
@@ -157,13 +164,6 @@ pub struct Retention {
 }
 
 impl Retention {
-    /// The limit of ickpt 0.1: two chains, nothing else.
-    pub const CHAINS_ONLY: Retention = Retention {
-        chains: 2,
-        versions: None,
-        within: None,
-    };
-
     /// Whether a commit that is not full can make something collectable: only when the
     /// limit moves with every version, not only with every full one.
     pub fn per_version(&self) -> bool {
@@ -180,6 +180,22 @@ pub struct Known {
     pub created_unix_ns: u64,
 }
 
+/// `v` and every version its restore reads, newest first, up to its full one (`parent` 0);
+/// None when a link is missing. Bounded by the number of versions, whatever `parent` says.
+pub fn restore_set(parent: &HashMap<u64, u64>, mut v: u64) -> Option<Vec<u64>> {
+    let mut set = vec![v];
+    loop {
+        match parent.get(&v) {
+            Some(0) => return Some(set),
+            Some(&p) if set.len() <= parent.len() => {
+                set.push(p);
+                v = p;
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// The versions `retention` lets go at `now_unix_ns`: every version that is neither within
 /// all its limits nor read by the restore of one that is, of the newest version, or of a
 /// version in `keep` (the engine's head, what global records name, what a drain has not
@@ -192,20 +208,7 @@ pub fn collectable(
     keep: &[u64],
 ) -> Vec<u64> {
     let parent: HashMap<u64, u64> = versions.iter().map(|k| (k.version, k.parent)).collect();
-    // v and every version its restore reads, up to its full one; None when a link is missing.
-    let restore_set = |mut v: u64| -> Option<Vec<u64>> {
-        let mut set = vec![v];
-        loop {
-            match parent.get(&v) {
-                Some(0) => return Some(set),
-                Some(&p) if set.len() <= parent.len() => {
-                    set.push(p);
-                    v = p;
-                }
-                _ => return None,
-            }
-        }
-    };
+    let restore_set = |v: u64| restore_set(&parent, v);
     let mut rooted: Vec<(&Known, u64)> = versions
         .iter()
         .filter_map(|k| Some((k, *restore_set(k.version)?.last()?)))
@@ -219,9 +222,9 @@ pub fn collectable(
         .copied()
         .unwrap_or(0);
     let newest_allowed = retention.versions.map_or(usize::MAX, |n| n.max(1) as usize);
-    let oldest_time = retention
-        .within
-        .map_or(0, |d| now_unix_ns.saturating_sub(d.as_nanos() as u64));
+    let oldest_time = retention.within.map_or(0, |d| {
+        now_unix_ns.saturating_sub(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    });
     let mut pinned: Vec<u64> = keep.to_vec();
     pinned.extend(rooted.first().map(|(k, _)| k.version));
     pinned.extend(
@@ -488,13 +491,15 @@ mod tests {
             written_fraction: Some(dirty),
             ..ChainCosts::default()
         };
+        let mut depth = 0;
         (0..steps)
             .map(|_| {
-                let (kind, _) = cost_kind(&c, weight);
+                let (kind, _) = cost_kind(&c, depth, weight);
                 let bytes = match kind {
                     Full => FULL,
                     Incremental => (FULL as f64 * dirty) as u64,
                 };
+                depth = if kind == Full { 0 } else { depth + 1 };
                 c.committed(kind, cost(bytes));
                 kind
             })
@@ -513,6 +518,12 @@ mod tests {
         assert_eq!(chain_lengths(&cost_run(0.10, 40, 1.0)), vec![11, 11, 11]);
         // 1%: a hundred increments before the chain outweighs its full.
         assert_eq!(chain_lengths(&cost_run(0.01, 250, 1.0)), vec![101, 101]);
+        // Idle steps (a page in a million): the chain stops at MAX_COST_CHAIN increments.
+        let idle = MAX_COST_CHAIN as usize + 1;
+        assert_eq!(
+            chain_lengths(&cost_run(1e-6, 3 * idle, 1.0)),
+            vec![idle, idle]
+        );
         // 60%: an increment would save 0.86 s of writing and cost 1.30 s of reading (the full
         // version predicts it from the pages written): every version full.
         assert_eq!(
@@ -534,9 +545,9 @@ mod tests {
             increment_bytes: 100,
             written_fraction: None,
         };
-        assert_eq!(cost_kind(&whole, 1.0), (Full, CostReason::AsLargeAsFull));
+        assert_eq!(cost_kind(&whole, 1, 1.0), (Full, CostReason::AsLargeAsFull));
         assert_eq!(
-            cost_kind(&ChainCosts::default(), 1.0),
+            cost_kind(&ChainCosts::default(), 0, 1.0),
             (Full, CostReason::NoFull)
         );
     }

@@ -325,26 +325,36 @@ fn a_pinned_global_version_stays_on_every_tier_and_restores_once_the_node_is_los
     }
     e.wait_drained().unwrap();
     assert_eq!(e.drained_global().unwrap(), 8);
-    // Besides the newest two, the pinned record stays on both tiers, and so does version 3
-    // (a full one: all its restore reads).
+    // The records before the pin went, from both tiers; from it on every one stays (a slow
+    // drain still finds them), with what restoring its version reads.
     for dir in [&local, &shared] {
-        assert_eq!(records_in(dir), vec![3, 7, 8], "{}", dir.display());
+        assert_eq!(records_in(dir), vec![3, 4, 5, 6, 7, 8], "{}", dir.display());
+    }
+    // Pinned higher, the next commit drops what lies below the new pin.
+    e.global_pin(6).unwrap();
+    images.push(step(&mut buf, 9));
+    assert_eq!(e.checkpoint().unwrap().version, 9);
+    e.global_commit(9, 9).unwrap();
+    e.wait_drained().unwrap();
+    for dir in [&local, &shared] {
+        assert_eq!(records_in(dir), vec![6, 7, 8, 9], "{}", dir.display());
     }
     let at_most = |g| e.global_at_most(g).unwrap().map(|r| (r.global, r.version));
-    assert_eq!(at_most(6), Some((3, 3)));
-    assert_eq!(at_most(8), Some((8, 8)));
-    assert_eq!(at_most(2), None);
+    assert_eq!(at_most(7), Some((7, 7)));
+    assert_eq!(at_most(100), Some((9, 9)));
+    assert_eq!(at_most(5), None);
     // A restart's discard lowers what counts as drained with the records it removes.
-    e.discard_newer(3).unwrap();
-    assert_eq!(e.drained_global().unwrap(), 3);
+    e.discard_newer(6).unwrap();
+    assert_eq!(e.drained_global().unwrap(), 6);
     drop(e);
-    // The node is lost: its directory goes, the shared tier alone restores global 3.
+    // The node is lost: its directory goes, the shared tier alone restores global 6 (an
+    // increment of 5, kept with it).
     std::fs::remove_dir_all(&local).unwrap();
     buf.slice_mut().fill(0);
     let e = engine(&local, &buf, tiers);
-    assert_eq!(e.drained_global().unwrap(), 3);
+    assert_eq!(e.drained_global().unwrap(), 6);
     let r = e.global_latest().unwrap().unwrap();
-    assert_eq!((r.global, r.version), (3, 3));
+    assert_eq!((r.global, r.version), (6, 6));
     e.restore(r.version).unwrap();
-    assert!(buf.slice() == &images[3][..], "version 3's bytes");
+    assert!(buf.slice() == &images[6][..], "version 6's bytes");
 }

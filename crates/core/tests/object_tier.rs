@@ -6,7 +6,7 @@
 
 mod common;
 use common::garage::{self, Garage};
-use common::{scratch_dir, spin_until, Buf};
+use common::{scratch_dir, spin_until, watchdog, Buf};
 use ickpt::store::{version_name, ObjectTier, Store};
 use ickpt::{Config, Engine};
 use std::path::Path;
@@ -79,6 +79,8 @@ fn versions_go_to_the_bucket_whole_and_a_restart_restores_from_it() {
     let dir = scratch_dir("s3-server");
     let server = Garage::start(&bin, &dir);
     server.export();
+    // wait_drained has no bound of its own.
+    let _hang = watchdog("the bucket restore test", 120);
     let (local, shared) = (scratch_dir("s3-local"), scratch_dir("s3-shared"));
     let url = format!("s3://{}/restore-test", garage::BUCKET);
     // 12 MiB: a full version goes up in three parts.
@@ -115,6 +117,8 @@ fn a_server_killed_mid_upload_shows_nothing_of_it_and_the_drain_finishes_later()
     let dir = scratch_dir("s3-kill-server");
     let mut server = Garage::start(&bin, &dir);
     server.export();
+    // wait_drained has no bound of its own.
+    let _hang = watchdog("the server-killed test", 120);
     let local = scratch_dir("s3-kill-local");
     let url = format!("s3://{}/kill-test", garage::BUCKET);
     let len = 4096 * PS; // 16 MiB: four parts

@@ -127,7 +127,7 @@ fn tiers(dirs: &[(&'static str, &Path)]) -> Vec<Tier> {
 }
 
 #[test]
-fn prune_plans_what_the_engine_would_and_keeps_what_a_slower_tier_lacks() {
+fn prune_keeps_what_the_drain_has_not_copied_and_what_a_faster_tier_holds() {
     let local = scratch_dir("retention-prune-local");
     let shared = scratch_dir("retention-prune-shared");
     let mut c = config(&local);
@@ -136,8 +136,12 @@ fn prune_plans_what_the_engine_would_and_keeps_what_a_slower_tier_lacks() {
     run(&e, 8, |_, _| {});
     e.wait_drained().unwrap();
     drop(e);
-    // As if the drain had not yet copied version 2.
-    std::fs::remove_file(shared.join(version_name(2))).unwrap();
+    // As if the drain had not yet copied 7 and 8, and the shared tier's own collection had
+    // taken 2 (a version missing below a slower tier's newest was collected there, not left
+    // undrained: it pins nothing).
+    for v in [2, 7, 8] {
+        std::fs::remove_file(shared.join(version_name(v))).unwrap();
+    }
     let t = tiers(&[("local", &local), ("shared", &shared)]);
     let keep_one_chain = Retention {
         chains: 1,
@@ -151,16 +155,17 @@ fn prune_plans_what_the_engine_would_and_keeps_what_a_slower_tier_lacks() {
             .map(|r| r.version)
             .collect()
     };
-    // Version 2 stays on local, so does 1, which it reads. Local keeps 1, so shared keeps it
-    // too (a restore may fall back to it there); shared's 3 waits for its parent, 2.
-    assert_eq!(gone("local"), vec![6, 5, 4, 3]);
-    assert_eq!(gone("shared"), vec![6, 5, 4]);
+    // Local keeps the newest chain, 7 and 8 (undrained besides). The shared tier's newest
+    // is 6: its chain stays there, a restart that lost the node restores it; 3 is left for
+    // verify (its parent is gone), 1 goes.
+    assert_eq!(gone("local"), vec![6, 5, 4, 3, 2, 1]);
+    assert_eq!(gone("shared"), vec![1]);
     assert!(plan.iter().all(|r| r.bytes > 0));
     // Planning removed nothing; carrying it out removes exactly the plan.
     assert_eq!(versions_in(&local), (1..=8).collect());
     maintain::apply(&t, &plan, |_| {}).unwrap();
-    assert_eq!(versions_in(&local), [1, 2, 7, 8].into());
-    assert_eq!(versions_in(&shared), [1, 3, 7, 8].into());
+    assert_eq!(versions_in(&local), [7, 8].into());
+    assert_eq!(versions_in(&shared), [3, 4, 5, 6].into());
 }
 
 #[test]

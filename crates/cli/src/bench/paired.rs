@@ -130,7 +130,8 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 }
 
 /// The median of sorted values (the mean of the middle two for an even count).
-fn median_f(v: &[f64]) -> f64 {
+/// The median of `v`, sorted.
+pub(super) fn median_f(v: &[f64]) -> f64 {
     let n = v.len();
     if n % 2 == 1 {
         v[n / 2]

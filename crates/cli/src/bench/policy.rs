@@ -5,13 +5,15 @@
 //! written, the full versions taken, and at the end of each phase the time to restore the
 //! newest version (its chain read by the reverse scan into fresh memory, warm page cache).
 
+use super::paired::median_f;
 use super::restore::fill_random;
-use super::util::{median, ms, random_pages, with_run_header, WorkDir, PAGE};
+use super::util::{
+    fill_random as fill_pages, median, ms, paired_ratios, random_pages, restore_newest,
+    with_run_header, WorkDir, PAGE,
+};
 use crate::CmdResult;
 use ickpt::format::Kind;
 use ickpt::policy::KindPolicy;
-use ickpt::read::catalog::Catalog;
-use ickpt::read::reverse_scan::{reverse_scan, Sink};
 use ickpt::{Config, Engine};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -37,7 +39,8 @@ pub struct Args {
     /// writing it saves).
     #[arg(long, default_value_t = 1.0)]
     restore_weight: f64,
-    /// Also write policy.json and policy.csv here.
+    /// Also write policy.json and policy.csv here (policy-rhoW.* with --restore-weight W
+    /// other than 1).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Set from the global `--json`.
@@ -50,6 +53,8 @@ struct Run {
     checkpoint: Duration,
     bytes: u64,
     fulls: usize,
+    /// Each checkpoint's kind, F or I, in order.
+    kinds: String,
     /// Per phase: the newest version's restore time and its chain's length.
     restores: Vec<(Duration, usize)>,
 }
@@ -63,34 +68,6 @@ fn phases(spec: &str) -> Result<Vec<(usize, usize)>, String> {
         })
         .collect::<Result<_, ()>>()
         .map_err(|_| format!("--phases {spec}: expected PERCENT:STEPS,... (e.g. 2:15,60:15)"))
-}
-
-/// The newest version of `store` read back by the reverse scan into `size` bytes of fresh
-/// memory (faulted in as a restore's are), the catalog's reading of metadata included; the
-/// time, and the chain's length.
-pub(super) fn restore_newest(
-    store: &dyn ickpt::store::Store,
-    size: usize,
-) -> Result<(Duration, usize), Box<dyn std::error::Error>> {
-    let mem = ickpt::sys::mem::map_anonymous(size)?;
-    let t = Instant::now();
-    let catalog = Catalog::new(store)?;
-    let newest = *catalog.versions()?.last().ok_or("no version")?;
-    let chain = catalog.chain(newest)?;
-    // SAFETY: `size` bytes mapped just above, unmapped below; nothing else refers to them.
-    let dst = unsafe { std::slice::from_raw_parts_mut(mem, size) };
-    let r = reverse_scan::<ickpt::ReadError>(
-        &catalog,
-        &chain,
-        &|_| true,
-        Sink::Memory(vec![Some(dst)]),
-        &mut |_, _| {},
-    );
-    let d = t.elapsed();
-    // SAFETY: mapped above, no longer used.
-    unsafe { ickpt::sys::mem::unmap(mem, size)? };
-    r?;
-    Ok((d, chain.len()))
 }
 
 fn run_policy(
@@ -115,21 +92,23 @@ fn run_policy(
         checkpoint: Duration::ZERO,
         bytes: 0,
         fulls: 0,
+        kinds: String::new(),
         restores: Vec::new(),
     };
     let mut step = 0u64;
     for &(pct, steps) in plan {
         for _ in 0..steps {
             step += 1;
-            for p in random_pages(pages, pages * pct / 100, seed * 1000 + step) {
-                // SAFETY: p < pages, so the page lies inside the `size` bytes at `m`.
-                unsafe { fill_random(m.add(p * PAGE), PAGE, seed ^ (step << 32) ^ p as u64) };
-            }
+            let written = random_pages(pages, pages * pct / 100, seed * 1000 + step);
+            // SAFETY: every page listed is below `pages`, inside the `size` bytes at `m`.
+            unsafe { fill_pages(m, &written, seed ^ (step << 32)) };
             let t = Instant::now();
             let info = e.checkpoint()?;
             run.checkpoint += t.elapsed();
             run.bytes += info.bytes;
             run.fulls += usize::from(info.kind == Kind::Full);
+            run.kinds
+                .push(if info.kind == Kind::Full { 'F' } else { 'I' });
         }
         let store = ickpt::store::DirStore::open_read(dir)?;
         run.restores.push(restore_newest(&store, size)?);
@@ -163,13 +142,18 @@ pub fn run(a: &Args) -> CmdResult {
     let backend = Engine::open(Config::new(work.sub("probe")?))?.backend();
     drop(work);
     let report = report(a, &plan, &fixed, &cost, backend.as_str(), started.elapsed());
+    let stem = if a.restore_weight == 1.0 {
+        "policy".to_string()
+    } else {
+        format!("policy-rho{}", a.restore_weight)
+    };
     if let Some(out) = &a.out {
         std::fs::create_dir_all(out)?;
         std::fs::write(
-            out.join("policy.json"),
+            out.join(format!("{stem}.json")),
             serde_json::to_string_pretty(&report)?,
         )?;
-        std::fs::write(out.join("policy.csv"), csv(&report))?;
+        std::fs::write(out.join(format!("{stem}.csv")), csv(&report))?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -179,9 +163,9 @@ pub fn run(a: &Args) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-fn median_f(mut v: Vec<f64>) -> f64 {
+fn median_of(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    median_f(&v)
 }
 
 fn summary(runs: &[Run], phases: usize) -> Value {
@@ -193,12 +177,13 @@ fn summary(runs: &[Run], phases: usize) -> Value {
         .collect();
     json!({
         "checkpoint_s": median(runs.iter().map(|r| r.checkpoint).collect()).as_secs_f64(),
-        "bytes": median_f(runs.iter().map(|r| r.bytes as f64).collect()) as u64,
-        "fulls": median_f(runs.iter().map(|r| r.fulls as f64).collect()) as u64,
+        "bytes": median_of(runs.iter().map(|r| r.bytes as f64).collect()) as u64,
+        "fulls": median_of(runs.iter().map(|r| r.fulls as f64).collect()) as u64,
         "restore_ms": restore_ms,
         "chain_versions": chain,
         "runs": runs.iter().map(|r| json!({
             "checkpoint_s": r.checkpoint.as_secs_f64(), "bytes": r.bytes, "fulls": r.fulls,
+            "kinds": r.kinds,
             "restore_ms": r.restores.iter().map(|x| ms(x.0)).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     })
@@ -212,14 +197,10 @@ fn report(
     backend: &str,
     took: Duration,
 ) -> Value {
-    let pairs = |f: &dyn Fn(&Run) -> f64| -> Vec<f64> {
-        let mut r: Vec<f64> = cost.iter().zip(fixed).map(|(c, x)| f(c) / f(x)).collect();
-        r.sort_by(f64::total_cmp);
-        r
-    };
-    let checkpoint = pairs(&|r| r.checkpoint.as_secs_f64());
-    let restore = pairs(&|r| r.restores.iter().map(|x| x.0.as_secs_f64()).sum());
-    let range = |v: &[f64]| json!([v[0], v[v.len() - 1]]);
+    let times = |runs: &[Run], f: &dyn Fn(&Run) -> Duration| runs.iter().map(f).collect::<Vec<_>>();
+    let pairs = |f: &dyn Fn(&Run) -> Duration| paired_ratios(&times(cost, f), &times(fixed, f));
+    let checkpoint = pairs(&|r| r.checkpoint);
+    let restore = pairs(&|r| r.restores.iter().map(|x| x.0).sum());
     with_run_header(json!({
         "backend": backend, "size_mib": a.size_mib, "reps": fixed.len(),
         "restore_weight": a.restore_weight,
@@ -228,8 +209,8 @@ fn report(
         "fixed": summary(fixed, plan.len()),
         "cost": summary(cost, plan.len()),
         "cost_over_fixed": {
-            "checkpoint_median": checkpoint[checkpoint.len() / 2], "checkpoint_range": range(&checkpoint),
-            "restore_median": restore[restore.len() / 2], "restore_range": range(&restore),
+            "checkpoint_median": checkpoint.0, "checkpoint_range": [checkpoint.1, checkpoint.2],
+            "restore_median": restore.0, "restore_range": [restore.1, restore.2],
         },
     }))
 }

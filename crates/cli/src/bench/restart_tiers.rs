@@ -5,9 +5,10 @@
 //! Cold page cache for every file on both directories before each (the object store's server
 //! keeps its own cache); the cases' order rotates per repetition.
 
-use super::policy::restore_newest;
 use super::restore::write_chain;
-use super::util::{drop_cached, median, ms, paired_ratios, plain_read, with_run_header, WorkDir};
+use super::util::{
+    drop_cached, median, ms, paired_ratios, plain_read, restore_newest, with_run_header, WorkDir,
+};
 use crate::CmdResult;
 use ickpt::store::{DirStore, Tier, TieredStore};
 use ickpt::{Config, Engine};
@@ -49,6 +50,7 @@ fn dir_tier(name: &'static str, d: &Path) -> Result<Tier, Box<dyn std::error::Er
 pub fn run(a: &Args) -> CmdResult {
     let size = a.size_mib << 20;
     let reps = a.reps.max(1);
+    let started = std::time::Instant::now();
     let work = WorkDir::create(&a.dir, "restart-tiers")?;
     let (local, shared) = (work.sub("local")?, work.sub("shared")?);
     let backend = {
@@ -117,6 +119,7 @@ pub fn run(a: &Args) -> CmdResult {
         .collect();
     let report = with_run_header(json!({
         "backend": backend.as_str(), "size_mib": a.size_mib, "reps": reps,
+        "seconds": started.elapsed().as_secs_f64(),
         "chain_versions": chain, "object": a.object.is_some(),
         "plain_read_ms": ms(median(plain.clone())),
         "plain_read_runs_ms": plain.iter().map(|d| ms(*d)).collect::<Vec<_>>(),

@@ -72,10 +72,9 @@ pub(super) fn write_chain(
     unsafe { fill_random(m, size, 1) };
     e.checkpoint()?;
     for i in 0..increments {
-        for p in random_pages(pages, pages / 10, 77 + i) {
-            // SAFETY: p < pages, so the page lies inside the `size` bytes at `m`.
-            unsafe { fill_random(m.add(p * PAGE), PAGE, 1000 + i * pages as u64 + p as u64) };
-        }
+        let written = random_pages(pages, pages / 10, 77 + i);
+        // SAFETY: every page listed is below `pages`, inside the `size` bytes at `m`.
+        unsafe { super::util::fill_random(m, &written, 1000 + i) };
         e.checkpoint()?;
     }
     Ok(())

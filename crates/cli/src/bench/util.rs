@@ -322,3 +322,31 @@ pub fn with_run_header(mut out: serde_json::Value) -> serde_json::Value {
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
+
+/// The newest version of `store` read back by the reverse scan into `size` bytes of fresh
+/// memory (faulted in as a restore's are), the catalog's reading of metadata included; the
+/// time, and the chain's length.
+pub fn restore_newest(
+    store: &dyn ickpt::store::Store,
+    size: usize,
+) -> Result<(Duration, usize), Box<dyn std::error::Error>> {
+    let mem = ickpt::sys::mem::map_anonymous(size)?;
+    let t = Instant::now();
+    let catalog = ickpt::read::catalog::Catalog::new(store)?;
+    let newest = *catalog.versions()?.last().ok_or("no version")?;
+    let chain = catalog.chain(newest)?;
+    // SAFETY: `size` bytes mapped just above, unmapped below; nothing else refers to them.
+    let dst = unsafe { std::slice::from_raw_parts_mut(mem, size) };
+    let r = ickpt::read::reverse_scan::reverse_scan::<ickpt::ReadError>(
+        &catalog,
+        &chain,
+        &|_| true,
+        ickpt::read::reverse_scan::Sink::Memory(vec![Some(dst)]),
+        &mut |_, _| {},
+    );
+    let d = t.elapsed();
+    // SAFETY: mapped above, no longer used.
+    unsafe { ickpt::sys::mem::unmap(mem, size)? };
+    r?;
+    Ok((d, chain.len()))
+}

@@ -589,11 +589,11 @@ pub extern "C" fn ickpt_drained_global(global: *mut u64) -> ickpt_result {
     })
 }
 
-/// Keep global version `global`'s record, and what restoring its version reads, on every
-/// tier beside the newest two records, until another is pinned (0: none). The MPI layer pins,
-/// before each global commit, the newest global version every rank has on every tier, so a
-/// job restarted from lower tiers whose drains lagged differently still finds one global
-/// version every rank holds.
+/// Keep the records of global version `global` and of every later one, and what restoring
+/// their versions reads, on every tier, until another is pinned (0: none: the newest two are
+/// kept). The MPI layer pins, before each global commit, the newest global version every rank
+/// has on every tier, so a job restarted from lower tiers whose drains lagged differently
+/// still finds one global version every rank holds.
 #[no_mangle]
 pub extern "C" fn ickpt_global_pin(global: u64) -> ickpt_result {
     guard(|| with_engine(&ENGINE, |e| e.global_pin(global)))

@@ -147,6 +147,19 @@ pub struct ickpt_config {
     pub restore_weight_pct: u32,
 }
 
+// The sizes docs/abi.md lists, which programs built against older headers pass as
+// struct_size, and the layout fortran/ickpt.f90 mirrors: a field moved, retyped or put in
+// padding fails the build here.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(ickpt_config, bandwidth) == 24);
+    assert!(offset_of!(ickpt_config, drain_bandwidth) == 64);
+    assert!(offset_of!(ickpt_config, object_url) == 80);
+    assert!(offset_of!(ickpt_config, keep_versions) == 88);
+    assert!(offset_of!(ickpt_config, policy) == 96);
+    assert!(size_of::<ickpt_config>() == 104);
+};
+
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version
 /// just scheduled (`bytes` and the commit fields are 0 until `ickpt_wait` reports it).
 #[repr(C)]

@@ -16,6 +16,7 @@ use super::gc;
 use crate::error::{CheckpointError, DrainError, FileError};
 use crate::policy::Retention;
 use crate::read::catalog::Catalog;
+use crate::read::global_records::record_numbers;
 use crate::store::{looks_whole, parse_version_name, Store, StoreId, Tier, TieredStore};
 use ickpt_format::parse_global_name;
 use std::collections::HashSet;
@@ -65,8 +66,11 @@ struct State {
     /// The last round's failure, cleared by a round that succeeds.
     error: Option<DrainError>,
     /// The newest global record on every lower tier (what outlives the node), as the last
-    /// round that succeeded (or the start) found them, lowered by discards since.
+    /// round that succeeded (or the start) left them, lowered by discards since.
     drained_global: u64,
+    /// Discards so far: a round that began before one does not set `drained_global` (it
+    /// may have seen records the discard removed).
+    discards: u64,
 }
 
 impl TierDrain {
@@ -79,7 +83,11 @@ impl TierDrain {
         chunk: usize,
     ) -> std::io::Result<TierDrain> {
         // Before the first round: the MPI layer may ask at its first checkpoint.
-        let drained_global = newest_common_record(tiers.tiers()[1..].iter().map(|t| &*t.store));
+        let drained_global = newest_common(
+            tiers.tiers()[1..]
+                .iter()
+                .map(|t| record_numbers(&*t.store).unwrap_or_default()),
+        );
         let shared = Arc::new(Shared {
             first: tiers.tiers()[0].store.clone(),
             lower: tiers.tiers()[1..].to_vec(),
@@ -122,11 +130,14 @@ impl TierDrain {
         self.shared.lock().drained_global
     }
 
-    /// Records were removed from every tier (a restart's discard); `left` is what remains.
+    /// Records are being removed from every tier (a restart's discard); `left` is what will
+    /// remain. Called before the removals and after them: a round under way in between does
+    /// not count.
     pub(crate) fn discarded(&self, left: &[u64]) {
         let mut st = self.shared.lock();
         let g = st.drained_global;
         st.drained_global = left.iter().copied().filter(|&r| r <= g).max().unwrap_or(0);
+        st.discards += 1;
     }
 
     /// Run a round that starts after this call, and wait for it: Ok when every file the
@@ -190,20 +201,16 @@ impl Shared {
             }
             st.requested = false;
             st.started += 1;
+            let discards = st.discards;
             drop(st);
             // A panic in a round is reported, not left to stop the thread: `wait` would
             // wait for ever.
-            let (reached, result) =
+            let (reached, common, result) =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.round()))
-                    .unwrap_or_else(|p| (0, Err(DrainError::Panicked(panic_text(&*p)))));
-            // After a round that succeeded, every record the first tier held is on every
-            // lower tier: list them again rather than trust a count kept beside the files.
-            let common = result
-                .is_ok()
-                .then(|| newest_common_record(self.lower.iter().map(|t| &*t.store)));
+                    .unwrap_or_else(|p| (0, None, Err(DrainError::Panicked(panic_text(&*p)))));
             let mut st = self.lock();
             st.finished += 1;
-            if let Some(g) = common {
+            if let Some(g) = common.filter(|_| st.discards == discards) {
                 st.drained_global = g;
             }
             // Also after a failure: what was copied before it may be collected on the first
@@ -221,11 +228,12 @@ impl Shared {
     }
 
     /// One pass over the lower tiers. Returns the newest version up to which every version
-    /// the first tier held when the round began is on every tier, and how the round ended.
-    fn round(&self) -> (u64, Result<(), DrainError>) {
+    /// the first tier held when the round began is on every tier; after a round that
+    /// succeeded, the newest global record on every lower tier; and how the round ended.
+    fn round(&self) -> (u64, Option<u64>, Result<(), DrainError>) {
         let names = match self.list_first() {
             Ok(n) => n,
-            Err(e) => return (0, Err(e)),
+            Err(e) => return (0, None, Err(e)),
         };
         let mut versions: Vec<(u64, &String)> = names
             .iter()
@@ -239,19 +247,23 @@ impl Shared {
         records.sort_unstable();
         let local: Vec<u64> = versions.iter().map(|v| v.0).collect();
         let mut reached = u64::MAX;
+        let mut on_tiers = Vec::new();
         for tier in &self.lower {
             let mut r = 0;
             let result = self.fill(tier, &versions, &records, &local, &mut r);
             reached = reached.min(r);
-            if let Err(e) = result {
-                return (reached, Err(e));
+            match result {
+                Ok(held) => on_tiers.push(held),
+                Err(e) => return (reached, None, Err(e)),
             }
         }
-        (reached.min(local.last().copied().unwrap_or(0)), Ok(()))
+        let reached = reached.min(local.last().copied().unwrap_or(0));
+        (reached, Some(newest_common(on_tiers)), Ok(()))
     }
 
     /// Copy what `tier` lacks, then collect its superseded chains. `reached` ends at the
     /// newest version up to which every one of `versions` is there, also on failure.
+    /// Returns the global records the tier then holds.
     fn fill(
         &self,
         tier: &Tier,
@@ -259,7 +271,7 @@ impl Shared {
         records: &[(u64, &String)],
         local: &[u64],
         reached: &mut u64,
-    ) -> Result<(), DrainError> {
+    ) -> Result<Vec<u64>, DrainError> {
         let store = &*tier.store;
         let io = |op, name: &str, e| {
             DrainError::file(tier.name, FileError::new(store.describe(name), op, e))
@@ -292,9 +304,10 @@ impl Shared {
             }
             *reached = v;
         }
-        for (_, name) in records {
-            if !held.contains(name.as_str()) {
-                self.copy(tier, name)?;
+        let mut on_tier: Vec<u64> = held.iter().filter_map(|n| parse_global_name(n)).collect();
+        for &(g, name) in records {
+            if !held.contains(name.as_str()) && self.copy(tier, name)? {
+                on_tier.push(g);
             }
         }
         // Whatever the first tier still holds stays here too: a restore there may fall back
@@ -302,33 +315,35 @@ impl Shared {
         let catalog = Catalog::with_identity(store, Some(self.id));
         gc::collect(&catalog, &self.retention, local.iter().copied(), u64::MAX)
             .map_err(|e| DrainError::collect(tier.name, e))?;
-        // Records the first tier dropped (it keeps the newest two) go too, once older than
-        // every record it still holds.
+        // Records the first tier dropped (it keeps the newest two and the pinned one) go
+        // too, once older than every record it still holds.
         if let Some(&(oldest_kept, _)) = records.first() {
             for name in &held {
                 if parse_global_name(name).is_some_and(|g| g < oldest_kept) {
                     gc::remove(store, name).map_err(|e| DrainError::file(tier.name, e))?;
                 }
             }
+            on_tier.retain(|&g| g >= oldest_kept);
         }
-        Ok(())
+        Ok(on_tier)
     }
 
     /// Copy `name` whole from the first tier to `tier`. A file the first tier removed
     /// meanwhile (collected, discarded) is passed over, and so is one whose metadata fails
-    /// its checks there: damage is not spread to the tier a restore falls back on.
-    fn copy(&self, tier: &Tier, name: &str) -> Result<(), DrainError> {
+    /// its checks there: damage is not spread to the tier a restore falls back on. True when
+    /// the copy was committed.
+    fn copy(&self, tier: &Tier, name: &str) -> Result<bool, DrainError> {
         let from =
             |op, e| DrainError::Source(Arc::new(FileError::new(self.first.describe(name), op, e)));
         let to =
             |op, e| DrainError::file(tier.name, FileError::new(tier.store.describe(name), op, e));
         let file = match self.first.open(name) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(from("open", e)),
         };
         if !looks_whole(name, &*file) {
-            return Ok(());
+            return Ok(false);
         }
         file.advise_sequential();
         let mut out = tier.store.create(name).map_err(|e| to("create", e))?;
@@ -348,27 +363,24 @@ impl Shared {
         let _held = self.removals.lock().unwrap_or_else(|e| e.into_inner());
         match self.first.open(name) {
             // Dropped uncommitted: removed from every tier while it was being copied.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            _ => out.commit().map_err(|e| to("commit", e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            _ => out.commit().map(|()| true).map_err(|e| to("commit", e)),
         }
     }
 }
 
-/// The newest global record number every one of `stores` lists (0: none, or one cannot be
-/// listed: then nothing is known to be drained).
-fn newest_common_record<'a>(stores: impl Iterator<Item = &'a dyn Store>) -> u64 {
-    let mut common: Option<HashSet<u64>> = None;
-    for s in stores {
-        let Ok(names) = s.list() else {
-            return 0;
-        };
-        let here: HashSet<u64> = names.iter().filter_map(|n| parse_global_name(n)).collect();
-        common = Some(match common {
-            None => here,
-            Some(c) => c.intersection(&here).copied().collect(),
-        });
-    }
-    common.and_then(|c| c.into_iter().max()).unwrap_or(0)
+/// The newest number in every one of `sets` (0: none, or no set).
+fn newest_common(sets: impl IntoIterator<Item = Vec<u64>>) -> u64 {
+    let mut sets = sets.into_iter();
+    let Some(first) = sets.next() else {
+        return 0;
+    };
+    let rest: Vec<HashSet<u64>> = sets.map(|s| s.into_iter().collect()).collect();
+    first
+        .into_iter()
+        .filter(|g| rest.iter().all(|s| s.contains(g)))
+        .max()
+        .unwrap_or(0)
 }
 
 /// What a panic carried, for the error that reports it.
@@ -389,8 +401,8 @@ impl super::Engine {
     /// Wait until every version committed so far is on every lower tier (node-local data is
     /// then safe off-node), or say why not: a tier that failed (full, unreachable, another
     /// store's) fails this call, and the drain tries again at the next checkpoint. An async
-    /// checkpoint still running is waited for first. Ok at once without lower tiers. On
-    /// success every tier holds what the retention keeps, no more.
+    /// checkpoint still running is waited for first. Ok at once without lower tiers. Then each
+    /// tier's collection catches up with what was waiting to be copied (best effort).
     pub fn wait_drained(&self) -> Result<(), crate::error::Error> {
         let Some(drain) = &self.drain else {
             return Ok(());
@@ -402,10 +414,11 @@ impl super::Engine {
         }
         drain.wait()?;
         // The first tier kept what was not copied yet; now that it is, its collection catches
-        // up (best effort, as after a commit), and one more round takes the lower tiers along,
-        // so that every tier holds what the retention keeps when this returns.
+        // up (best effort, as after a commit), and one more round takes the lower tiers along.
+        // Everything is off the node already: that round's failure is the next round's to
+        // report, not this call's.
         if self.collect_garbage().is_ok_and(|gone| !gone.is_empty()) {
-            drain.wait()?;
+            let _ = drain.wait();
         }
         Ok(())
     }

@@ -1,9 +1,9 @@
 //! Garbage collection: what the configured retention (`policy::Retention`) lets go.
 
 use super::Engine;
-use crate::error::{FileError, GcError};
+use crate::error::{FileError, GcError, ReadError};
 use crate::policy::{self, Known, Retention};
-use crate::read::catalog::Catalog;
+use crate::read::catalog::{Catalog, Surveyed};
 use crate::store::{version_name, Store};
 
 impl Engine {
@@ -25,17 +25,19 @@ impl Engine {
 /// file (a stray full version with a high number, say) neither pushes the store's own chains
 /// out nor is removed; `verify` reports it. The chain of `head` (what the engine's next
 /// checkpoint increments) is always kept: after a restore fell back past a newer chain whose
-/// pages turned out damaged, that older chain is the engine's own. So are the chains of the
-/// versions the newest two global records name (`global.rs`): a restart of the job may need
-/// either. So are the chains of versions numbered above `undrained_after`: the drain has not
-/// copied them to every lower tier yet (`drain.rs`; `u64::MAX` when there is no lower tier).
+/// pages turned out damaged, that older chain is the engine's own. So is what restoring the
+/// version of every global record present reads (the newest two and a pinned one,
+/// `global.rs`): a restart of the job may need any. So is what restoring versions numbered
+/// above `undrained_after` reads: the drain has not copied them to every lower tier yet
+/// (`drain.rs`; `u64::MAX` when there is no lower tier).
 pub(super) fn collect(
     catalog: &Catalog<'_>,
     retention: &Retention,
     head: impl IntoIterator<Item = u64>,
     undrained_after: u64,
 ) -> Result<Vec<u64>, GcError> {
-    let doomed = plan(catalog, retention, head, |v| v > undrained_after)?;
+    let surveyed = catalog.survey(None)?;
+    let doomed = plan(catalog, &surveyed, retention, head, |v| v > undrained_after)?;
     let store = catalog.store();
     for &v in &doomed {
         remove(store, &version_name(v))?;
@@ -43,17 +45,18 @@ pub(super) fn collect(
     Ok(doomed)
 }
 
-/// What [`collect`] would delete, deleting nothing (`ickpt prune --dry-run` shows it): the
-/// versions `retention` lets go, keeping those `pinned` says to and what global records name.
+/// What [`collect`] would delete, deleting nothing (`ickpt prune --dry-run` shows it): of the
+/// versions `surveyed` (the catalog's survey), those `retention` lets go, keeping those
+/// `pinned` says to and what global records name.
 pub fn plan(
     catalog: &Catalog<'_>,
+    surveyed: &[Surveyed],
     retention: &Retention,
     head: impl IntoIterator<Item = u64>,
     pinned: impl Fn(u64) -> bool,
-) -> Result<Vec<u64>, GcError> {
-    let known: Vec<Known> = catalog
-        .survey(None)?
-        .into_iter()
+) -> Result<Vec<u64>, ReadError> {
+    let known: Vec<Known> = surveyed
+        .iter()
         .filter_map(|s| {
             let h = &s.summary.as_ref().filter(|_| s.problem.is_none())?.header;
             Some(Known {
@@ -72,7 +75,7 @@ pub fn plan(
 fn now_unix_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Remove `name` from `store`, naming it on failure. A file already gone is not one: the

@@ -2,18 +2,15 @@
 //! each rank's store, which local version holds that rank's part of each global version,
 //! once every rank has committed it; a restart agrees on the newest global version every
 //! rank recorded and discards what is newer. The records are small immutable files
-//! (`docs/FORMAT.md`, "Global-commit records"); the newest two are kept
-//! ([`KEPT_RECORDS`]) and a pinned one ([`Engine::global_pin`]), and garbage collection keeps
-//! what restoring any record present reads.
+//! (`docs/FORMAT.md`, "Global-commit records"); a commit keeps the one it makes, the one
+//! before it and a pinned one ([`Engine::global_pin`]), and garbage collection keeps what
+//! restoring any record present reads.
 
 use super::Engine;
 use crate::error::{FileError, GlobalError, ReadError};
-use crate::read::global_records::{record, record_numbers, records, KEPT_RECORDS};
+use crate::read::global_records::{record, record_numbers, records};
 use crate::store::version_name;
 use ickpt_format::{global_name, limits, GlobalRecord};
-
-// A commit keeps the record it makes and the previous one: KEPT_RECORDS.
-const _: () = assert!(KEPT_RECORDS == 2);
 
 impl Engine {
     /// Record durably that global version `global` of the job is this store's `version`
@@ -61,13 +58,14 @@ impl Engine {
         w.write_all(&record.encode())
             .map_err(|e| file_error("write", e))?;
         w.commit().map_err(|e| file_error("commit", e))?;
-        // Recorded. Every other record file but the previous intact one and the pinned one
-        // goes, damaged ones too; best effort, as garbage collection is: one left behind is
-        // passed over, and a failure here must not report the record just made as not made.
+        // Recorded. Every other record file but the previous intact one and those from the
+        // pinned one on goes, damaged ones too; best effort, as garbage collection is: one
+        // left behind is passed over, and a failure here must not report the record just
+        // made as not made.
         let pinned = st.pinned_global;
         for n in numbers
             .into_iter()
-            .filter(|&n| Some(n) != previous && n != pinned)
+            .filter(|&n| Some(n) != previous && (pinned == 0 || n < pinned))
         {
             let _ = self.store.remove(&global_name(n));
         }
@@ -80,12 +78,15 @@ impl Engine {
         Ok(records(&self.catalog())?.pop())
     }
 
-    /// Keep global version `global`'s record, and what restoring its version reads, on every
-    /// tier beside the newest two, until another is pinned (0: none). The MPI layer pins the
-    /// newest global version every rank has drained to every lower tier: a job whose ranks'
-    /// drains lag differently, restarted from the lower tiers after losing its nodes, then
-    /// still finds one global version every rank holds there. Only the engine's own record
-    /// removals heed it: a record already gone is not brought back.
+    /// Keep the records of global version `global` and of every one after it, and what
+    /// restoring their versions reads, on every tier, until another is pinned (0: none; then
+    /// the newest two are kept). The MPI layer pins the newest global version every rank has
+    /// drained to every lower tier: the records after it stay until each rank's drain has
+    /// copied them (a slow drain would otherwise find them removed before it got to them, and
+    /// never advance), so a job whose ranks' drains lag differently, restarted from the lower
+    /// tiers after losing its nodes, finds a global version every rank holds there: the pinned
+    /// one at worst. Only the engine's own record removals heed it: a record already gone is
+    /// not brought back.
     pub fn global_pin(&self, global: u64) -> Result<(), GlobalError> {
         self.lock_for_change()?.pinned_global = global;
         Ok(())
@@ -128,7 +129,6 @@ impl Engine {
         // that may be gone.
         if st.head.is_some_and(|h| h.version > version) {
             st.head = None;
-            st.chain_costs.full = None;
             st.previous = None;
         }
         let catalog = self.catalog();
@@ -143,11 +143,15 @@ impl Engine {
         let (doomed, left): (Vec<u64>, Vec<u64>) = record_numbers(&*self.store)?
             .into_iter()
             .partition(|&g| g > kept_max || names_newer(g));
-        if let Some(d) = self.drain.as_ref().filter(|_| !doomed.is_empty()) {
+        let drain = self.drain.as_ref().filter(|_| !doomed.is_empty());
+        if let Some(d) = drain {
             d.discarded(&left);
         }
         for g in doomed.into_iter().rev() {
             super::gc::remove(&*self.store, &global_name(g))?;
+        }
+        if let Some(d) = drain {
+            d.discarded(&left);
         }
         let mut doomed: Vec<u64> = catalog
             .versions()?

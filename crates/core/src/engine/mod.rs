@@ -60,8 +60,8 @@ pub(crate) struct State {
     pub unreported: Option<CheckpointError>,
     /// Sync checkpoints still to fence every region (after one met a write; `Guard`).
     pub fence_next: u32,
-    /// A global version whose record (and so what restoring it reads) stays on every tier
-    /// beside the newest two, until another is pinned (`Engine::global_pin`); 0: none.
+    /// A global version whose record and every later one (and what restoring them reads)
+    /// stay on every tier, until another is pinned (`Engine::global_pin`); 0: none.
     pub pinned_global: u64,
     /// What the cost policy knows of the chain `head` ends (`policy::cost_kind`).
     pub chain_costs: crate::policy::ChainCosts,

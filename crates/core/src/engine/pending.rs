@@ -99,9 +99,11 @@ impl Engine {
                     }
                 }
                 st.head = Some(outcome.head);
+                // The commit's own time: the garbage collection after it depends on the
+                // retention, not on the kind weighed.
                 let cost = crate::policy::Cost {
                     bytes: info.bytes,
-                    secs: info.duration.as_secs_f64(),
+                    secs: info.duration.saturating_sub(info.phases.gc).as_secs_f64(),
                 };
                 st.chain_costs.committed(info.kind, cost);
                 let s = &mut st.stats;

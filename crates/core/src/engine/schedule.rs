@@ -45,8 +45,8 @@ impl Engine {
             });
         }
         let kind = match (self.cfg.policy, st.head) {
-            (policy::KindPolicy::Cost, Some(_)) => {
-                policy::cost_kind(&st.chain_costs, self.cfg.restore_weight).0
+            (policy::KindPolicy::Cost, Some(h)) => {
+                policy::cost_kind(&st.chain_costs, h.chain_depth, self.cfg.restore_weight).0
             }
             _ => policy::next_kind(st.head, self.cfg.full_every),
         };
@@ -93,8 +93,10 @@ impl Engine {
         let mut ended_after = self.protocol.begin_commit();
         self.tracker.before_collect();
         let mut total = 0u64;
-        // Pages written since the last checkpoint, of all: a full version's tells the cost
-        // policy what an increment would have stored.
+        // Pages written since the last checkpoint, of all, in the regions a checkpoint armed
+        // (what an unarmed one's bits hold depends on the backend): a full version's tells
+        // the cost policy what an increment would have stored. Counted for nothing else.
+        let counting = kind == Kind::Full && self.cfg.policy == policy::KindPolicy::Cost;
         let (mut written, mut all) = (0u64, 0u64);
         let mut failed = None;
         let each = st.regions.values().zip(bits_of.drain(..)).zip(guards);
@@ -103,10 +105,13 @@ impl Engine {
             // A region's writes are tracked once a checkpoint has armed it.
             let armed = slot.born.is_some();
             let tr = &slot.tr;
+            let count = counting && armed;
             // Each page's state is final before its region is re-armed, so no write (not even
             // this thread's own, which passes the gate) meets a re-armed page with a stale one.
             let mut mark = |bits: &[u64]| {
-                written += bits.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+                if count {
+                    written += bits.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+                }
                 let learnt = adaptive.then_some(&mut learnt);
                 let m = protocol::schedule::mark(
                     tr,
@@ -127,7 +132,9 @@ impl Engine {
             if let Some(f) = after_collect {
                 f(tr.id);
             }
-            all += tr.npages as u64;
+            if count {
+                all += tr.npages as u64;
+            }
             regions.push(Scheduled {
                 tr: tr.clone(),
                 bits,

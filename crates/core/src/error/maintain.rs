@@ -1,14 +1,12 @@
 //! Errors of `ickpt prune` and `ickpt rm` (`crate::maintain`).
 
-use super::{FileError, GcError, ReadError};
+use super::{FileError, ReadError};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum MaintainError {
     #[error(transparent)]
     Read(#[from] ReadError),
-    #[error(transparent)]
-    Gc(#[from] GcError),
     /// Removing a version's file.
     #[error(transparent)]
     File(#[from] FileError),
@@ -20,6 +18,6 @@ pub enum MaintainError {
         store: String,
         dependents: String,
     },
-    #[error("version {version} is named by one of the newest global records in {store}: an MPI restart of the job may need it; give --force to remove it anyway")]
+    #[error("version {version} is named by a global record in {store}: an MPI restart of the job may need it; give --force to remove it anyway")]
     Global { version: u64, store: String },
 }

@@ -7,13 +7,6 @@ use crate::read::catalog::Catalog;
 use crate::store::Store;
 use ickpt_format::{global_name, parse_global_name, FormatError, GlobalRecord, GLOBAL_RECORD_LEN};
 
-/// Global records a commit keeps: the newest and the one before it (and a pinned one,
-/// `Engine::global_pin`). Ranks' newest records in their first tiers differ by at most one
-/// global version (a rank records N+1 only once every rank recorded N and went on), so a
-/// restart from there finds one of these two on every rank; one from lower tiers whose drains
-/// lagged differently finds the pinned one.
-pub const KEPT_RECORDS: usize = 2;
-
 /// The store's intact global records, oldest first. A record that is damaged, belongs to
 /// another store, or names a version file that is gone, damaged or was replaced is passed
 /// over (`ickpt ls` shows only the records that count). Anything else that stops a record
@@ -91,7 +84,8 @@ fn read_record(store: &dyn Store, global: u64) -> Result<Option<GlobalRecord>, R
 
 /// The versions garbage collection keeps (with what restoring them reads) for the global
 /// records: those of every intact record the store holds. A commit leaves the newest two and
-/// the pinned one; a lower tier may hold a few more until the drain's next round.
+/// the pinned one on every tier (`Engine::global_commit`); a restart from lower tiers whose
+/// drains lagged differently finds the pinned one on every rank.
 pub fn kept_versions(catalog: &Catalog<'_>) -> Result<Vec<u64>, ReadError> {
     Ok(records(catalog)?.iter().map(|r| r.version).collect())
 }

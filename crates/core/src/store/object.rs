@@ -12,8 +12,10 @@ use super::{Store, StoreFile, StoreId, StoreWriter, MARKER};
 use ickpt_format::Piece;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
-use object_store::{ObjectStore, WriteMultipart};
+use object_store::{MultipartUpload, ObjectStore};
+use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// S3's smallest part but the last.
@@ -135,6 +137,7 @@ impl Store for ObjectTier {
             len: meta.size,
             client: self.client.clone(),
             rt: self.rt.clone(),
+            sequential: AtomicBool::new(false),
             window: Mutex::new(None),
         }))
     }
@@ -143,7 +146,9 @@ impl Store for ObjectTier {
         let path = self.path(name);
         let upload = self.run(self.client.put_multipart(&path))?;
         Ok(Box::new(ObjectWriter {
-            upload: Some(WriteMultipart::new_with_chunk_size(upload, PART)),
+            upload: Some(upload),
+            part: Vec::with_capacity(PART),
+            in_flight: VecDeque::new(),
             rt: self.rt.clone(),
         }))
     }
@@ -174,10 +179,12 @@ impl Store for ObjectTier {
     }
 }
 
-/// Bytes one GET fetches when a read asks for less: a restore reads a version in the stretches
-/// between the pages newer versions supplied, often a few KiB each, and each request costs
-/// milliseconds (a 128 MiB chain took 77 s to restore from Garage with a GET per stretch,
-/// docs/benchmarks.md). Aligned, so reads in either direction find their window.
+/// Bytes one GET fetches when a read of a file being read through (`advise_sequential`: a
+/// restore's scan) asks for less: the scan reads a version in the stretches between the pages
+/// newer versions supplied, often a few KiB each, and each request costs milliseconds (a
+/// 128 MiB chain took 77 s to restore from Garage with a GET per stretch, docs/benchmarks.md).
+/// Other reads (a version's header and index, which every drain round and catalog survey
+/// reads) fetch exactly what they ask. Aligned, so reads in either direction find their window.
 const READ_WINDOW: u64 = 4 << 20;
 
 struct ObjectFile {
@@ -185,6 +192,8 @@ struct ObjectFile {
     len: u64,
     client: Arc<dyn ObjectStore>,
     rt: Arc<tokio::runtime::Runtime>,
+    /// Set by `advise_sequential`: reads go through `window`.
+    sequential: AtomicBool,
     /// The last window fetched: its offset and bytes.
     window: Mutex<Option<(u64, Vec<u8>)>>,
 }
@@ -213,28 +222,37 @@ impl ickpt_format::ReadAt for ObjectFile {
         if buf.is_empty() {
             return Ok(());
         }
-        if buf.len() as u64 >= READ_WINDOW {
+        if buf.len() as u64 >= READ_WINDOW || !self.sequential.load(Ordering::Relaxed) {
             buf.copy_from_slice(&self.get(offset..end)?);
             return Ok(());
         }
-        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        let held = |w: &Option<(u64, Vec<u8>)>| {
-            w.as_ref()
-                .is_some_and(|(at, b)| offset >= *at && end <= at + b.len() as u64)
+        let copied = |w: &Option<(u64, Vec<u8>)>, buf: &mut [u8]| match w {
+            Some((at, b)) if offset >= *at && end <= at + b.len() as u64 => {
+                let from = (offset - at) as usize;
+                buf.copy_from_slice(&b[from..from + buf.len()]);
+                true
+            }
+            _ => false,
         };
-        if !held(&window) {
-            let at = offset / READ_WINDOW * READ_WINDOW;
-            let stop = (at + READ_WINDOW).min(self.len).max(end);
-            *window = Some((at, self.get(at..stop)?));
+        if copied(&self.window.lock().unwrap_or_else(|e| e.into_inner()), buf) {
+            return Ok(());
         }
-        let (at, bytes) = window.as_ref().expect("fetched above");
-        let from = (offset - at) as usize;
-        buf.copy_from_slice(&bytes[from..from + buf.len()]);
+        // Fetched without the lock held: a scan's second reader thread goes on meanwhile.
+        // Whole aligned windows, so a read crossing a boundary leaves the next one fetched.
+        let at = offset / READ_WINDOW * READ_WINDOW;
+        let stop = end
+            .div_ceil(READ_WINDOW)
+            .saturating_mul(READ_WINDOW)
+            .min(self.len);
+        let fetched = Some((at, self.get(at..stop)?));
+        copied(&fetched, buf);
+        *self.window.lock().unwrap_or_else(|e| e.into_inner()) = fetched;
         Ok(())
     }
 
-    /// One ranged GET for the whole stretch, skipped bytes included: a request costs far
-    /// more than the bytes of the short gaps the reader leaves (`Piece::Skip`).
+    /// The whole stretch in one read, skipped bytes included (one GET, or none when the
+    /// window holds it): a request costs far more than the bytes of the short gaps the
+    /// reader leaves (`Piece::Skip`).
     fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {
         let span: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         let mut whole = vec![0u8; span as usize];
@@ -254,45 +272,87 @@ impl StoreFile for ObjectFile {
     fn len(&self) -> u64 {
         self.len
     }
+
+    fn advise_sequential(&self) {
+        self.sequential.store(true, Ordering::Relaxed);
+    }
 }
 
+/// An upload in parts of `PART` bytes, at most `IN_FLIGHT` sent at once. The upload stays
+/// here until it completes: whatever fails before (a part, the last one included, or the
+/// completion), `Drop` aborts it, so no unfinished upload is left on the server (except
+/// when the server itself dies: a bucket lifecycle rule for incomplete uploads covers that).
 struct ObjectWriter {
-    upload: Option<WriteMultipart>,
+    upload: Option<Box<dyn MultipartUpload>>,
+    /// The part being filled.
+    part: Vec<u8>,
+    in_flight: VecDeque<tokio::task::JoinHandle<object_store::Result<()>>>,
     rt: Arc<tokio::runtime::Runtime>,
 }
 
-impl StoreWriter for ObjectWriter {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+/// Parts sent and not yet acknowledged, at most: memory stays bounded whatever the size.
+const IN_FLIGHT: usize = 2;
+
+impl ObjectWriter {
+    /// Send the part filled so far.
+    fn send_part(&mut self) -> io::Result<()> {
+        while self.in_flight.len() >= IN_FLIGHT {
+            self.wait_oldest()?;
+        }
         let upload = self.upload.as_mut().expect("present until commit or drop");
-        // At most two parts in flight: memory stays bounded whatever the version's size.
-        self.rt
-            .block_on(upload.wait_for_capacity(2))
-            .map_err(io_error)?;
-        // A full part is sent by a task the upload spawns on this store's runtime.
-        let _in_runtime = self.rt.enter();
-        upload.write(buf);
+        let part = std::mem::replace(&mut self.part, Vec::with_capacity(PART));
+        let sent = upload.put_part(part.into());
+        self.in_flight.push_back(self.rt.spawn(sent));
+        Ok(())
+    }
+
+    fn wait_oldest(&mut self) -> io::Result<()> {
+        if let Some(part) = self.in_flight.pop_front() {
+            self.rt
+                .block_on(part)
+                .map_err(io::Error::other)?
+                .map_err(io_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl StoreWriter for ObjectWriter {
+    fn write_all(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let n = (PART - self.part.len()).min(buf.len());
+            self.part.extend_from_slice(&buf[..n]);
+            buf = &buf[n..];
+            if self.part.len() == PART {
+                self.send_part()?;
+            }
+        }
         Ok(())
     }
 
     fn commit(mut self: Box<Self>) -> io::Result<()> {
-        // Every part sent first, the upload still ours: a part that failed leaves it to
-        // `drop`, which aborts it, instead of an upload left open on the server.
+        // The last part (S3 takes a short one last), then every part acknowledged, then the
+        // completion; the upload is ours until it succeeded.
+        if !self.part.is_empty() || self.in_flight.is_empty() {
+            self.send_part()?;
+        }
+        while !self.in_flight.is_empty() {
+            self.wait_oldest()?;
+        }
         let upload = self.upload.as_mut().expect("present until commit or drop");
-        self.rt
-            .block_on(upload.wait_for_capacity(0))
-            .map_err(io_error)?;
-        let upload = self.upload.take().expect("present until commit or drop");
-        self.rt
-            .block_on(upload.finish())
-            .map(drop)
-            .map_err(io_error)
+        self.rt.block_on(upload.complete()).map_err(io_error)?;
+        self.upload = None;
+        Ok(())
     }
 }
 
 impl Drop for ObjectWriter {
     fn drop(&mut self) {
         // Uncommitted: the parts sent so far are dropped, the object never appears.
-        if let Some(upload) = self.upload.take() {
+        for part in self.in_flight.drain(..) {
+            part.abort();
+        }
+        if let Some(mut upload) = self.upload.take() {
             let _ = self.rt.block_on(upload.abort());
         }
     }

@@ -42,19 +42,19 @@ pub fn binary() -> Option<PathBuf> {
     path
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Two distinct free ports: both listeners are held while the second is chosen.
+fn free_ports() -> (u16, u16) {
+    let bind = || TcpListener::bind("127.0.0.1:0").unwrap();
+    let (a, b) = (bind(), bind());
+    let port = |l: &TcpListener| l.local_addr().unwrap().port();
+    (port(&a), port(&b))
 }
 
 impl Garage {
     /// A new server with its data in `dir`, running and answering.
     pub fn start(bin: &Path, dir: &Path) -> Garage {
         std::fs::create_dir_all(dir).unwrap();
-        let (rpc, s3) = (free_port(), free_port());
+        let (rpc, s3) = free_ports();
         let config = format!(
             "metadata_dir = \"{d}/meta\"\ndata_dir = \"{d}/data\"\ndb_engine = \"lmdb\"\n\
              replication_factor = 1\nrpc_bind_addr = \"127.0.0.1:{rpc}\"\n\
