@@ -126,12 +126,16 @@ bench-tracking: build plot-deps
 bench-mpi: stage
 	scripts/bench-mpi.sh "$(STAGE)" docs/benchmarks
 
-# Issue 13's figures (about 4 minutes): what draining to a shared tier costs the application
+# Issue 13's figures (about 6 minutes): what draining to a shared tier costs the application
 # (demo/heat.c with and without ICKPT_SHARED_DIR, paired, sync and async: tiers.{json,csv}),
+# compression (zstd levels on the heat grid and random bytes, heat with and without it:
+# compress.{json,csv,png}, compress-heat.{json,csv}),
 # the cost policy against 1:9 (policy.{json,csv}), and a restart from each tier, the object
 # store a Garage server the script starts (restart-tiers.json), all in docs/benchmarks.
-bench-tiers: stage s3-deps
+bench-tiers: stage s3-deps plot-deps
 	scripts/bench-tiers.sh "$(STAGE)" docs/benchmarks
+	scripts/bench-compress.sh "$(STAGE)" $(RELEASE)/ickpt docs/benchmarks
+	/usr/bin/python3 scripts/plot_compress.py docs/benchmarks
 	$(RELEASE)/ickpt bench policy --dir $(BUILD)/bench --out docs/benchmarks
 	scripts/bench-restart-tiers.sh $(RELEASE)/ickpt docs/benchmarks
 

@@ -85,6 +85,33 @@ extern "C" {
 #define ICKPT_POLICY_COST 1
 
 /**
+ * The library's default: async commits compressed at the fast level (off the application's
+ * path), sync commits stored raw (docs/benchmarks.md, "Compression"); ICKPT_COMPRESS
+ * overrides. All-zero pages are stored without data whatever the setting.
+ */
+#define ICKPT_COMPRESS_DEFAULT 0
+
+/**
+ * Pages stored raw (all-zero pages are still stored without data).
+ */
+#define ICKPT_COMPRESS_OFF 1
+
+/**
+ * zstd at a fast level (-1), sync and async commits alike.
+ */
+#define ICKPT_COMPRESS_FAST 2
+
+/**
+ * zstd at a high level (9): smaller files, slower commits.
+ */
+#define ICKPT_COMPRESS_HIGH 3
+
+/**
+ * zstd at `compress_level`.
+ */
+#define ICKPT_COMPRESS_LEVEL 4
+
+/**
  * Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
  */
 typedef enum ickpt_result {
@@ -246,6 +273,16 @@ typedef struct ickpt_config {
    * failures are rare).
    */
   uint32_t restore_weight_pct;
+  /**
+   * ICKPT_COMPRESS_* (default ICKPT_COMPRESS_DEFAULT: async commits compressed, sync ones
+   * raw); ICKPT_COMPRESS ("auto", "off", "fast", "high" or a level) overrides. In async
+   * mode compression runs on the committer thread, off the application's path.
+   */
+  uint32_t compression;
+  /**
+   * The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; ignored otherwise.
+   */
+  int32_t compress_level;
 } ickpt_config;
 
 /**
@@ -406,7 +443,8 @@ typedef struct ickpt_phases {
 /**
  * Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
  * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
- * keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, dir NULL (then
+ * keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, compression
+ * ICKPT_COMPRESS_DEFAULT, dir NULL (then
  * `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
  * 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
  * `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past

@@ -18,6 +18,12 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     for r in &m.runs {
         stored[r.region_index as usize] += r.page_count as u64;
     }
+    let frames = |c: ickpt::format::Codec| m.frames.iter().filter(|f| f.frame.codec == c).count();
+    let codecs = [
+        ickpt::format::Codec::Zstd,
+        ickpt::format::Codec::Raw,
+        ickpt::format::Codec::Zero,
+    ];
     if s.json {
         let regions: Vec<_> = m
             .regions
@@ -36,6 +42,12 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
             "chain_depth": h.chain_depth, "page_size": h.page_size,
             "created_unix_ns": h.created_unix_ns, "bytes": ov.bytes(),
             "pages": m.footer.page_count, "runs": m.footer.run_count,
+            // Format 6: page bytes as the application had them and as the file stores them.
+            "page_data": {
+                "raw_bytes": m.data_bytes(), "stored_bytes": m.stored_bytes(),
+                "zero_pages": m.zero_pages(),
+                "frames": codecs.iter().map(|&c| (c.as_str().to_string(), json!(frames(c)))).collect::<serde_json::Map<_, _>>(),
+            },
             "meta_crc": format!("{:08x}", m.footer.meta_crc),
             "store_id": h.store_id.map(|id| ickpt::store::StoreId(id).to_hex()),
             "parent_meta_crc": (h.format_version >= 3 && h.parent != 0)
@@ -88,6 +100,25 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
         human::bytes(ov.bytes()),
         m.footer.page_count,
         m.footer.run_count
+    );
+    println!(
+        "page data    {} raw, {} stored{}",
+        human::bytes(m.data_bytes()),
+        human::bytes(m.stored_bytes()),
+        if m.frames.is_empty() {
+            " (no frames: every page as it is)".to_string()
+        } else {
+            format!(
+                " ({:.1}%): {} zero pages without data; frames {}",
+                100.0 * m.stored_bytes() as f64 / m.data_bytes().max(1) as f64,
+                m.zero_pages(),
+                codecs
+                    .iter()
+                    .map(|&c| format!("{} {}", frames(c), c.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
     );
     match &chain {
         Ok(c) => println!(

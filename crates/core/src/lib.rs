@@ -37,7 +37,7 @@ pub mod sys;
 mod sys;
 pub mod track;
 
-pub use config::{Config, SettingError};
+pub use config::{Compression, Config, SettingError};
 pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, MaintainError,

@@ -20,6 +20,9 @@ fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>, write_thread: bool) -> Eng
     ));
     let mut c = Config::new(dir);
     c.write_thread = write_thread;
+    // Raw pages: the faults are placed by byte offset within the file's page data, which
+    // compression would shrink past them.
+    c.compression = ickpt::Compression::Off;
     Engine::with_store(c, store).unwrap()
 }
 

@@ -1,6 +1,6 @@
 //! Every format version stays readable: a store written by each is checked in under
 //! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
-//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11, v5 since issue 12). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
+//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11, v5 since issue 12, v6 since issue 13). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
 //! format version N, once, when that version is new.
 
 mod common;
@@ -53,6 +53,11 @@ fn format_v4_fixture_still_restores() {
 #[test]
 fn format_v5_fixture_still_restores() {
     check_fixture(5);
+}
+
+#[test]
+fn format_v6_fixture_still_restores() {
+    check_fixture(6);
 }
 
 /// The tag the fixture's version `v` carries: format 5 on, version v was taken with tag 100v.
@@ -190,5 +195,11 @@ fn check_fixture(format: u16) {
         assert_eq!(attempts >= 1, format >= 4, "v{v}: phases");
         let bound = ov.meta.header.parent_meta_crc != 0;
         assert_eq!(bound, format >= 3 && v > 1, "v{v}: parent checksum");
+        // The v6 fixture was written with zstd (issue 13): every version's pages are in frames.
+        assert_eq!(
+            !ov.meta.frames.is_empty(),
+            format >= 6,
+            "v{v}: frames (compressed pages)"
+        );
     }
 }

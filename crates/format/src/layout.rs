@@ -8,7 +8,7 @@ pub const MAGIC: [u8; 8] = *b"\x89ICKPT\r\n";
 /// First 8 bytes of the footer, the last 64 bytes of the file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"ICKPTEND";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 5;
+pub const FORMAT_VERSION: u16 = 6;
 
 /// Header bytes of the format this crate writes (version 3 on); versions 1 and 2 have
 /// [`HEADER_LEN_V1`].
@@ -16,6 +16,8 @@ pub const HEADER_LEN: usize = 96;
 pub const HEADER_LEN_V1: usize = 64;
 pub const REGION_ENTRY_LEN: usize = 32;
 pub const RUN_ENTRY_LEN: usize = 24;
+/// Bytes of a frame-table entry (format 6 on).
+pub const FRAME_ENTRY_LEN: usize = 16;
 pub const FOOTER_LEN: usize = 64;
 /// Commit-stats bytes of the format this crate writes (version 4 on: with the phases);
 /// versions 2 and 3 have [`STATS_LEN_V2`].
@@ -45,6 +47,13 @@ pub mod limits {
     pub const MAX_PAGE_SIZE: u32 = 1 << 16;
     /// Highest version number, far beyond any store's life, so `version + 1` never overflows.
     pub const MAX_VERSION: u64 = 1 << 62;
+    /// Most page bytes one frame holds (format 6): what a reader decompresses into at once.
+    pub const MAX_FRAME_BYTES: u64 = 1 << 20;
+}
+
+/// Whether files of `format_version` may carry a frame table (format 6 on).
+pub fn has_frames(format_version: u16) -> bool {
+    format_version >= 6
 }
 
 /// Bytes of commit-stats block a file of `format_version` carries: v1 files have none.
@@ -297,6 +306,119 @@ pub struct Run {
     pub data_offset: u64,
 }
 
+/// How a frame's pages are stored (format 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// The pages as they are.
+    Raw,
+    /// One zstd frame that decompresses to the pages.
+    Zstd,
+    /// Every page all zero; no bytes stored.
+    Zero,
+}
+
+impl Codec {
+    pub fn code(self) -> u8 {
+        match self {
+            Codec::Raw => 0,
+            Codec::Zstd => 1,
+            Codec::Zero => 2,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<Codec> {
+        Some(match c {
+            0 => Codec::Raw,
+            1 => Codec::Zstd,
+            2 => Codec::Zero,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Zstd => "zstd",
+            Codec::Zero => "zero",
+        }
+    }
+}
+
+/// Consecutive pages of the log (in flush order, across runs), stored one way (format 6).
+/// Frames tile the log's pages and, back to back, the data section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    pub page_count: u32,
+    pub codec: Codec,
+    /// Bytes the frame takes in the data section.
+    pub stored_len: u32,
+    /// A zstd frame's CRC-32C of its stored bytes, checked before they are decompressed; 0
+    /// for the others (their pages' CRCs cover them).
+    pub crc: u32,
+}
+
+impl Frame {
+    pub fn encode(&self) -> [u8; FRAME_ENTRY_LEN] {
+        let mut b = [0u8; FRAME_ENTRY_LEN];
+        put(&mut b, 0, &self.page_count.to_le_bytes());
+        b[4] = self.codec.code();
+        put(&mut b, 8, &self.stored_len.to_le_bytes());
+        put(&mut b, 12, &self.crc.to_le_bytes());
+        b
+    }
+
+    /// Decode and check the entry at file offset `at` of a file with pages of `page_size`.
+    pub fn decode(b: &[u8], at: u64, page_size: u32) -> Result<Frame, FormatError> {
+        let codec = Codec::from_code(b[4])
+            .ok_or_else(|| FormatError::corrupt(at + 4, format!("unknown codec {}", b[4])))?;
+        if b[5..8].iter().any(|&x| x != 0) {
+            return Err(FormatError::corrupt(
+                at + 5,
+                "reserved frame bytes are not zero",
+            ));
+        }
+        let f = Frame {
+            page_count: u32_at(b, 0),
+            codec,
+            stored_len: u32_at(b, 8),
+            crc: u32_at(b, 12),
+        };
+        let raw = f.raw_len(page_size);
+        if f.page_count == 0 || raw > limits::MAX_FRAME_BYTES {
+            return Err(FormatError::corrupt(
+                at,
+                format!(
+                    "frame of {} pages: 1 to {} bytes of pages allowed",
+                    f.page_count,
+                    limits::MAX_FRAME_BYTES
+                ),
+            ));
+        }
+        let stored = f.stored_len as u64;
+        let fits = match codec {
+            Codec::Raw => stored == raw && f.crc == 0,
+            Codec::Zstd => stored > 0 && stored < raw,
+            Codec::Zero => stored == 0 && f.crc == 0,
+        };
+        if !fits {
+            return Err(FormatError::corrupt(
+                at + 8,
+                format!(
+                    "a {} frame of {raw} bytes of pages cannot store {stored} bytes with checksum {:08x}",
+                    codec.as_str(),
+                    f.crc
+                ),
+            ));
+        }
+        Ok(f)
+    }
+
+    /// Bytes of pages the frame holds.
+    pub fn raw_len(&self, page_size: u32) -> u64 {
+        self.page_count as u64 * page_size as u64
+    }
+}
+
 /// The last 64 bytes of a version file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Footer {
@@ -304,6 +426,9 @@ pub struct Footer {
     pub run_count: u64,
     pub page_count: u64,
     pub file_length: u64,
+    /// Entries in the frame table (format 6 on); 0: the data section holds every page raw,
+    /// as before format 6.
+    pub frame_count: u64,
     /// CRC-32C of header, region table, index, page-CRC table, commit stats (v2) and footer
     /// bytes 0..60.
     pub meta_crc: u32,
@@ -658,6 +783,7 @@ impl Footer {
         put(&mut b, 16, &self.run_count.to_le_bytes());
         put(&mut b, 24, &self.page_count.to_le_bytes());
         put(&mut b, 32, &self.file_length.to_le_bytes());
+        put(&mut b, 40, &self.frame_count.to_le_bytes());
         b
     }
 
@@ -668,9 +794,9 @@ impl Footer {
                 "footer magic missing: file truncated or not fully written",
             ));
         }
-        if b[40..60].iter().any(|&x| x != 0) {
+        if b[48..60].iter().any(|&x| x != 0) {
             return Err(FormatError::corrupt(
-                at + 40,
+                at + 48,
                 "reserved footer bytes are not zero",
             ));
         }
@@ -679,6 +805,7 @@ impl Footer {
             run_count: u64_at(b, 16),
             page_count: u64_at(b, 24),
             file_length: u64_at(b, 32),
+            frame_count: u64_at(b, 40),
             meta_crc: u32_at(b, 60),
         })
     }

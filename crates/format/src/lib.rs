@@ -1,4 +1,4 @@
-//! The ickpt on-disk format, version 5 (reads versions 1 to 4 too): one self-describing file
+//! The ickpt on-disk format, version 6 (reads versions 1 to 5 too): one self-describing file
 //! per checkpoint version, and the small global-commit records of coordinated jobs.
 //!
 //! `docs/FORMAT.md` holds the byte diagram; the structs in [`layout`] mirror it field for field.
@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod error;
+mod frames;
 mod global;
 pub mod layout;
 mod reader;
@@ -14,17 +15,18 @@ mod verify;
 mod writer;
 
 pub use error::FormatError;
+pub use frames::{format_error_in, is_zero_page, zero_page_crc, FrameEncoder, PageView};
 pub use global::{
     global_name, numbered_name, parse_global_name, parse_numbered_name, GlobalRecord,
     GLOBAL_FORMAT, GLOBAL_MAGIC, GLOBAL_RECORD_LEN,
 };
 pub use layout::{
-    backend_code, backend_name, header_len_for, limits, stats_len_for, CommitMode, CommitStats,
-    FlushOrder, Footer, Header, Kind, RegionEntry, Run, StoredPhases, FOOTER_LEN, FOOTER_MAGIC,
-    FORMAT_VERSION, HEADER_LEN, HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
-    STATS_LEN_V2,
+    backend_code, backend_name, has_frames, header_len_for, limits, stats_len_for, Codec,
+    CommitMode, CommitStats, FlushOrder, Footer, Frame, Header, Kind, RegionEntry, Run,
+    StoredPhases, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, FRAME_ENTRY_LEN, HEADER_LEN,
+    HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN, STATS_LEN_V2,
 };
-pub use reader::{read_each_piece, read_meta, Piece, ReadAt, VersionMeta};
+pub use reader::{read_each_piece, read_meta, Piece, PlacedFrame, ReadAt, VersionMeta};
 pub use verify::{check_pages, verify_data, VerifyProgress};
 pub use writer::{NewVersion, VersionLayout};
 

@@ -3,8 +3,8 @@
 //! or read out of bounds.
 
 use crate::layout::{
-    header_len_for, limits, stats_len_for, CommitStats, Footer, Header, RegionEntry, Run,
-    FOOTER_LEN, HEADER_LEN_V1, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
+    has_frames, header_len_for, limits, stats_len_for, Codec, CommitStats, Footer, Frame, Header,
+    RegionEntry, Run, FOOTER_LEN, FRAME_ENTRY_LEN, HEADER_LEN_V1, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
 };
 use crate::FormatError;
 use std::sync::Arc;
@@ -89,7 +89,18 @@ pub struct VersionMeta {
     pub page_crcs: Vec<u32>,
     /// How the commit went; `None` for format version 1 files, which predate the block.
     pub stats: Option<CommitStats>,
+    /// The frame table (format 6), each frame with where it lies; empty when every page is
+    /// stored raw at its place in the log.
+    pub frames: Vec<PlacedFrame>,
     pub footer: Footer,
+}
+
+/// A frame and where it lies: its first page's index in the log, and its bytes' file offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedFrame {
+    pub frame: Frame,
+    pub first_page: u64,
+    pub offset: u64,
 }
 
 impl VersionMeta {
@@ -107,9 +118,23 @@ impl VersionMeta {
         self.header.page_size
     }
 
-    /// Bytes of page data in this version.
+    /// Bytes of page data in this version, as the pages are (before compression).
     pub fn data_bytes(&self) -> u64 {
         self.footer.page_count * self.header.page_size as u64
+    }
+
+    /// Bytes the page data takes in the file (compressed, zero pages left out).
+    pub fn stored_bytes(&self) -> u64 {
+        self.footer.index_offset - self.header.data_offset
+    }
+
+    /// Pages stored as zero frames: no bytes in the file.
+    pub fn zero_pages(&self) -> u64 {
+        self.frames
+            .iter()
+            .filter(|f| f.frame.codec == Codec::Zero)
+            .map(|f| f.frame.page_count as u64)
+            .sum()
     }
 
     pub fn region_by_id(&self, id: u64) -> Option<(usize, &RegionEntry)> {
@@ -205,6 +230,12 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     let data_len = footer.index_offset - header.data_offset;
     let trailer_len = footer_at - footer.index_offset;
     let stats_len = stats_len_for(header.format_version) as u64;
+    if footer.frame_count != 0 && !has_frames(header.format_version) {
+        return Err(FormatError::corrupt(
+            footer_at + 40,
+            "reserved footer bytes are not zero",
+        ));
+    }
     let expect_trailer = footer
         .run_count
         .checked_mul(RUN_ENTRY_LEN as u64)
@@ -214,11 +245,21 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
                 .checked_mul(4)
                 .and_then(|p| r.checked_add(p))
         })
+        .and_then(|t| {
+            footer
+                .frame_count
+                .checked_mul(FRAME_ENTRY_LEN as u64)
+                .and_then(|f| t.checked_add(f))
+        })
         .and_then(|t| t.checked_add(stats_len));
-    if expect_trailer != Some(trailer_len)
-        || footer.page_count.checked_mul(ps) != Some(data_len)
-        || footer.run_count > footer.page_count
-    {
+    let pages_len = footer.page_count.checked_mul(ps);
+    // Raw pages fill the data section; frames store them in at most as many bytes.
+    let data_fits = if footer.frame_count == 0 {
+        pages_len == Some(data_len)
+    } else {
+        footer.frame_count <= footer.page_count && pages_len.is_some_and(|p| data_len <= p)
+    };
+    if expect_trailer != Some(trailer_len) || !data_fits || footer.run_count > footer.page_count {
         return Err(bad_index());
     }
     if footer.page_count > limits::MAX_PAGES {
@@ -232,6 +273,9 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         ));
     }
 
+    // Where the runs' pages end in the log: runs address pages as if stored raw, whatever
+    // the frames do with them.
+    let pages_end = header.data_offset + footer.page_count * ps;
     let meta_end = file_len - 4;
     // The table is bounded by MAX_REGIONS; the padding after it (under a page) is read in
     // the same call.
@@ -287,7 +331,7 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
             ));
         }
         next_data += run.page_count as u64 * ps;
-        if next_data > footer.index_offset {
+        if next_data > pages_end {
             return Err(FormatError::corrupt(
                 at + 16,
                 "run data runs into the index",
@@ -295,6 +339,30 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         }
         grow(runs, footer_at + 16)?;
         runs.push(run);
+        Ok(())
+    };
+    let frames_end = crcs_end + footer.frame_count * FRAME_ENTRY_LEN as u64;
+    let mut frames: Vec<PlacedFrame> = Vec::new();
+    let (mut frame_page, mut frame_at) = (0u64, header.data_offset);
+    let mut frame_carry = Vec::new();
+    let mut on_frame = |entry: &[u8], frames: &mut Vec<PlacedFrame>| -> Result<(), FormatError> {
+        let at = footer.index_offset + crcs_end + (frames.len() * FRAME_ENTRY_LEN) as u64;
+        let frame = Frame::decode(entry, at, header.page_size)?;
+        let placed = PlacedFrame {
+            frame,
+            first_page: frame_page,
+            offset: frame_at,
+        };
+        frame_page += frame.page_count as u64;
+        frame_at += frame.stored_len as u64;
+        if frame_page > footer.page_count || frame_at > footer.index_offset {
+            return Err(FormatError::corrupt(
+                at,
+                "frames hold more pages or bytes than the version",
+            ));
+        }
+        grow(frames, footer_at + 40)?;
+        frames.push(placed);
         Ok(())
     };
     const CHUNK: u64 = 1 << 20;
@@ -321,7 +389,13 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
             |e| on_run(e, &mut runs),
         )?;
         table_crc = crate::crc_append(table_crc, &chunk[section(runs_end, crcs_end)]);
-        stats_bytes.extend_from_slice(&chunk[section(crcs_end, total)]);
+        records(
+            &mut frame_carry,
+            FRAME_ENTRY_LEN,
+            &chunk[section(crcs_end, frames_end)],
+            |e| on_frame(e, &mut frames),
+        )?;
+        stats_bytes.extend_from_slice(&chunk[section(frames_end, total)]);
         pos += n as u64;
     }
     if computed != footer.meta_crc {
@@ -333,10 +407,16 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
             ),
         ));
     }
-    if next_data != footer.index_offset {
+    if next_data != pages_end {
         return Err(FormatError::corrupt(
             footer_at + 8,
             "runs do not fill the data section",
+        ));
+    }
+    if !frames.is_empty() && (frame_page != footer.page_count || frame_at != footer.index_offset) {
+        return Err(FormatError::corrupt(
+            footer_at + 40,
+            "frames do not tile the version's pages and data section",
         ));
     }
     check_coverage(&header, &regions, &runs, footer.index_offset)?;
@@ -352,7 +432,7 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
     } else {
         Some(CommitStats::decode(
             &stats_bytes,
-            footer.index_offset + crcs_end,
+            footer.index_offset + frames_end,
             header.format_version,
         )?)
     };
@@ -362,6 +442,7 @@ pub fn read_meta(src: &dyn ReadAt, file_len: u64) -> Result<VersionMeta, FormatE
         runs,
         page_crcs,
         stats,
+        frames,
         footer,
     })
 }

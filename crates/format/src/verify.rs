@@ -15,6 +15,8 @@ pub fn verify_data(
 ) -> Result<(), FormatError> {
     let ps = meta.page_size() as usize;
     let total = meta.data_bytes();
+    // Pages at the offsets the runs give, whatever the frames store.
+    let view = crate::PageView::new(meta, src);
     let chunk_pages = (8 << 20) / ps;
     let mut buf = vec![0u8; chunk_pages.max(1) * ps];
     let mut done = 0u64;
@@ -24,9 +26,11 @@ pub fn verify_data(
             let n = (crcs.len() - page).min(chunk_pages.max(1));
             let offset = run.data_offset + (page * ps) as u64;
             let b = &mut buf[..n * ps];
-            src.read_exact_at(b, offset).map_err(|e| FormatError::Io {
-                offset,
-                source: Arc::new(e),
+            view.read_exact_at(b, offset).map_err(|e| {
+                crate::format_error_in(&e).unwrap_or(FormatError::Io {
+                    offset,
+                    source: Arc::new(e),
+                })
             })?;
             check_pages(
                 b,

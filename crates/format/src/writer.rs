@@ -2,18 +2,25 @@
 //! Pure: produces byte vectors, performs no I/O.
 
 use crate::layout::{
-    CommitStats, Footer, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION, STATS_LEN,
+    Codec, CommitStats, Footer, Frame, Header, Kind, RegionEntry, Run, FOOTER_LEN, FORMAT_VERSION,
+    FRAME_ENTRY_LEN, STATS_LEN,
 };
 
 /// The layout of one version file while it is being written: header and region table first,
-/// then page data in flush order, then the index, the page-CRC table, the commit stats and
-/// the footer.
+/// then page data in flush order, then the index, the page-CRC table, the frame table, the
+/// commit stats and the footer. Pages are pushed with [`push_page`](Self::push_page); a
+/// writer that stores them other than raw also pushes the frames that say how
+/// ([`push_frame`](Self::push_frame)).
 #[derive(Debug)]
 pub struct VersionLayout {
     header: Header,
     regions: Vec<RegionEntry>,
     runs: Vec<Run>,
     crcs: Vec<u32>,
+    frames: Vec<Frame>,
+    /// Where the pages pushed so far end, as the run index addresses them (stored raw).
+    pages_end: u64,
+    /// Where the frames pushed so far end in the file.
     data_end: u64,
     stats: CommitStats,
 }
@@ -57,6 +64,8 @@ impl VersionLayout {
             regions,
             runs: Vec::new(),
             crcs: Vec::new(),
+            frames: Vec::new(),
+            pages_end: data_offset,
             data_end: data_offset,
             stats: CommitStats::default(),
         }
@@ -98,17 +107,26 @@ impl VersionLayout {
                 region_index,
                 page_count: 1,
                 first_page: page,
-                data_offset: self.data_end,
+                data_offset: self.pages_end,
             }),
         }
         self.crcs.push(crc);
-        self.data_end += self.header.page_size as u64;
+        self.pages_end += self.header.page_size as u64;
     }
 
-    /// Room for `pages` more pages, so that pushing them never allocates.
+    /// Record that the next `frame.stored_len` bytes written to the data section store the
+    /// next `frame.page_count` pages pushed (frames follow the pages in order). A file whose
+    /// frames are all raw is written without a frame table.
+    pub fn push_frame(&mut self, frame: Frame) {
+        self.frames.push(frame);
+        self.data_end += frame.stored_len as u64;
+    }
+
+    /// Room for `pages` more pages, so that pushing them (and their frames) never allocates.
     pub fn reserve(&mut self, pages: usize) {
         self.crcs.reserve(pages);
         self.runs.reserve(pages);
+        self.frames.reserve(pages);
     }
 
     pub fn page_count(&self) -> u64 {
@@ -123,15 +141,33 @@ impl VersionLayout {
     /// Its last four bytes are the file's `meta_crc`, which a child version records
     /// ([`meta_crc_of_trailer`](Self::meta_crc_of_trailer)).
     pub fn trailer(&self) -> Vec<u8> {
-        let index_offset = self.data_end;
+        let framed = self.frames.iter().any(|f| f.codec != Codec::Raw);
+        let frames = if framed { &self.frames[..] } else { &[] };
+        let index_offset = if self.frames.is_empty() {
+            self.pages_end
+        } else {
+            debug_assert_eq!(
+                self.frames.iter().map(|f| f.page_count as u64).sum::<u64>(),
+                self.page_count(),
+                "frames cover the pages pushed"
+            );
+            self.data_end
+        };
         let mut b = Vec::with_capacity(
-            self.runs.len() * crate::RUN_ENTRY_LEN + self.crcs.len() * 4 + STATS_LEN + FOOTER_LEN,
+            self.runs.len() * crate::RUN_ENTRY_LEN
+                + self.crcs.len() * 4
+                + frames.len() * FRAME_ENTRY_LEN
+                + STATS_LEN
+                + FOOTER_LEN,
         );
         for run in &self.runs {
             b.extend_from_slice(&run.encode());
         }
         for c in &self.crcs {
             b.extend_from_slice(&c.to_le_bytes());
+        }
+        for f in frames {
+            b.extend_from_slice(&f.encode());
         }
         b.extend_from_slice(&self.stats.encode());
         let file_length = index_offset + b.len() as u64 + FOOTER_LEN as u64;
@@ -140,6 +176,7 @@ impl VersionLayout {
             run_count: self.runs.len() as u64,
             page_count: self.crcs.len() as u64,
             file_length,
+            frame_count: frames.len() as u64,
             meta_crc: 0,
         };
         b.extend_from_slice(&footer.encode_without_crc());

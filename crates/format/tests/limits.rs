@@ -124,6 +124,7 @@ fn a_huge_region_count_is_refused_before_the_table_is_read() {
                 run_count: 0,
                 page_count: 0,
                 file_length: len,
+                frame_count: 0,
                 meta_crc: 0,
             },
         );
@@ -146,6 +147,7 @@ fn a_huge_page_count_is_refused_before_the_index_is_read() {
             run_count: 0,
             page_count: pages,
             file_length: len,
+            frame_count: 0,
             meta_crc: 0,
         },
     );
@@ -169,6 +171,7 @@ fn a_sparse_index_costs_a_bounded_read_and_no_table() {
             run_count: pages,
             page_count: pages,
             file_length: len,
+            frame_count: 0,
             meta_crc: 1,
         },
     );
@@ -243,6 +246,7 @@ fn a_page_crc_table_left_as_a_hole_is_refused_without_being_held() {
             run_count: 1,
             page_count: pages,
             file_length: len,
+            frame_count: 0,
             meta_crc: 1,
         },
     );

@@ -9,7 +9,7 @@ use ickpt_format::{
 use proptest::prelude::*;
 
 mod common;
-use common::{busy_stats, full_version, two_regions, PS};
+use common::{busy_stats, full_version, reseal, two_regions, PS};
 
 fn regions() -> Vec<RegionEntry> {
     two_regions(1)
@@ -92,6 +92,7 @@ fn legacy_file(format_version: u16, stats: CommitStats) -> Vec<u8> {
         run_count: runs.len() as u64,
         page_count: crcs.len() as u64,
         file_length: index_offset + trailer.len() as u64 + FOOTER_LEN as u64,
+        frame_count: 0,
         meta_crc: 0,
     };
     trailer.extend_from_slice(&footer.encode_without_crc());
@@ -139,16 +140,6 @@ fn current_file(stats: CommitStats) -> Vec<u8> {
 }
 
 /// Recompute meta_crc after editing metadata, so only the check under test can object.
-fn reseal(f: &mut [u8]) {
-    let data_offset = u64::from_le_bytes(f[48..56].try_into().unwrap()) as usize;
-    let footer_at = f.len() - FOOTER_LEN;
-    let index_offset =
-        u64::from_le_bytes(f[footer_at + 8..footer_at + 16].try_into().unwrap()) as usize;
-    let c = crc_append(crc(&f[..data_offset]), &f[index_offset..f.len() - 4]);
-    let n = f.len();
-    f[n - 4..].copy_from_slice(&c.to_le_bytes());
-}
-
 /// Where the stats block of `f`, a file of the current format, starts.
 fn stats_offset(f: &[u8]) -> usize {
     stats_offset_v(f, FORMAT_VERSION)
@@ -402,17 +393,26 @@ fn the_block_must_match_the_format_version() {
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(e.to_string().contains("reserved header bytes"), "{e}");
 
-    // Version 6 is from the future.
+    // A v5 file has no frame table: footer bytes 40..48 are reserved there.
     let mut f = current_file(busy_stats());
-    f[8..10].copy_from_slice(&6u16.to_le_bytes());
+    f[8..10].copy_from_slice(&5u16.to_le_bytes());
+    let n = f.len();
+    f[n - 64 + 40] = 1;
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("reserved footer bytes"), "{e}");
+
+    // Version 7 is from the future.
+    let mut f = current_file(busy_stats());
+    f[8..10].copy_from_slice(&7u16.to_le_bytes());
     reseal(&mut f);
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(
         matches!(
             e,
             FormatError::UnsupportedVersion {
-                found: 6,
-                supported: 5
+                found: 7,
+                supported: 6
             }
         ),
         "{e}"
@@ -436,6 +436,6 @@ fn a_tag_is_read_back_as_written() {
         f.extend_from_slice(&l.trailer());
         let m = read_meta(&f, f.len() as u64).unwrap();
         assert_eq!(m.header.tag, tag);
-        assert_eq!(m.header.format_version, 5);
+        assert_eq!(m.header.format_version, FORMAT_VERSION);
     }
 }

@@ -2,6 +2,7 @@
 //! printed next to a baseline measured in the same run, as a ratio.
 
 mod aickpt;
+mod compress;
 mod incremental;
 mod paired;
 mod policy;
@@ -39,6 +40,10 @@ pub enum BenchCmd {
     /// The newest version restored through all tiers, the shared tier alone and (with
     /// --object) the object store alone, cold cache, against a plain read (issue 13).
     RestartTiers(restart_tiers::Args),
+    /// zstd's ratio and speed per level on the heat grid and random bytes, through the
+    /// commit's own encoder, and a sync full checkpoint with each setting against off
+    /// (issue 13).
+    Compress(compress::Args),
 }
 
 impl BenchCmd {
@@ -50,6 +55,7 @@ impl BenchCmd {
             BenchCmd::Tracking(a) => a.json = json,
             BenchCmd::Policy(a) => a.json = json,
             BenchCmd::RestartTiers(a) => a.json = json,
+            BenchCmd::Compress(a) => a.json = json,
         }
     }
 }
@@ -62,5 +68,6 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Tracking(a) => tracking::run(&a),
         BenchCmd::Policy(a) => policy::run(&a),
         BenchCmd::RestartTiers(a) => restart_tiers::run(&a),
+        BenchCmd::Compress(a) => compress::run(&a),
     }
 }

@@ -29,7 +29,8 @@ static ENGINE: EngineLock<Option<(u32, Engine)>> = EngineLock::new(None);
 
 /// Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
 /// `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
-/// keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, dir NULL (then
+/// keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, compression
+/// ICKPT_COMPRESS_DEFAULT, dir NULL (then
 /// `ICKPT_DIR` is used), bandwidth 0 (unlimited), mode sync, flush order adaptive, cow_bytes
 /// 16 MiB, granularity page, acck_pieces_log2 6, huge_pages 1. Call it as
 /// `ickpt_config_init(&cfg)`, the header's macro, which passes `sizeof cfg`: nothing past
@@ -83,6 +84,8 @@ fn default_config() -> ickpt_config {
         keep_within_s: 0,
         policy: ICKPT_POLICY_FIXED,
         restore_weight_pct: (d.restore_weight * 100.0) as u32,
+        compression: ICKPT_COMPRESS_DEFAULT,
+        compress_level: 0,
     }
 }
 
@@ -192,7 +195,9 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         keep_versions,
         keep_within_s,
         policy,
-        restore_weight_pct
+        restore_weight_pct,
+        compression,
+        compress_level
     );
     Ok(c)
 }
@@ -265,6 +270,26 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 p => return Err(setting("cfg->policy", p)),
             };
             c.restore_weight = f64::from(cfg.restore_weight_pct) / 100.0;
+            c.compression = match cfg.compression {
+                ICKPT_COMPRESS_DEFAULT => c.compression,
+                ICKPT_COMPRESS_OFF => crate::Compression::Off,
+                ICKPT_COMPRESS_FAST => crate::Compression::FAST,
+                ICKPT_COMPRESS_HIGH => crate::Compression::HIGH,
+                ICKPT_COMPRESS_LEVEL
+                    if crate::Compression::LEVELS.contains(&cfg.compress_level) =>
+                {
+                    crate::Compression::Zstd(cfg.compress_level)
+                }
+                ICKPT_COMPRESS_LEVEL => {
+                    return Err(SettingError::new(
+                        "cfg->compress_level",
+                        cfg.compress_level.to_string(),
+                        "a zstd level from -7 to 19",
+                    )
+                    .into())
+                }
+                x => return Err(setting("cfg->compression", x)),
+            };
             c.keep_within = (cfg.keep_within_s != 0)
                 .then(|| std::time::Duration::from_secs(cfg.keep_within_s.into()));
         }

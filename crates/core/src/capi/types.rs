@@ -80,6 +80,19 @@ pub const ICKPT_POLICY_FIXED: u32 = 0;
 /// Full or incremental from measured commit times and sizes (paper 002's S_n, docs/design.md).
 pub const ICKPT_POLICY_COST: u32 = 1;
 
+/// The library's default: async commits compressed at the fast level (off the application's
+/// path), sync commits stored raw (docs/benchmarks.md, "Compression"); ICKPT_COMPRESS
+/// overrides. All-zero pages are stored without data whatever the setting.
+pub const ICKPT_COMPRESS_DEFAULT: u32 = 0;
+/// Pages stored raw (all-zero pages are still stored without data).
+pub const ICKPT_COMPRESS_OFF: u32 = 1;
+/// zstd at a fast level (-1), sync and async commits alike.
+pub const ICKPT_COMPRESS_FAST: u32 = 2;
+/// zstd at a high level (9): smaller files, slower commits.
+pub const ICKPT_COMPRESS_HIGH: u32 = 3;
+/// zstd at `compress_level`.
+pub const ICKPT_COMPRESS_LEVEL: u32 = 4;
+
 /// Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -145,6 +158,12 @@ pub struct ickpt_config {
     /// the checkpoint time it saves, in percent (default 100, paper 002's S_n; lower when
     /// failures are rare).
     pub restore_weight_pct: u32,
+    /// ICKPT_COMPRESS_* (default ICKPT_COMPRESS_DEFAULT: async commits compressed, sync ones
+    /// raw); ICKPT_COMPRESS ("auto", "off", "fast", "high" or a level) overrides. In async
+    /// mode compression runs on the committer thread, off the application's path.
+    pub compression: u32,
+    /// The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; ignored otherwise.
+    pub compress_level: i32,
 }
 
 // The sizes docs/abi.md lists, which programs built against older headers pass as
@@ -157,7 +176,8 @@ const _: () = {
     assert!(offset_of!(ickpt_config, object_url) == 80);
     assert!(offset_of!(ickpt_config, keep_versions) == 88);
     assert!(offset_of!(ickpt_config, policy) == 96);
-    assert!(size_of::<ickpt_config>() == 104);
+    assert!(offset_of!(ickpt_config, compression) == 104);
+    assert!(size_of::<ickpt_config>() == 112);
 };
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version

@@ -63,6 +63,7 @@ fn switch(name: &'static str) -> Result<bool, SettingError> {
 #[derive(Debug, Default)]
 pub(crate) struct Overrides {
     pub mode: Option<CommitMode>,
+    pub compression: Option<super::Compression>,
     pub policy: Option<crate::policy::KindPolicy>,
     pub cow_bytes: Option<usize>,
     pub fault_around: Option<usize>,
@@ -82,6 +83,11 @@ impl Overrides {
     pub fn read() -> Result<Overrides, SettingError> {
         Ok(Overrides {
             mode: parsed("ICKPT_MODE", "sync or async", CommitMode::parse)?,
+            compression: parsed(
+                "ICKPT_COMPRESS",
+                super::Compression::EXPECTED,
+                super::Compression::parse,
+            )?,
             policy: parsed(
                 "ICKPT_POLICY",
                 "fixed or cost",

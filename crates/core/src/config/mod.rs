@@ -1,6 +1,9 @@
 //! How an engine is set up: [`Config`], its defaults, and the environment's say over it.
 
+mod compression;
 pub(crate) mod env;
+
+pub use compression::Compression;
 
 use crate::store::Fault;
 use crate::track::{Backend, Granularity};
@@ -109,6 +112,11 @@ pub struct Config {
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`; `AWS_ALLOW_HTTP=true` for
     /// plain HTTP). `ICKPT_OBJECT_URL` sets it when the program does not.
     pub object_url: Option<String>,
+    /// How pages are stored (format 6): zstd at a level, or raw; zero pages are left out
+    /// either way. Compression runs on the committer, so in async mode off the
+    /// application's path. The default, `Auto`, compresses async commits only.
+    /// `ICKPT_COMPRESS` (`auto`, `off`, `fast`, `high`, a level) overrides.
+    pub compression: Compression,
 }
 
 /// The largest copy-on-write buffer ickpt accepts.
@@ -138,6 +146,7 @@ impl Config {
             shared_dir: None,
             drain_bandwidth: None,
             object_url: None,
+            compression: Compression::Auto,
         }
     }
 
@@ -152,6 +161,7 @@ impl Config {
             c.backend = b;
         }
         c.mode = o.mode.unwrap_or(c.mode);
+        c.compression = o.compression.unwrap_or(c.compression);
         c.policy = o.policy.unwrap_or(c.policy);
         c.cow_bytes = o.cow_bytes.unwrap_or(c.cow_bytes);
         c.fault_around = o.fault_around.unwrap_or(c.fault_around);
@@ -197,6 +207,15 @@ impl Config {
         ] {
             if v == 0 {
                 return Err(SettingError::new(name, "0", "at least 1"));
+            }
+        }
+        if let Compression::Zstd(l) = self.compression {
+            if !Compression::LEVELS.contains(&l) {
+                return Err(SettingError::new(
+                    "compression",
+                    l.to_string(),
+                    Compression::EXPECTED,
+                ));
             }
         }
         if !(self.restore_weight >= 0.0 && self.restore_weight.is_finite()) {

@@ -45,6 +45,7 @@ pub(crate) struct Job {
     /// Told when the commit no longer needs its regions' writes decided page by page.
     pub tracker: Arc<dyn Tracker>,
     pub staging: Arc<Mutex<OwnBytes>>,
+    pub encoder: Arc<Mutex<ickpt_format::FrameEncoder>>,
     pub requested: Instant,
     pub phases: Phases,
     pub retention: Retention,
@@ -93,6 +94,7 @@ pub(super) fn run(job: Job) -> Outcome {
         protocol,
         tracker,
         staging,
+        encoder,
         requested,
         mut phases,
         retention,
@@ -132,6 +134,7 @@ pub(super) fn run(job: Job) -> Outcome {
     let staging = staging.as_mut_slice();
     let mut batches = staging.chunks_mut(batch_bytes(ps));
     let first = batches.next().expect("a batch buffer at least");
+    let mut encoder = encoder.lock().unwrap_or_else(|e| e.into_inner());
     let handoff = Handoff::new(batches);
     // In bytes, not pages: a batch holds fewer pages of a larger page size.
     let threaded = write_thread && total as usize * ps >= THREAD_MIN_BATCHES * batch_bytes(ps);
@@ -142,7 +145,7 @@ pub(super) fn run(job: Job) -> Outcome {
         let prefix = layout.prefix();
         // The prefix first, on this thread: a commit held at its first write (tests) has
         // then taken no page yet.
-        let mut sink = Sink::create(&*store, &name, &prefix, first, &stalls, ps);
+        let mut sink = Sink::create(&*store, &name, &prefix, first, &mut encoder, &stalls, ps);
         if threaded {
             sink.write_on_thread(scope, &handoff);
         }

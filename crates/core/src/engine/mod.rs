@@ -81,6 +81,8 @@ pub struct Engine {
     /// the committer copying that very page into it wrote a page it had FLUSHING, which
     /// aborted the version (`tests/owner_heap.rs`).
     staging: Arc<Mutex<OwnBytes>>,
+    /// Encodes each batch into frames (format 6): made once, so a commit allocates nothing.
+    encoder: Arc<Mutex<ickpt_format::FrameEncoder>>,
     state: Mutex<State>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
@@ -271,6 +273,11 @@ impl Engine {
         // One batch buffer, or one per batch in flight with the writing thread.
         let staging = sink::staging_buffer(page_size(), switches.write_thread)
             .map_err(track::TrackError::OwnAlloc)?;
+        let encoder = ickpt_format::FrameEncoder::new(
+            cfg.compression.level(cfg.mode),
+            sink::batch_bytes(page_size()),
+        )
+        .map_err(track::TrackError::OwnAlloc)?;
         Ok(Engine {
             local: store.clone(),
             drain: None,
@@ -285,6 +292,7 @@ impl Engine {
             tracker,
             protocol,
             staging: Arc::new(Mutex::new(staging)),
+            encoder: Arc::new(Mutex::new(encoder)),
             state: Mutex::new(State {
                 regions: BTreeMap::new(),
                 head: None,

@@ -193,6 +193,7 @@ impl Engine {
             protocol: self.protocol.clone(),
             tracker: self.tracker.clone(),
             staging: self.staging.clone(),
+            encoder: self.encoder.clone(),
             requested,
             phases,
             retention: self.cfg.retention(),

@@ -9,7 +9,7 @@
 
 use crate::error::{CheckpointError, FileError};
 use crate::store::{Store, StoreWriter};
-use ickpt_format::VersionLayout;
+use ickpt_format::{FrameEncoder, VersionLayout};
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -206,6 +206,10 @@ pub(super) struct Sink<'s, 'a> {
     fill: usize,
     /// The batch's pages as (region index, page), in the order of their bytes in `buf`.
     batch: [(u32, u64); BATCH_PAGES],
+    /// Their CRCs, once the batch is checksummed.
+    crcs: [u32; BATCH_PAGES],
+    /// Turns a checksummed batch into the frames stored (format 6).
+    encoder: &'a mut FrameEncoder,
     ps: usize,
     /// Bytes written by this thread; the writing thread counts its own.
     bytes: u64,
@@ -227,6 +231,7 @@ impl<'s, 'a> Sink<'s, 'a> {
         name: &str,
         prefix: &[u8],
         staging: &'a mut [u8],
+        encoder: &'a mut FrameEncoder,
         stalls: &'a AtomicU64,
         ps: usize,
     ) -> Self {
@@ -242,6 +247,8 @@ impl<'s, 'a> Sink<'s, 'a> {
             buf: Some(staging),
             fill: 0,
             batch: [(0, 0); BATCH_PAGES],
+            crcs: [0; BATCH_PAGES],
+            encoder,
             ps,
             bytes: 0,
             write_time: Duration::ZERO,
@@ -319,8 +326,10 @@ impl<'s, 'a> Sink<'s, 'a> {
         }
     }
 
-    /// Checksum the batch's pages into the layout, in order, and pass them on to be written.
-    /// The pages are released already: a writer waiting for one never waits for its checksum.
+    /// Checksum the batch's pages into the layout, in order, encode them into frames (zero
+    /// pages left out, the rest compressed where that is smaller) and pass the stored bytes
+    /// on to be written. The pages are released already: a writer waiting for one never
+    /// waits for its checksum or its compression.
     pub(super) fn flush(&mut self, layout: &mut VersionLayout) {
         let fill = std::mem::take(&mut self.fill);
         if self.failure.is_some() || fill == 0 {
@@ -329,10 +338,17 @@ impl<'s, 'a> Sink<'s, 'a> {
         }
         let Some(data) = self.buf.take() else { return };
         let t = Instant::now();
+        let n = fill / self.ps;
         for (i, page) in data[..fill].chunks_exact(self.ps).enumerate() {
             let (ri, p) = self.batch[i];
-            layout.push_page(ri, p, ickpt_format::crc(page));
+            self.crcs[i] = ickpt_format::crc(page);
+            layout.push_page(ri, p, self.crcs[i]);
         }
+        let fill = self
+            .encoder
+            .encode(data, fill, self.ps, &self.crcs[..n], |f| {
+                layout.push_frame(f)
+            });
         self.crc_time += t.elapsed();
         self.buf = match &self.out {
             Out::Thread { handoff, .. } => self.hand_over(handoff, data, fill),

@@ -17,7 +17,8 @@ use crate::read::reverse_scan::{reverse_scan, Sink};
 use crate::store::{version_name, StoreId};
 use ickpt_format::{
     crc, crc_append, header_len_for, limits, read_meta, verify_data, FormatError, GlobalRecord,
-    Header, Kind, VersionMeta, FOOTER_LEN, HEADER_LEN, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN,
+    Header, Kind, PageView, ReadAt, VersionMeta, FOOTER_LEN, FRAME_ENTRY_LEN, HEADER_LEN, MAGIC,
+    REGION_ENTRY_LEN, RUN_ENTRY_LEN,
 };
 use std::collections::{BTreeMap, HashSet};
 
@@ -85,10 +86,12 @@ fn check_file(f: &[u8], sealed: Sealed) {
     };
     check_canonical(&meta, f);
     let ps = meta.page_size() as usize;
+    let view = PageView::new(&meta, &f);
+    let mut page = vec![0u8; ps];
     let pages_match = meta.runs_with_crcs().all(|(run, crcs)| {
         crcs.iter().enumerate().all(|(i, &c)| {
-            let at = run.data_offset as usize + i * ps;
-            crc(&f[at..at + ps]) == c
+            let at = run.data_offset + (i * ps) as u64;
+            view.read_exact_at(&mut page, at).is_ok() && crc(&page) == c
         })
     });
     let mut last = 0;
@@ -157,7 +160,10 @@ fn check_canonical(m: &VersionMeta, f: &[u8]) {
     let index_offset = ft.index_offset as usize;
     let computed = crc_append(crc(&f[..data_offset]), &f[index_offset..f.len() - 4]);
     assert_eq!(computed, ft.meta_crc, "meta_crc");
-    assert_eq!(m.data_bytes(), ft.index_offset - h.data_offset);
+    assert_eq!(m.stored_bytes(), ft.index_offset - h.data_offset);
+    if m.frames.is_empty() {
+        assert_eq!(m.data_bytes(), m.stored_bytes());
+    }
     assert!(ft.page_count <= limits::MAX_PAGES && ft.run_count <= ft.page_count);
 
     let mut at = index_offset;
@@ -179,11 +185,34 @@ fn check_canonical(m: &VersionMeta, f: &[u8]) {
         stored[run.region_index as usize] += run.page_count as u64;
         next += run.page_count as u64 * ps;
     }
-    assert_eq!(next, ft.index_offset, "runs fill the data section");
+    assert_eq!(next, h.data_offset + m.data_bytes(), "runs fill the pages");
     assert_eq!(m.page_crcs.len() as u64, ft.page_count);
     for c in &m.page_crcs {
         assert_eq!(c.to_le_bytes(), f[at..at + 4]);
         at += 4;
+    }
+    assert_eq!(m.frames.len() as u64, ft.frame_count);
+    assert!(m.frames.is_empty() || ickpt_format::has_frames(h.format_version));
+    let (mut page, mut offset) = (0u64, h.data_offset);
+    for p in &m.frames {
+        assert_eq!(
+            p.frame.encode(),
+            f[at..at + FRAME_ENTRY_LEN],
+            "frame at {at}"
+        );
+        at += FRAME_ENTRY_LEN;
+        assert_eq!((p.first_page, p.offset), (page, offset), "frames tile");
+        assert!(p.frame.page_count >= 1);
+        assert!(p.frame.raw_len(h.page_size) <= limits::MAX_FRAME_BYTES);
+        page += p.frame.page_count as u64;
+        offset += p.frame.stored_len as u64;
+    }
+    if !m.frames.is_empty() {
+        assert_eq!(
+            (page, offset),
+            (ft.page_count, ft.index_offset),
+            "frames fill"
+        );
     }
     for (r, n) in m.regions.iter().zip(stored) {
         if h.kind == Kind::Full || r.born == h.version {
@@ -501,11 +530,10 @@ fn expected(
                 r.id
             )
         });
-        catalog
-            .reopen(ov)
-            .expect("in memory")
+        let file = catalog.reopen(ov).expect("in memory");
+        PageView::new(&ov.meta, &*file)
             .read_exact_at(&mut page, at)
-            .expect("in memory");
+            .expect("restore succeeded, so the page reads");
         // Stored page p holds region bytes [p·ps − page_offset, (p+1)·ps − page_offset).
         let start = (p * ps) as i128 - r.page_offset as i128;
         for (k, &b) in page.iter().enumerate() {

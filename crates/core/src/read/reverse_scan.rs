@@ -11,9 +11,9 @@
 
 use crate::error::ReadError;
 use crate::read::catalog::{Catalog, OpenVersion};
-use crate::store::{version_name, StoreFile};
+use crate::store::version_name;
 use crate::track::bitmap;
-use ickpt_format::{FormatError, Piece, RegionEntry};
+use ickpt_format::{FormatError, PageView, Piece, ReadAt, RegionEntry};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -209,8 +209,10 @@ pub fn reverse_scan<E: From<ReadError>>(
             }
         }
         let read_here = plan.pages(ps);
+        // Pages where the run index puts them, whatever the frames store (format 6).
+        let view = PageView::new(meta, reader);
         let ctx = Ctx {
-            reader,
+            reader: &view,
             file: &file,
             ps,
             live: &live,
@@ -304,7 +306,7 @@ fn two_cores() -> bool {
 
 /// What a read needs besides its window.
 struct Ctx<'c> {
-    reader: &'c dyn StoreFile,
+    reader: &'c (dyn ReadAt + Sync),
     file: &'c str,
     ps: usize,
     live: &'c [Option<&'c RegionEntry>],
@@ -486,7 +488,10 @@ impl Window<'_> {
         }
         cx.reader
             .read_pieces_at(&mut pieces, self.offset)
-            .map_err(|e| ReadError::io(cx.file, "read", e))?;
+            .map_err(|e| match ickpt_format::format_error_in(&e) {
+                Some(damage) => ReadError::format(cx.file, damage),
+                None => ReadError::io(cx.file, "read", e),
+            })?;
         drop(pieces);
         let (mut at, mut from) = (self.offset, 0usize);
         for p in &mut self.parts {

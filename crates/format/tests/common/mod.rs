@@ -80,3 +80,33 @@ pub fn busy_stats() -> CommitStats {
         },
     }
 }
+
+/// Recompute `f`'s `meta_crc` after a test changed bytes it covers.
+#[allow(dead_code)]
+pub fn reseal(f: &mut [u8]) {
+    let data_offset = u64::from_le_bytes(f[48..56].try_into().unwrap()) as usize;
+    let footer_at = f.len() - ickpt_format::FOOTER_LEN;
+    let index_offset =
+        u64::from_le_bytes(f[footer_at + 8..footer_at + 16].try_into().unwrap()) as usize;
+    let c = ickpt_format::crc_append(
+        ickpt_format::crc(&f[..data_offset]),
+        &f[index_offset..f.len() - 4],
+    );
+    let n = f.len();
+    f[n - 4..].copy_from_slice(&c.to_le_bytes());
+}
+
+/// Flip the low and the high bit of every byte of `f` in turn: `check` must fail on each.
+#[allow(dead_code)]
+pub fn every_flip_is_detected<E>(f: &[u8], check: impl Fn(&[u8]) -> Result<(), E>) {
+    for at in 0..f.len() {
+        for bit in [0x01u8, 0x80] {
+            let mut g = f.to_vec();
+            g[at] ^= bit;
+            assert!(
+                check(&g).is_err(),
+                "flipping bit {bit:#x} at offset {at} went unnoticed"
+            );
+        }
+    }
+}
