@@ -131,7 +131,8 @@ bench-mpi: stage
 # compression (zstd levels on the heat grid and random bytes, heat with and without it:
 # compress.{json,csv,png}, compress-heat.{json,csv}),
 # the cost policy against 1:9 (policy.{json,csv}), and a restart from each tier, the object
-# store a Garage server the script starts (restart-tiers.json), all in docs/benchmarks.
+# store a Garage server the script starts (restart-tiers.json), and the drain against a plain
+# copy and a plain upload of the same files (drain.json), all in docs/benchmarks.
 bench-tiers: stage s3-deps plot-deps
 	scripts/bench-tiers.sh "$(STAGE)" docs/benchmarks
 	scripts/bench-compress.sh "$(STAGE)" $(RELEASE)/ickpt docs/benchmarks

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bench-restart-tiers.sh ICKPT OUT: the restart-from-each-tier part of make bench-tiers. Starts
-# Garage (built by make deps into ~/.cache/ickpt, or $ICKPT_GARAGE) on 127.0.0.1 in single-node
-# mode with a bucket, as the tests do (crates/core/tests/common/garage.rs), runs
-# `ICKPT bench restart-tiers --object s3://...` and stops it; writes OUT/restart-tiers.json.
+# bench-restart-tiers.sh ICKPT OUT: the parts of make bench-tiers that need an object store.
+# Starts Garage (built by make deps into ~/.cache/ickpt, or $ICKPT_GARAGE) on 127.0.0.1 in
+# single-node mode with a bucket, as the tests do (crates/core/tests/common/garage.rs), runs
+# `ICKPT bench restart-tiers --object s3://...` and `ICKPT bench drain --object s3://...`, and
+# stops it; writes OUT/restart-tiers.json and OUT/drain.json.
 set -euo pipefail
 ickpt=$1; out=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,3 +55,4 @@ done
 export AWS_ENDPOINT_URL=http://127.0.0.1:$s3 AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=$key \
   AWS_SECRET_ACCESS_KEY=$secret AWS_REGION=garage
 "$ickpt" bench restart-tiers --dir "$root/build/bench" --object s3://bench/restart --out "$out"
+"$ickpt" bench drain --dir "$root/build/bench" --object s3://bench/drain --out "$out"

@@ -842,6 +842,67 @@ fn benchmarks_work_under_any_umask_and_name_a_bad_dir() {
 }
 
 #[test]
+fn bench_drain_and_compress_measure_against_their_baselines() {
+    let dir = scratch("bench-drain");
+    let d = dir.to_str().unwrap();
+    let r = ickpt(&[
+        "--json",
+        "bench",
+        "drain",
+        "--dir",
+        d,
+        "--size-mib",
+        "4",
+        "--reps",
+        "1",
+    ]);
+    assert!(r.status.success(), "{}", text(&r));
+    let j = json(&r);
+    // A full version and 9 increments, drained and copied.
+    assert_eq!(j["files"], 10, "{j}");
+    let cases: Vec<&str> = j["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["case"].as_str().unwrap())
+        .collect();
+    assert_eq!(cases, ["drain to shared dir", "plain copy"], "{j}");
+    assert_eq!(j["cases"][1]["over_plain"], 1.0, "{j}");
+    let r = ickpt(&[
+        "--json",
+        "bench",
+        "compress",
+        "--dir",
+        d,
+        "--random-mib",
+        "2",
+        "--reps",
+        "1",
+        "--levels",
+        "-3,1",
+    ]);
+    assert!(r.status.success(), "{}", text(&r));
+    let j = json(&r);
+    let random = &j["corpora"][0];
+    assert_eq!(random["corpus"], "random", "{j}");
+    // Off and the two levels; random bytes never shrink, so the frames stay raw.
+    let levels: Vec<&str> = random["codec"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["level"].as_str().unwrap())
+        .collect();
+    assert_eq!(levels, ["off", "-3", "1"], "{j}");
+    assert!(random["codec"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l["stored_bytes"] == 2 << 20));
+    assert_eq!(random["sync_checkpoint"][0]["ratio_to_off"], 1.0, "{j}");
+    assert!(dir.exists() && std::fs::read_dir(&*dir).unwrap().next().is_none());
+}
+
+#[test]
 fn bench_policy_runs_both_policies_on_the_phases_given() {
     let dir = scratch("bench-policy");
     let r = ickpt(&[

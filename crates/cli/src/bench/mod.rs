@@ -3,6 +3,7 @@
 
 mod aickpt;
 mod compress;
+mod drain;
 mod incremental;
 mod paired;
 mod policy;
@@ -44,6 +45,10 @@ pub enum BenchCmd {
     /// commit's own encoder, and a sync full checkpoint with each setting against off
     /// (issue 13).
     Compress(compress::Args),
+    /// A full version and 9 increments drained by ickpt to a shared directory (and with
+    /// --object to S3) against a plain copy and a plain multipart upload of the same files
+    /// (issue 13).
+    Drain(drain::Args),
 }
 
 impl BenchCmd {
@@ -56,6 +61,7 @@ impl BenchCmd {
             BenchCmd::Policy(a) => a.json = json,
             BenchCmd::RestartTiers(a) => a.json = json,
             BenchCmd::Compress(a) => a.json = json,
+            BenchCmd::Drain(a) => a.json = json,
         }
     }
 }
@@ -69,5 +75,6 @@ pub fn run(cmd: BenchCmd) -> CmdResult {
         BenchCmd::Policy(a) => policy::run(&a),
         BenchCmd::RestartTiers(a) => restart_tiers::run(&a),
         BenchCmd::Compress(a) => compress::run(&a),
+        BenchCmd::Drain(a) => drain::run(&a),
     }
 }
