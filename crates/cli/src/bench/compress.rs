@@ -86,14 +86,7 @@ pub fn run(a: &Args) -> CmdResult {
         "seconds": started.elapsed().as_secs_f64(),
         "corpora": out,
     }));
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(
-            dir.join("compress.json"),
-            serde_json::to_string_pretty(&report)?,
-        )?;
-        std::fs::write(dir.join("compress.csv"), csv(&report))?;
-    }
+    super::util::save(a.out.as_deref(), "compress", &report, Some(csv(&report)))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -178,13 +178,7 @@ pub fn run(a: &Args) -> CmdResult {
         "size_mib": a.size_mib, "files": files.len(), "bytes": bytes,
         "seconds": started.elapsed().as_secs_f64(), "cases": rows,
     }));
-    if let Some(dir) = &a.out {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(
-            dir.join("drain.json"),
-            serde_json::to_string_pretty(&report)?,
-        )?;
-    }
+    super::util::save(a.out.as_deref(), "drain", &report, None)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

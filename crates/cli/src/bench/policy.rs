@@ -147,14 +147,7 @@ pub fn run(a: &Args) -> CmdResult {
     } else {
         format!("policy-rho{}", a.restore_weight)
     };
-    if let Some(out) = &a.out {
-        std::fs::create_dir_all(out)?;
-        std::fs::write(
-            out.join(format!("{stem}.json")),
-            serde_json::to_string_pretty(&report)?,
-        )?;
-        std::fs::write(out.join(format!("{stem}.csv")), csv(&report))?;
-    }
+    super::util::save(a.out.as_deref(), &stem, &report, Some(csv(&report)))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

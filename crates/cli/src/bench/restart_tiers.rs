@@ -125,13 +125,7 @@ pub fn run(a: &Args) -> CmdResult {
         "plain_read_runs_ms": plain.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
         "restores": rows,
     }));
-    if let Some(out) = &a.out {
-        std::fs::create_dir_all(out)?;
-        std::fs::write(
-            out.join("restart-tiers.json"),
-            serde_json::to_string_pretty(&report)?,
-        )?;
-    }
+    super::util::save(a.out.as_deref(), "restart-tiers", &report, None)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);

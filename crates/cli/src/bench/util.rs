@@ -350,3 +350,23 @@ pub fn restore_newest(
     r?;
     Ok((d, chain.len()))
 }
+
+/// Write `report` as `dir/STEM.json`, and `csv` as `dir/STEM.csv` when given; nothing without
+/// a `dir` (`--out` not given).
+pub fn save(
+    dir: Option<&Path>,
+    stem: &str,
+    report: &serde_json::Value,
+    csv: Option<String>,
+) -> io::Result<()> {
+    let Some(dir) = dir else { return Ok(()) };
+    std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
+    std::fs::write(
+        dir.join(format!("{stem}.json")),
+        serde_json::to_string_pretty(report)?,
+    )?;
+    if let Some(csv) = csv {
+        std::fs::write(dir.join(format!("{stem}.csv")), csv)?;
+    }
+    Ok(())
+}
