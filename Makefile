@@ -132,13 +132,15 @@ bench-mpi: stage
 # compress.{json,csv,png}, compress-heat.{json,csv}),
 # the cost policy against 1:9 (policy.{json,csv}), and a restart from each tier, the object
 # store a Garage server the script starts (restart-tiers.json), and the drain against a plain
-# copy and a plain upload of the same files (drain.json), all in docs/benchmarks.
+# copy and a plain upload of the same files (drain.json), all in docs/benchmarks; tiers.png
+# plots them, and drain.csv and restart-tiers.csv tabulate them.
 bench-tiers: stage s3-deps plot-deps
 	scripts/bench-tiers.sh "$(STAGE)" docs/benchmarks
 	scripts/bench-compress.sh "$(STAGE)" $(RELEASE)/ickpt docs/benchmarks
 	/usr/bin/python3 scripts/plot_compress.py docs/benchmarks
 	$(RELEASE)/ickpt bench policy --dir $(BUILD)/bench --out docs/benchmarks
 	scripts/bench-restart-tiers.sh $(RELEASE)/ickpt docs/benchmarks
+	/usr/bin/python3 scripts/plot_tiers.py docs/benchmarks
 
 plot-deps:
 	@scripts/deps.sh plot

@@ -75,7 +75,8 @@ int main(void) {
     ickpt_checkpoint_info done;
     OK(ickpt_wait(&done));
     CHECK(done.version == versions[ROUNDS - 1]);
-    CHECK(done.bytes > NPAGES * ps);
+    /* Async commits are compressed (format 6): the file's size says nothing about its pages. */
+    CHECK(done.bytes > 0);
     CHECK(done.peak_cow_bytes <= cfg.cow_bytes);
     uint64_t latest = 0;
     OK(ickpt_latest(&latest));

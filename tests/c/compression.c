@@ -7,7 +7,7 @@
 #include "check.h"
 
 #define PAGES 64
-static unsigned char mem[PAGES * 4096];
+static unsigned char mem[PAGES * 4096] __attribute__((aligned(4096)));
 
 int main(void) {
     const uint32_t settings[] = {ICKPT_COMPRESS_DEFAULT, ICKPT_COMPRESS_OFF, ICKPT_COMPRESS_FAST,

@@ -236,7 +236,8 @@ int main(void) {
                           "incremental checkpoint %d stored %llu pages; at least %zu were written",
                           r, (unsigned long long)info.pages, dirty2 + 2);
         }
-        CHECK(info.bytes >= info.pages * ps);
+        /* All-zero pages take no bytes (format 6): only a file was written. */
+        CHECK(info.bytes > 0);
         sum_pages += info.pages;
         sum_bytes += info.bytes;
         uint64_t latest = 0;

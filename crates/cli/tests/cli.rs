@@ -842,6 +842,40 @@ fn benchmarks_work_under_any_umask_and_name_a_bad_dir() {
 }
 
 #[test]
+fn inspect_shows_raw_and_stored_bytes() {
+    let dir = scratch("inspect-compressed");
+    let mut cfg = Config::new(&*dir);
+    cfg.compression = ickpt::Compression::FAST;
+    make_store_with(cfg);
+    let d = dir.to_str().unwrap();
+    let j = json(&ickpt(&["inspect", "--dir", d, "--json", "1"]));
+    let p = &j["page_data"];
+    assert_eq!(p["raw_bytes"], (PAGES * PS) as u64, "{j}");
+    let stored = p["stored_bytes"].as_u64().unwrap();
+    // Version 1's bytes count up, page after page: zstd takes them to a fraction.
+    assert!(stored > 0 && stored < (PAGES * PS / 4) as u64, "{j}");
+    assert!(p["frames"]["zstd"].as_u64().unwrap() >= 1, "{j}");
+    let human = text(&ickpt(&["inspect", "--dir", d, "1"]));
+    assert!(
+        human.contains("page data") && human.contains("raw") && human.contains("zstd"),
+        "{human}"
+    );
+    // A raw store says so.
+    let raw = scratch("inspect-raw");
+    let mut cfg = Config::new(&*raw);
+    cfg.compression = ickpt::Compression::Off;
+    make_store_with(cfg);
+    let j = json(&ickpt(&[
+        "inspect",
+        "--dir",
+        raw.to_str().unwrap(),
+        "--json",
+        "1",
+    ]));
+    assert_eq!(j["page_data"]["stored_bytes"], (PAGES * PS) as u64, "{j}");
+}
+
+#[test]
 fn bench_drain_and_compress_measure_against_their_baselines() {
     let dir = scratch("bench-drain");
     let d = dir.to_str().unwrap();
