@@ -6,6 +6,7 @@
 //! and never trusts a length or offset before checking it against the file's size.
 #![forbid(unsafe_code)]
 
+pub mod delta;
 mod error;
 mod frames;
 mod global;
