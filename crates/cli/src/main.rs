@@ -5,6 +5,7 @@ mod human;
 mod inspect;
 mod ls;
 mod maintain;
+mod merge;
 mod probe;
 mod progress;
 mod restore;
@@ -117,6 +118,17 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Merge two delta files of the same regions (what program sections saved) into one,
+    /// word by word, the second winning where both changed a word (paper 003).
+    Merge {
+        /// The earlier delta.
+        a: std::path::PathBuf,
+        /// The later delta.
+        b: std::path::PathBuf,
+        /// Where the merged delta goes (written whole, then renamed into place).
+        #[arg(short, long)]
+        out: std::path::PathBuf,
+    },
     /// Benchmarks; results go to stdout (tables, or --json).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -169,6 +181,7 @@ fn main() -> ExitCode {
             dry_run,
         ),
         Cmd::Bench(b) => bench::run(b),
+        Cmd::Merge { a, b, out } => merge::run(&a, &b, &out, json),
         Cmd::Probe { list } => probe::run(json, list),
     };
     match r {
@@ -194,7 +207,7 @@ impl Cmd {
             | Cmd::Restore { store, .. }
             | Cmd::Prune { store, .. }
             | Cmd::Rm { store, .. } => store.json = json,
-            Cmd::Probe { .. } => {}
+            Cmd::Probe { .. } | Cmd::Merge { .. } => {}
             Cmd::Bench(b) => b.set_json(json),
         }
     }

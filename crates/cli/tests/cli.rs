@@ -842,6 +842,51 @@ fn benchmarks_work_under_any_umask_and_name_a_bad_dir() {
 }
 
 #[test]
+fn merge_combines_two_deltas_the_later_winning_and_refuses_other_layouts() {
+    use ickpt::format::{DeltaFile, RegionDelta};
+    let dir = scratch("merge");
+    std::fs::create_dir_all(&*dir).unwrap();
+    let delta = |len: u64, words: Vec<(u64, [u8; 4])>| DeltaFile {
+        page_size: 4096,
+        saves: 1,
+        regions: vec![RegionDelta {
+            id: 3,
+            length: len,
+            words,
+        }],
+    };
+    let (a, b, c, odd) = (dir.join("a"), dir.join("b"), dir.join("c"), dir.join("odd"));
+    std::fs::write(&a, delta(100, vec![(0, [1; 4]), (8, [1; 4])]).encode()).unwrap();
+    std::fs::write(&b, delta(100, vec![(8, [2; 4]), (96, [2; 4])]).encode()).unwrap();
+    std::fs::write(&odd, delta(104, vec![(8, [2; 4])]).encode()).unwrap();
+    let p = |x: &Path| x.to_str().unwrap().to_string();
+    let r = ickpt(&["--json", "merge", &p(&a), &p(&b), "-o", &p(&c)]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert_eq!(json(&r)["words"], 3);
+    let m = DeltaFile::decode(&std::fs::read(&c).unwrap()).unwrap();
+    assert_eq!(
+        m.regions[0].words,
+        vec![(0, [1; 4]), (8, [2; 4]), (96, [2; 4])]
+    );
+    assert_eq!(m.saves, 2);
+    // Other regions: refused, naming both files, and nothing written.
+    let r = ickpt(&["merge", &p(&a), &p(&odd), "-o", &p(&dir.join("no"))]);
+    assert!(!r.status.success());
+    let t = text(&r);
+    assert!(
+        t.contains("different regions") && t.contains(&p(&odd)),
+        "{t}"
+    );
+    assert!(!dir.join("no").exists());
+    // A damaged input names itself.
+    let mut bad = std::fs::read(&a).unwrap();
+    bad[40] ^= 1;
+    std::fs::write(&a, bad).unwrap();
+    let t = text(&ickpt(&["merge", &p(&a), &p(&b), "-o", &p(&c)]));
+    assert!(t.contains(&p(&a)) && t.contains("checksum"), "{t}");
+}
+
+#[test]
 fn inspect_shows_raw_and_stored_bytes() {
     let dir = scratch("inspect-compressed");
     let mut cfg = Config::new(&*dir);

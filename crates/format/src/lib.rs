@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod delta;
+mod delta_file;
 mod error;
 mod frames;
 mod global;
@@ -15,6 +16,7 @@ mod reader;
 mod verify;
 mod writer;
 
+pub use delta_file::{DeltaFile, MergeError, RegionDelta, DELTA_FORMAT, DELTA_MAGIC};
 pub use error::FormatError;
 pub use frames::{format_error_in, is_zero_page, zero_page_crc, FrameEncoder, PageView};
 pub use global::{
