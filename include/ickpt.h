@@ -537,6 +537,17 @@ enum ickpt_result ickpt_latest(uint64_t *version);
 enum ickpt_result ickpt_restore(uint64_t version);
 
 /**
+ * Write the word delta in the file at `path` (what `ickpt merge` writes, or another process
+ * saved: paper 003's inject) into the protected regions of its ids. The whole file is read
+ * and checked, and every region it names must be protected now with its length, before any
+ * byte is written: on an error memory is unchanged. ICKPT_ERR_NOT_FOUND when there is no
+ * such file, ICKPT_ERR_CORRUPT when it is not a valid delta, ICKPT_ERR_REGION_MISMATCH when
+ * a region is missing or of another length. The words count as written by the application:
+ * the next checkpoint stores the pages they changed.
+ */
+enum ickpt_result ickpt_inject(const char *path);
+
+/**
  * The restart path: restore the newest version that restores completely, newest first,
  * passing over versions whose files or chains fail their checks or whose pages turn out
  * damaged while read. `*version` receives the version restored. ICKPT_ERR_NOT_FOUND when the

@@ -9,24 +9,8 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-/// The largest delta file read: a delta stores what a section changed, so this is far above
-/// any real one, and it bounds what a crafted file makes the reader hold.
-const MAX_DELTA_FILE: u64 = 4 << 30;
-
-fn read(path: &Path) -> Result<DeltaFile, Box<dyn std::error::Error>> {
-    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let len = std::fs::metadata(path).map_err(|e| named(&e))?.len();
-    if len > MAX_DELTA_FILE {
-        return Err(named(&format!(
-            "{len} bytes: larger than any delta file ickpt writes"
-        ))
-        .into());
-    }
-    let bytes = std::fs::read(path).map_err(|e| named(&e))?;
-    Ok(DeltaFile::decode(&bytes).map_err(|e| named(&e))?)
-}
-
 pub fn run(a: &Path, b: &Path, out: &Path, json: bool) -> CmdResult {
+    let read = ickpt::read::delta_file::read;
     let (da, db) = (read(a)?, read(b)?);
     let merged = da
         .merge(&db)

@@ -38,10 +38,10 @@ mod sys;
 pub mod track;
 
 pub use config::{Compression, Config, SettingError};
-pub use engine::{CheckpointInfo, Engine, Phases, RestoreInfo, Stats};
+pub use engine::{CheckpointInfo, Engine, InjectInfo, Phases, RestoreInfo, Stats};
 pub use error::{
-    CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, MaintainError,
-    ProtectError, RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,
+    CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, InjectError,
+    MaintainError, ProtectError, RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,
 };
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

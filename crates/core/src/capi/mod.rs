@@ -501,6 +501,22 @@ pub extern "C" fn ickpt_restore(version: u64) -> ickpt_result {
     guard(|| with_engine(&ENGINE, |e| e.restore(version).map(drop)))
 }
 
+/// Write the word delta in the file at `path` (what `ickpt merge` writes, or another process
+/// saved: paper 003's inject) into the protected regions of its ids. The whole file is read
+/// and checked, and every region it names must be protected now with its length, before any
+/// byte is written: on an error memory is unchanged. ICKPT_ERR_NOT_FOUND when there is no
+/// such file, ICKPT_ERR_CORRUPT when it is not a valid delta, ICKPT_ERR_REGION_MISMATCH when
+/// a region is missing or of another length. The words count as written by the application:
+/// the next checkpoint stores the pages they changed.
+#[no_mangle]
+pub extern "C" fn ickpt_inject(path: *const c_char) -> ickpt_result {
+    guard(|| {
+        let path = c_path("path", path)?.ok_or(Error::Null { what: "path" })?;
+        let delta = crate::read::delta_file::read(&path)?;
+        with_engine(&ENGINE, |e| e.inject(&delta).map(drop))
+    })
+}
+
 /// The restart path: restore the newest version that restores completely, newest first,
 /// passing over versions whose files or chains fail their checks or whose pages turn out
 /// damaged while read. `*version` receives the version restored. ICKPT_ERR_NOT_FOUND when the

@@ -2,8 +2,8 @@
 
 use crate::engine::{CheckpointInfo, Stats};
 use crate::error::{
-    CheckpointError, DrainError, Error, FileError, GcError, GlobalError, InitError, ProtectError,
-    RangeProblem, ReadError, RegionError, RestoreError,
+    CheckpointError, DrainError, Error, FileError, GcError, GlobalError, InitError, InjectError,
+    ProtectError, RangeProblem, ReadError, RegionError, RestoreError,
 };
 use crate::store::dir::OpenError;
 use crate::track::TrackError;
@@ -376,6 +376,7 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Read(e) => read_code(e),
         Error::Global(e) => global_code(e),
         Error::Drain(e) => drain_code(e),
+        Error::Inject(e) => inject_code(e),
         Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
@@ -463,6 +464,21 @@ fn checkpoint_code(e: &CheckpointError) -> ickpt_result {
         }
         CheckpointError::CommitPanicked { .. } => ICKPT_ERR_INTERNAL,
         CheckpointError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
+fn inject_code(e: &InjectError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        InjectError::File(FileError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            ICKPT_ERR_NOT_FOUND
+        }
+        InjectError::File(e) => file_code(e),
+        InjectError::Corrupt { .. } => ICKPT_ERR_CORRUPT,
+        InjectError::RegionMismatch { .. } => ICKPT_ERR_REGION_MISMATCH,
+        InjectError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
     }
 }
 

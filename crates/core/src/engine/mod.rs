@@ -9,6 +9,7 @@ mod commit;
 mod drain;
 pub(crate) mod gc;
 mod global;
+mod inject;
 mod pending;
 mod restore_regions;
 mod schedule;
@@ -16,6 +17,7 @@ mod sink;
 mod stats;
 mod versions;
 
+pub use inject::InjectInfo;
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
 use crate::config::env::{CommitSwitches, TestSwitches};

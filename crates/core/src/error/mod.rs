@@ -1,6 +1,6 @@
 //! Every error ickpt reports, one type per operation: [`InitError`] (opening an engine),
 //! [`ProtectError`] (protect, unprotect, alloc, free), [`CheckpointError`] (checkpoint,
-//! wait), [`RestoreError`] (restore), [`ReadError`] (reading versions: restore, verify, the
+//! wait), [`RestoreError`] (restore), [`InjectError`] (inject), [`ReadError`] (reading versions: restore, verify, the
 //! version list), [`GcError`], [`MaintainError`] (prune, rm); the store directory's own is `store::dir::OpenError`. Each
 //! names the file, region or version involved and, where there is one, what to do about
 //! it. [`Error`] gathers them for the C API, which maps each to a result code in one place
@@ -12,6 +12,7 @@ mod file;
 mod gc;
 mod global;
 mod init;
+mod inject;
 mod maintain;
 mod protect;
 mod read;
@@ -24,6 +25,7 @@ pub use file::FileError;
 pub use gc::GcError;
 pub use global::GlobalError;
 pub use init::InitError;
+pub use inject::InjectError;
 pub use maintain::MaintainError;
 pub use protect::{ProtectError, RangeProblem};
 pub use read::ReadError;
@@ -58,6 +60,8 @@ pub enum Error {
     Global(#[from] GlobalError),
     #[error(transparent)]
     Drain(#[from] DrainError),
+    #[error(transparent)]
+    Inject(#[from] InjectError),
     /// A configuration field ickpt cannot use.
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),

@@ -4,6 +4,7 @@
 //! through here, so what one accepts the others accept.
 
 pub mod catalog;
+pub mod delta_file;
 pub mod global_records;
 pub mod reverse_scan;
 pub mod verify;

@@ -1,0 +1,79 @@
+//! Engine::inject: write a delta (paper 003's "inject": what another process, or an earlier
+//! section, changed) into the protected regions of this one.
+
+// Unsafe allowed here (lib.rs fences it): the words are stored into the regions' memory
+// through the pointers `protect` was given.
+#![allow(unsafe_code)]
+
+use super::Engine;
+use crate::error::InjectError;
+use ickpt_format::delta::DeltaShape;
+use ickpt_format::DeltaFile;
+
+/// What an inject wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InjectInfo {
+    pub regions: usize,
+    pub words: u64,
+}
+
+impl Engine {
+    /// Write every word of `delta` into the protected region of its id. Each region the delta
+    /// names must be protected now with the delta's length; this is checked for every region
+    /// before any byte is written. The words are written as the application's own stores
+    /// are, so write tracking sees them: the next checkpoint stores the pages they changed.
+    /// Other threads must not write the same bytes meanwhile (they would race as with any
+    /// two writers).
+    pub fn inject(&self, delta: &DeltaFile) -> Result<InjectInfo, InjectError> {
+        let mut st = self.lock_for_change()?;
+        // A commit under way finishes first: the words then meet plain first-write faults.
+        self.settle(&mut st);
+        let mut targets = Vec::with_capacity(delta.regions.len());
+        for r in &delta.regions {
+            let s = st
+                .regions
+                .get(&r.id)
+                .ok_or_else(|| InjectError::RegionMismatch {
+                    id: r.id,
+                    what: format!(
+                        "the delta holds it ({} bytes) but it is not protected now",
+                        r.length
+                    ),
+                })?;
+            if s.tr.user_len as u64 != r.length {
+                return Err(InjectError::RegionMismatch {
+                    id: r.id,
+                    what: format!(
+                        "size mismatch: protected with {} bytes, the delta's is {} bytes",
+                        s.tr.user_len, r.length
+                    ),
+                });
+            }
+            targets.push(s.tr.user_ptr);
+        }
+        let mut words = 0;
+        for (r, base) in delta.regions.iter().zip(targets) {
+            let shape = DeltaShape {
+                page_size: delta.page_size,
+                region_len: r.length,
+            };
+            for (off, v) in &r.words {
+                let n = shape.word_len(*off);
+                // SAFETY: `off + n <= length` (a decoded delta's words lie inside its region)
+                // and `length` is the region's, checked above; the region stays mapped while
+                // the engine lock is held (unprotect takes it). The bytes are the
+                // application's, written as its own stores are (the caller keeps other
+                // writers off them); a write-protected page takes its first-write fault here,
+                // which needs no engine lock.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(v.as_ptr(), (base + *off as usize) as *mut u8, n)
+                };
+            }
+            words += r.words.len() as u64;
+        }
+        Ok(InjectInfo {
+            regions: delta.regions.len(),
+            words,
+        })
+    }
+}
