@@ -38,7 +38,7 @@ mod sys;
 pub mod track;
 
 pub use config::{Compression, Config, SettingError};
-pub use engine::{CheckpointInfo, Engine, InjectInfo, Phases, RestoreInfo, Stats};
+pub use engine::{frame_encoder, CheckpointInfo, Engine, InjectInfo, Phases, RestoreInfo, Stats};
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, InjectError,
     MaintainError, ProtectError, RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,

@@ -30,29 +30,47 @@ pub fn zero_page_crc(len: usize) -> u32 {
     }
 }
 
-/// Compresses batches of pages into frames. Holds the zstd context and a scratch buffer
-/// made once, so that encoding a batch allocates nothing (the engine encodes while
-/// application threads may be stopped holding the allocator's lock).
+/// One zstd frame of `src` into `dst`: the bytes it took, or None when it does not fit.
+pub trait Compress: Send {
+    fn compress(&mut self, src: &[u8], dst: &mut [u8]) -> Option<usize>;
+}
+
+/// zstd's own context, which allocates as it sees fit: for tools and tests. The engine's
+/// commits use a context in a fixed workspace (`ickpt::sys::zstd::StaticZstd`), since a
+/// commit must not call malloc.
+impl Compress for zstd::bulk::Compressor<'static> {
+    fn compress(&mut self, src: &[u8], dst: &mut [u8]) -> Option<usize> {
+        self.compress_to_buffer(src, dst).ok()
+    }
+}
+
+/// Compresses batches of pages into frames, with a scratch buffer made once: given a
+/// compressor that allocates nothing either, encoding a batch allocates nothing (the engine
+/// encodes while application threads may be stopped holding the allocator's lock).
 pub struct FrameEncoder {
-    zstd: Option<zstd::bulk::Compressor<'static>>,
+    zstd: Option<Box<dyn Compress>>,
     scratch: Vec<u8>,
 }
 
 impl FrameEncoder {
-    /// An encoder for batches of at most `batch_bytes`, compressing at zstd `level` (None:
-    /// zero pages are still left out, the rest stored raw).
+    /// An encoder for batches of at most `batch_bytes`, compressing at zstd `level` with
+    /// zstd's own context (None: zero pages are still left out, the rest stored raw).
     pub fn new(level: Option<i32>, batch_bytes: usize) -> io::Result<FrameEncoder> {
+        let zstd = level
+            .map(zstd::bulk::Compressor::new)
+            .transpose()?
+            .map(|z| Box::new(z) as Box<dyn Compress>);
+        Ok(FrameEncoder::with(zstd, batch_bytes))
+    }
+
+    /// An encoder compressing with `zstd` (None: raw).
+    pub fn with(zstd: Option<Box<dyn Compress>>, batch_bytes: usize) -> FrameEncoder {
         // Made now: the first call allocates.
         zero_page_crc(limits::MIN_PAGE_SIZE as usize);
-        let mut zstd = level.map(zstd::bulk::Compressor::new).transpose()?;
-        let mut scratch = vec![0u8; batch_bytes];
-        if let Some(z) = &mut zstd {
-            // zstd sizes its tables at the first call; one with the largest input makes
-            // every later call fit the tables it has.
-            let warm: Vec<u8> = (0..batch_bytes).map(|i| (i * 7 % 251) as u8).collect();
-            let _ = z.compress_to_buffer(&warm[..], &mut scratch[..]);
+        FrameEncoder {
+            zstd,
+            scratch: vec![0u8; batch_bytes],
         }
-        Ok(FrameEncoder { zstd, scratch })
     }
 
     /// Encode the pages in `batch[..len]` (of `ps` bytes each, `crcs` theirs) in place: on
@@ -113,8 +131,7 @@ impl FrameEncoder {
         let z = self.zstd.as_mut()?;
         // Room for one byte less than the pages: output that does not fit is not worth it.
         let room = (pages.len() - 1).min(self.scratch.len());
-        z.compress_to_buffer(pages, &mut self.scratch[..room])
-            .ok()
+        z.compress(pages, &mut self.scratch[..room])
             .filter(|&k| k > 0 && k < pages.len())
     }
 }
@@ -217,8 +234,13 @@ impl<'a, R: ReadAt + ?Sized> PageView<'a, R> {
             ));
         }
         let raw = f.frame.raw_len(self.meta.page_size()) as usize;
-        let mut pages = vec![0u8; raw];
         let bad = |what: String| corrupt(f.offset, format!("compressed frame: {what}"));
+        // One zstd frame, exactly: the decoder would also take several, or skippable ones.
+        match zstd::zstd_safe::find_frame_compressed_size(&stored) {
+            Ok(n) if n == stored.len() => {}
+            _ => return Err(bad("not exactly one zstd frame".into())),
+        }
+        let mut pages = vec![0u8; raw];
         let mut z = zstd::bulk::Decompressor::new()?;
         // A frame never needs a window larger than its pages; refuse one that claims more.
         z.window_log_max(limits::MAX_FRAME_BYTES.trailing_zeros())?;

@@ -198,8 +198,8 @@ fn crafted_frame_tables_are_refused() {
     assert!(e.contains("frames do not tile"), "{e}");
 }
 
-#[test]
-fn a_frame_that_decompresses_to_too_few_pages_is_refused() {
+/// A full version of two text pages stored as one zstd frame holding `stored`.
+fn two_pages_as(stored: &[u8]) -> Vec<u8> {
     let pages = [text_page(0), text_page(1)];
     let regions = vec![RegionEntry {
         id: 7,
@@ -211,19 +211,36 @@ fn a_frame_that_decompresses_to_too_few_pages_is_refused() {
     for (i, p) in pages.iter().enumerate() {
         l.push_page(0, i as u64, crc(p));
     }
-    // Claims both pages, holds only the first.
-    let short = zstd::bulk::compress(&pages[0], 1).unwrap();
     l.push_frame(Frame {
         page_count: 2,
         codec: Codec::Zstd,
-        stored_len: short.len() as u32,
-        crc: crc(&short),
+        stored_len: stored.len() as u32,
+        crc: crc(stored),
     });
     let mut f = l.prefix();
-    f.extend_from_slice(&short);
+    f.extend_from_slice(stored);
     f.extend_from_slice(&l.trailer());
-    let e = check(&f).unwrap_err();
+    f
+}
+
+#[test]
+fn a_frame_that_decompresses_to_too_few_pages_is_refused() {
+    // Claims both pages, holds only the first.
+    let short = zstd::bulk::compress(&text_page(0), 1).unwrap();
+    let e = check(&two_pages_as(&short)).unwrap_err();
     assert!(e.contains("compressed frame"), "{e}");
+}
+
+#[test]
+fn a_frame_of_several_zstd_frames_is_refused() {
+    // zstd's decoder takes frames back to back, skippable ones too; the format says one.
+    let mut stored = 0x184D_2A50u32.to_le_bytes().to_vec();
+    stored.extend_from_slice(&4u32.to_le_bytes());
+    stored.extend_from_slice(b"junk");
+    let pages = [text_page(0), text_page(1)].concat();
+    stored.extend_from_slice(&zstd::bulk::compress(&pages, 1).unwrap());
+    let e = check(&two_pages_as(&stored)).unwrap_err();
+    assert!(e.contains("not exactly one zstd frame"), "{e}");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use super::util::{median, ms, paired_ratios, settle, with_run_header, WorkDir};
 use crate::CmdResult;
 use ickpt::format::{
-    crc, FrameEncoder, NewVersion, PageView, ReadAt, RegionEntry, VersionLayout, FORMAT_VERSION,
+    crc, NewVersion, PageView, ReadAt, RegionEntry, VersionLayout, FORMAT_VERSION,
 };
 use ickpt::{Compression, Config, Engine};
 use rand::{RngCore, SeedableRng};
@@ -136,7 +136,8 @@ fn codec_figures(
     level: Option<i32>,
     reps: usize,
 ) -> Result<Value, Box<dyn std::error::Error>> {
-    let mut enc = FrameEncoder::new(level, BATCH)?;
+    // The encoder a commit uses.
+    let mut enc = ickpt::frame_encoder(level, PS)?;
     let regions = vec![RegionEntry {
         id: 1,
         born: 1,

@@ -275,11 +275,8 @@ impl Engine {
         // One batch buffer, or one per batch in flight with the writing thread.
         let staging = sink::staging_buffer(page_size(), switches.write_thread)
             .map_err(track::TrackError::OwnAlloc)?;
-        let encoder = ickpt_format::FrameEncoder::new(
-            cfg.compression.level(cfg.mode),
-            sink::batch_bytes(page_size()),
-        )
-        .map_err(track::TrackError::OwnAlloc)?;
+        let encoder = frame_encoder(cfg.compression.level(cfg.mode), page_size())
+            .map_err(track::TrackError::OwnAlloc)?;
         Ok(Engine {
             local: store.clone(),
             drain: None,
@@ -586,6 +583,17 @@ impl Drop for Engine {
 /// The identity this engine writes into its versions: the one the store records; else the
 /// one its files carry (a marker lost or written before format 3), recorded now; else a new
 /// one for a new store.
+/// The encoder a commit uses: zstd at `level` in a workspace of its own (never malloc on the
+/// commit path), batches of the engine's size for pages of `ps` bytes.
+pub fn frame_encoder(level: Option<i32>, ps: usize) -> std::io::Result<ickpt_format::FrameEncoder> {
+    let batch = sink::batch_bytes(ps);
+    let zstd = level
+        .map(|l| crate::sys::zstd::StaticZstd::new(l, batch))
+        .transpose()?
+        .map(|z| Box::new(z) as Box<dyn ickpt_format::Compress>);
+    Ok(ickpt_format::FrameEncoder::with(zstd, batch))
+}
+
 fn settle_identity(store: &dyn Store) -> Result<StoreId, InitError> {
     let io = |op, e| FileError::new(store.describe(""), op, e);
     if let Some(id) = store

@@ -10,6 +10,7 @@ pub mod signal;
 pub mod thread;
 pub mod uffd;
 pub mod userfault;
+pub mod zstd;
 
 use std::sync::OnceLock;
 
