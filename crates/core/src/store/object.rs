@@ -230,11 +230,8 @@ impl ickpt_format::ReadAt for ObjectFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let window = if self.sequential.load(Ordering::Relaxed) {
-            READ_WINDOW
-        } else {
-            META_WINDOW
-        };
+        let sequential = self.sequential.load(Ordering::Relaxed);
+        let window = if sequential { READ_WINDOW } else { META_WINDOW };
         if buf.len() as u64 >= window {
             buf.copy_from_slice(&self.get(offset..end)?);
             return Ok(());
@@ -255,11 +252,15 @@ impl ickpt_format::ReadAt for ObjectFile {
         if windows.iter().any(|w| copied(w, buf)) {
             return Ok(());
         }
-        // From the read on, as far as the file goes (ending at its end near it): the scan reads
-        // front to back, and a version's metadata is its first and its last bytes. (Windows
-        // aligned to 4 MiB made every read crossing a boundary fetch 8 MiB, half of it again:
-        // 364 MiB fetched for 244 MiB of files, twice the time.)
-        let at = offset.min(self.len.saturating_sub(window));
+        // A scan's from the read on: it reads front to back. Any other read's ending at the
+        // file's end when near it: a version's metadata is its first and its last bytes.
+        // (Windows aligned to 4 MiB made every read crossing a boundary fetch 8 MiB, half of
+        // it again: 364 MiB fetched for 244 MiB of files, twice the time.)
+        let at = if sequential {
+            offset
+        } else {
+            offset.min(self.len.saturating_sub(window))
+        };
         let stop = at.saturating_add(window).max(end).min(self.len);
         let fetched = (at, self.get(at..stop)?);
         copied(&fetched, buf);
