@@ -73,6 +73,7 @@ fn unsafe_code_is_allowed_only_where_named() {
     assert_eq!(
         allowed,
         [
+            "engine/inject.rs",
             "engine/mod.rs",
             "engine/restore_regions.rs",
             "track/backends/mprotect.rs",
