@@ -1,11 +1,13 @@
 //! `ickpt merge A B -o C`: two delta files of the same regions into one, word by word, the
-//! later (B) winning (paper 003's merge). C is written whole under a temporary name and
-//! renamed, so it never exists half written, and it may be A or B.
+//! later (B) winning (paper 003's merge). C is written whole under a temporary name, owner-only
+//! (it holds application memory), and renamed, so it never exists half written; it may be A
+//! or B, and a symbolic link is refused rather than replaced.
 
 use crate::CmdResult;
 use ickpt::format::DeltaFile;
 use serde_json::json;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -16,6 +18,17 @@ pub fn run(a: &Path, b: &Path, out: &Path, json: bool) -> CmdResult {
         .merge(&db)
         .map_err(|e| format!("{} and {}: {e}", a.display(), b.display()))?;
     let bytes = merged.encode();
+    if bytes.len() as u64 > ickpt::read::delta_file::MAX_DELTA_FILE {
+        return Err(format!(
+            "{}: the merged delta would be {} bytes, more than ickpt reads back",
+            out.display(),
+            bytes.len()
+        )
+        .into());
+    }
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(format!("{}: a symbolic link; name the file itself", out.display()).into());
+    }
     let dir = out
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -29,18 +42,28 @@ pub fn run(a: &Path, b: &Path, out: &Path, json: bool) -> CmdResult {
         std::process::id()
     ));
     let write = || -> std::io::Result<()> {
+        // One a crash left behind under this process's number goes first (never followed:
+        // unlink removes a link itself).
+        let _ = std::fs::remove_file(&tmp);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o600)
             .open(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, out)?;
-        std::fs::File::open(dir)?.sync_all()
+        std::fs::rename(&tmp, out)
     };
     if let Err(e) = write() {
         let _ = std::fs::remove_file(&tmp);
         return Err(format!("{}: {e}", out.display()).into());
+    }
+    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        return Err(format!(
+            "{}: written, but syncing its directory failed ({e}): a crash now may lose it",
+            out.display()
+        )
+        .into());
     }
     let words = |d: &DeltaFile| d.regions.iter().map(|r| r.words.len()).sum::<usize>();
     if json {

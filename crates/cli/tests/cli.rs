@@ -869,6 +869,21 @@ fn merge_combines_two_deltas_the_later_winning_and_refuses_other_layouts() {
         vec![(0, [1; 4]), (8, [2; 4]), (96, [2; 4])]
     );
     assert_eq!(m.saves, 2);
+    // Owner-only, whatever the umask (it holds application memory).
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&c).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // A symbolic link as output is refused, not replaced.
+    let link = dir.join("link");
+    std::os::unix::fs::symlink(&c, &link).unwrap();
+    let t = text(&ickpt(&["merge", &p(&a), &p(&b), "-o", &p(&link)]));
+    assert!(t.contains("symbolic link"), "{t}");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     // Other regions: refused, naming both files, and nothing written.
     let r = ickpt(&["merge", &p(&a), &p(&odd), "-o", &p(&dir.join("no"))]);
     assert!(!r.status.success());

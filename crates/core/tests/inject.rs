@@ -113,6 +113,34 @@ fn a_delta_that_does_not_fit_is_refused_and_writes_nothing() {
             "region 1: size mismatch: protected with 8192 bytes, the delta's is 4096 bytes",
         ),
     ];
+    // A delta built in memory, never decoded: its words are checked too (helper-33's review:
+    // a word past the region was written there).
+    let cases = cases.into_iter().chain([
+        (
+            vec![RegionDelta {
+                id: 1,
+                length: (2 * PS) as u64,
+                words: vec![(0, [9; 4]), (2 * PS as u64 + 100, [0xAB; 4])],
+            }],
+            "region 1: a word at offset 8292: not 4-byte aligned, out of order, or past the region's 8192 bytes",
+        ),
+        (
+            vec![RegionDelta {
+                id: 1,
+                length: (2 * PS) as u64,
+                words: vec![(8, [9; 4]), (4, [9; 4])],
+            }],
+            "region 1: a word at offset 4: not 4-byte aligned, out of order, or past the region's 8192 bytes",
+        ),
+        (
+            vec![RegionDelta {
+                id: 1,
+                length: (2 * PS) as u64,
+                words: vec![(6, [9; 4])],
+            }],
+            "region 1: a word at offset 6: not 4-byte aligned, out of order, or past the region's 8192 bytes",
+        ),
+    ]);
     for (regions, want) in cases {
         let d = DeltaFile {
             page_size: PS as u32,

@@ -88,6 +88,7 @@ impl DeltaShape {
         if !ps.is_power_of_two()
             || !(crate::limits::MIN_PAGE_SIZE..=crate::limits::MAX_PAGE_SIZE).contains(&ps)
             || self.region_len == 0
+            || self.region_len.div_ceil(self.ps()) > crate::limits::MAX_PAGES
         {
             return Err(FormatError::corrupt(
                 0,

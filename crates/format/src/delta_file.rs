@@ -93,7 +93,10 @@ impl DeltaFile {
         let u64_at = |at: usize| u64::from_le_bytes(f[at..at + 8].try_into().expect("8 bytes"));
         let end = f.len() - TRAILER;
         let crc = crate::crc(&f[..end]);
-        if crc != u32_at(end) || f[end + 4..].iter().any(|&b| b != 0) {
+        if f[end + 4..].iter().any(|&b| b != 0) {
+            return Err(bad(end + 4, "reserved trailer bytes are not zero".into()));
+        }
+        if crc != u32_at(end) {
             return Err(bad(
                 end,
                 format!(

@@ -185,12 +185,15 @@ fn crafted_deltas_are_refused() {
     map[0] = 0b10;
     let e = delta::decode(&t, &[head(PS as u64, 2), map, vec![0; 4]].concat()).unwrap_err();
     assert!(e.to_string().contains("past it"), "{e}");
-    // No such shape.
-    let bad = DeltaShape {
-        page_size: 1000,
-        region_len: 10,
-    };
-    assert!(delta::decode(&bad, &[]).is_err());
+    // No such shape: a page size the format does not have, a region beyond the page limit
+    // (helper-33: offsets near 2^64 wrapped past the order check).
+    for (page_size, region_len) in [(1000, 10), (PS, u64::MAX)] {
+        let bad = DeltaShape {
+            page_size,
+            region_len,
+        };
+        assert!(delta::decode(&bad, &[]).is_err(), "{bad:?}");
+    }
 }
 
 proptest! {

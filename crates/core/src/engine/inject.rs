@@ -7,7 +7,7 @@
 
 use super::Engine;
 use crate::error::InjectError;
-use ickpt_format::delta::DeltaShape;
+use ickpt_format::delta::{self, DeltaShape};
 use ickpt_format::DeltaFile;
 
 /// What an inject wrote.
@@ -49,6 +49,21 @@ impl Engine {
                     ),
                 });
             }
+            // A delta built in memory, not decoded from a file, is checked here as decode
+            // checks a file's: every word inside the region, aligned, ascending.
+            let mut next = 0u64;
+            for (off, _) in &r.words {
+                if *off < next || off % delta::WORD != 0 || *off >= r.length {
+                    return Err(InjectError::RegionMismatch {
+                        id: r.id,
+                        what: format!(
+                            "a word at offset {off}: not 4-byte aligned, out of order, or past the region's {} bytes",
+                            r.length
+                        ),
+                    });
+                }
+                next = off + delta::WORD;
+            }
             targets.push(s.tr.user_ptr);
         }
         let mut words = 0;
@@ -59,8 +74,8 @@ impl Engine {
             };
             for (off, v) in &r.words {
                 let n = shape.word_len(*off);
-                // SAFETY: `off + n <= length` (a decoded delta's words lie inside its region)
-                // and `length` is the region's, checked above; the region stays mapped while
+                // SAFETY: `off < length` (checked above, for every word), so `off + n <=
+                // length`, and `length` is the region's, checked above too; the region stays mapped while
                 // the engine lock is held (unprotect takes it). The bytes are the
                 // application's, written as its own stores are (the caller keeps other
                 // writers off them); a write-protected page takes its first-write fault here,

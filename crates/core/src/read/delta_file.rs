@@ -6,8 +6,9 @@ use ickpt_format::{DeltaFile, FormatError};
 use std::path::Path;
 
 /// The largest delta file read. A delta holds what a section changed, far below this; the
-/// limit bounds what a crafted file makes ickpt hold.
-pub const MAX_DELTA_FILE: u64 = 4 << 30;
+/// limit bounds what a crafted file makes ickpt hold: the file, and its words decoded (16
+/// bytes each in memory for the 4 to 12 they take in the file), at most 4 times its size.
+pub const MAX_DELTA_FILE: u64 = 1 << 30;
 
 /// The delta file at `path`, read whole and checked.
 pub fn read(path: &Path) -> Result<DeltaFile, InjectError> {
