@@ -9,17 +9,9 @@
 #    OUT/compress.json and .csv.
 set -euo pipefail
 stage=$1; ickpt=$2; out=$3
-root=$(cd "$(dirname "$0")/.." && pwd)
 reps=${BENCH_COMPRESS_REPS:-5} iters=200 every=10
-work=$root/build/bench-compress
-rm -rf "$work"; mkdir -p "$work" "$out"
-export PKG_CONFIG_PATH="$stage/lib/pkgconfig"
-cc -O2 -Wall -Wextra -Werror -o "$work/heat" "$root/demo/heat.c" \
-  $(pkg-config --cflags --libs ickpt) -Wl,-rpath,"$stage/lib"
-unset ICKPT_MODE ICKPT_FAULT ICKPT_SHARED_DIR ICKPT_COMPRESS ICKPT_DIR
-started=$(date -u +%Y-%m-%dT%H:%M:%SZ) t0=$(date +%s)
-lines=$work/lines
-: >"$lines"
+. "$(dirname "$0")/heat-bench.sh"
+heat_bench bench-compress "$stage" "$out"
 
 # one MODE SETTING REP: run heat once into $work/run-SETTING; appends "mode setting rep seconds
 # bytes backend ckpt_ms" to $lines (ckpt_ms: the sum of heat's own timing of each checkpoint

@@ -9,17 +9,9 @@
 # the commits for it, a worse case than a node-local disk and a parallel file system.
 set -euo pipefail
 stage=$1; out=$2
-root=$(cd "$(dirname "$0")/.." && pwd)
 reps=${BENCH_TIERS_REPS:-7} iters=200 every=10
-work=$root/build/bench-tiers
-rm -rf "$work"; mkdir -p "$work" "$out"
-export PKG_CONFIG_PATH="$stage/lib/pkgconfig"
-cc -O2 -Wall -Wextra -Werror -o "$work/heat" "$root/demo/heat.c" \
-  $(pkg-config --cflags --libs ickpt) -Wl,-rpath,"$stage/lib"
-unset ICKPT_MODE ICKPT_FAULT ICKPT_SHARED_DIR ICKPT_DRAIN_BANDWIDTH ICKPT_DIR
-started=$(date -u +%Y-%m-%dT%H:%M:%SZ) t0=$(date +%s)
-lines=$work/lines
-: >"$lines"
+. "$(dirname "$0")/heat-bench.sh"
+heat_bench bench-tiers "$stage" "$out"
 
 # one MODE TIERED REP: run heat once; appends "mode tiered rep seconds wall" to $lines.
 one() {

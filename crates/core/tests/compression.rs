@@ -14,7 +14,6 @@ const PAGES: usize = 96;
 
 /// Page `p` at round `r`: a third zero, a third text, a third noise.
 fn fill(buf: &mut [u8], round: u64) {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ round;
     for (p, page) in buf.chunks_mut(PS).enumerate() {
         match (p as u64 + round) % 3 {
             0 => page.fill(0),
@@ -22,12 +21,7 @@ fn fill(buf: &mut [u8], round: u64) {
                 .iter_mut()
                 .enumerate()
                 .for_each(|(i, b)| *b = b"grid cell "[(i + p) % 10]),
-            _ => page.iter_mut().for_each(|b| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *b = x as u8;
-            }),
+            _ => common::noise(page, round << 32 | p as u64),
         }
     }
 }

@@ -25,13 +25,7 @@ fn config(local: &Path, url: &str) -> Config {
 }
 
 fn fill(buf: &mut Buf, seed: u64) {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    for chunk in buf.slice_mut().chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
-    }
+    common::noise(buf.slice_mut(), seed);
 }
 
 /// Checkpoints of `pages` pages, all rewritten each time; region 1's bytes at the last.

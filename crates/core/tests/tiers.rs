@@ -263,13 +263,7 @@ fn a_drain_cut_off_by_closing_leaves_nothing_partial_and_resumes_at_the_next_sta
         unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
         // Bytes no page is all zero in and zstd cannot shrink: version 1 keeps its full size,
         // many chunks of copying.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        for b in buf.slice_mut() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            *b = x as u8;
-        }
+        common::noise(buf.slice_mut(), 1);
         let want = run_checkpoints(&e, &mut buf, 1..3);
         // The drain is in the middle of version 1 (its first write waits at the gate).
         common::spin_until("the drain at the gate", || gate.entered() > 0);

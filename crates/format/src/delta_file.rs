@@ -39,8 +39,13 @@ impl DeltaFile {
         }
     }
 
-    /// The file's bytes.
+    /// The file's bytes. The regions must be in ascending id order and `saves` at least 1,
+    /// as `decode` requires.
     pub fn encode(&self) -> Vec<u8> {
+        debug_assert!(
+            self.saves >= 1 && self.regions.windows(2).all(|w| w[0].id < w[1].id),
+            "regions in ascending id order, saves >= 1"
+        );
         let bodies: Vec<Vec<u8>> = self
             .regions
             .iter()

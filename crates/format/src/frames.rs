@@ -88,15 +88,23 @@ impl FrameEncoder {
     ) -> usize {
         debug_assert_eq!(len, crcs.len() * ps);
         let most = (limits::MAX_FRAME_BYTES as usize / ps).max(1);
+        let zero_at = |batch: &[u8], k: usize| is_zero_page(&batch[k * ps..(k + 1) * ps], crcs[k]);
         let (mut out, mut i) = (0usize, 0usize);
+        // Whether page `i` is zero: each page is tested once, the page that ends a stretch
+        // carried over to start the next.
+        let mut zero_next = !crcs.is_empty() && zero_at(batch, 0);
         while i < crcs.len() {
-            let zero = is_zero_page(&batch[i * ps..(i + 1) * ps], crcs[i]);
+            let zero = zero_next;
             let mut n = 1;
-            while i + n < crcs.len()
-                && n < most
-                && is_zero_page(&batch[(i + n) * ps..(i + n + 1) * ps], crcs[i + n]) == zero
-            {
+            while i + n < crcs.len() && n < most {
+                zero_next = zero_at(batch, i + n);
+                if zero_next != zero {
+                    break;
+                }
                 n += 1;
+            }
+            if n == most && i + n < crcs.len() {
+                zero_next = zero_at(batch, i + n);
             }
             let from = i * ps;
             let raw = n * ps;

@@ -4,7 +4,7 @@
 //! what compression does to a sync full checkpoint of each corpus against writing it raw,
 //! paired per repetition in an order that rotates.
 
-use super::util::{median, ms, paired_ratios, settle, with_run_header, WorkDir};
+use super::util::{median, ms, paired_ratios, settle, with_run_header, RunArgs, WorkDir};
 use crate::CmdResult;
 use ickpt::format::{
     crc, NewVersion, PageView, ReadAt, RegionEntry, VersionLayout, FORMAT_VERSION,
@@ -22,9 +22,8 @@ const BATCH: usize = 256 << 10;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to work: the benchmark makes its own directory in it and removes only that.
-    #[arg(long, default_value = "build/bench")]
-    dir: PathBuf,
+    #[command(flatten)]
+    pub(super) run: RunArgs,
     /// A store whose newest version holds the heat grid as region 1 (`scripts/bench-compress.sh`
     /// makes one with demo/heat.c); without it only random bytes are measured.
     #[arg(long)]
@@ -38,12 +37,6 @@ pub struct Args {
     /// Repetitions; each figure is a median, each ratio the median of per-repetition ratios.
     #[arg(long, default_value_t = 5)]
     reps: usize,
-    /// Also write compress.json and compress.csv here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Set from the global `--json`.
-    #[arg(skip)]
-    pub(super) json: bool,
 }
 
 /// The settings a sync checkpoint is measured with, the baseline (off) first.
@@ -60,7 +53,7 @@ pub fn run(a: &Args) -> CmdResult {
         .collect::<Result<_, _>>()
         .map_err(|_| format!("--levels {}: expected levels such as -3,1,3", a.levels))?;
     let reps = a.reps.max(1);
-    let work = WorkDir::create(&a.dir, "compress")?;
+    let work = WorkDir::create(&a.run.dir, "compress")?;
     let started = Instant::now();
     let mut corpora = Vec::new();
     if let Some(store) = &a.grid_store {
@@ -86,8 +79,13 @@ pub fn run(a: &Args) -> CmdResult {
         "seconds": started.elapsed().as_secs_f64(),
         "corpora": out,
     }));
-    super::util::save(a.out.as_deref(), "compress", &report, Some(csv(&report)))?;
-    if a.json {
+    super::util::save(
+        a.run.out.as_deref(),
+        "compress",
+        &report,
+        Some(csv(&report)),
+    )?;
+    if a.run.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", table(&report));

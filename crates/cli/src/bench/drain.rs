@@ -6,7 +6,7 @@
 //! cache is dropped before each case; the cases' order rotates per repetition.
 
 use super::restore::write_chain;
-use super::util::{drop_cached, median, ms, paired_ratios, with_run_header, WorkDir};
+use super::util::{drop_cached, median, ms, paired_ratios, with_run_header, RunArgs, WorkDir};
 use crate::CmdResult;
 use ickpt::{Config, Engine};
 use serde_json::json;
@@ -17,9 +17,8 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to work: the benchmark makes its own directory in it and removes only that.
-    #[arg(long, default_value = "build/bench")]
-    dir: PathBuf,
+    #[command(flatten)]
+    pub(super) run: RunArgs,
     /// Protected memory in MiB, filled with random bytes.
     #[arg(long, default_value_t = 128)]
     size_mib: usize,
@@ -29,25 +28,9 @@ pub struct Args {
     /// An object-store target too (s3://bucket/prefix, AWS variables for the endpoint).
     #[arg(long)]
     object: Option<String>,
-    /// Also write drain.json here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Set from the global `--json`.
-    #[arg(skip)]
-    pub(super) json: bool,
 }
 
-/// The version files of `dir`, in name order.
-fn version_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ickpt"))
-        .collect();
-    v.sort();
-    Ok(v)
-}
-
-/// ickpt's drain of `local` to the tier `cfg_tier` sets, from opening the engine (which
+/// ickpt's drain of `local` to the tier `set_tier` adds to its configuration, from opening the engine (which
 /// starts the drain of what is there) to `wait_drained` returning.
 fn drain(
     local: &Path,
@@ -112,7 +95,7 @@ pub fn run(a: &Args) -> CmdResult {
     let size = a.size_mib << 20;
     let reps = a.reps.max(1);
     let started = Instant::now();
-    let work = WorkDir::create(&a.dir, "drain")?;
+    let work = WorkDir::create(&a.run.dir, "drain")?;
     let local = work.sub("local")?;
     let backend = {
         let mut c = Config::new(&local);
@@ -121,7 +104,7 @@ pub fn run(a: &Args) -> CmdResult {
         write_chain(&e, size, 9)?;
         e.backend()
     };
-    let files = version_files(&local)?;
+    let files = super::util::version_files(&local)?;
     let bytes: u64 = files
         .iter()
         .map(|f| f.metadata().map(|m| m.len()))
@@ -178,8 +161,8 @@ pub fn run(a: &Args) -> CmdResult {
         "size_mib": a.size_mib, "files": files.len(), "bytes": bytes,
         "seconds": started.elapsed().as_secs_f64(), "cases": rows,
     }));
-    super::util::save(a.out.as_deref(), "drain", &report, None)?;
-    if a.json {
+    super::util::save(a.run.out.as_deref(), "drain", &report, None)?;
+    if a.run.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(

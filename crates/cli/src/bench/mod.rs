@@ -58,10 +58,10 @@ impl BenchCmd {
             BenchCmd::Aickpt(a) => a.json = json,
             BenchCmd::Restore(a) => a.json = json,
             BenchCmd::Tracking(a) => a.json = json,
-            BenchCmd::Policy(a) => a.json = json,
-            BenchCmd::RestartTiers(a) => a.json = json,
-            BenchCmd::Compress(a) => a.json = json,
-            BenchCmd::Drain(a) => a.json = json,
+            BenchCmd::Policy(a) => a.run.json = json,
+            BenchCmd::RestartTiers(a) => a.run.json = json,
+            BenchCmd::Compress(a) => a.run.json = json,
+            BenchCmd::Drain(a) => a.run.json = json,
         }
     }
 }

@@ -9,22 +9,21 @@ use super::paired::median_f;
 use super::restore::fill_random;
 use super::util::{
     fill_random as fill_pages, median, ms, paired_ratios, random_pages, restore_newest,
-    with_run_header, WorkDir, PAGE,
+    with_run_header, RunArgs, WorkDir, PAGE,
 };
 use crate::CmdResult;
 use ickpt::format::Kind;
 use ickpt::policy::KindPolicy;
 use ickpt::{Config, Engine};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to work: the benchmark makes its own directory in it and removes only that.
-    #[arg(long, default_value = "build/bench")]
-    dir: PathBuf,
+    #[command(flatten)]
+    pub(super) run: RunArgs,
     /// Protected memory in MiB, filled with random bytes.
     #[arg(long, default_value_t = 128)]
     size_mib: usize,
@@ -36,16 +35,9 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     reps: usize,
     /// The cost policy's restore_weight (1.0: a restart's reading weighs as much as the
-    /// writing it saves).
+    /// writing it saves). Other than 1, --out's files are named policy-rhoW.*.
     #[arg(long, default_value_t = 1.0)]
     restore_weight: f64,
-    /// Also write policy.json and policy.csv here (policy-rhoW.* with --restore-weight W
-    /// other than 1).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Set from the global `--json`.
-    #[arg(skip)]
-    pub(super) json: bool,
 }
 
 /// One policy's run of the whole workload.
@@ -119,7 +111,7 @@ fn run_policy(
 pub fn run(a: &Args) -> CmdResult {
     let plan = phases(&a.phases)?;
     let reps = a.reps.max(1);
-    let work = WorkDir::create(&a.dir, "policy")?;
+    let work = WorkDir::create(&a.run.dir, "policy")?;
     let started = Instant::now();
     let (mut fixed, mut cost) = (Vec::new(), Vec::new());
     for rep in 0..reps {
@@ -147,8 +139,8 @@ pub fn run(a: &Args) -> CmdResult {
     } else {
         format!("policy-rho{}", a.restore_weight)
     };
-    super::util::save(a.out.as_deref(), &stem, &report, Some(csv(&report)))?;
-    if a.json {
+    super::util::save(a.run.out.as_deref(), &stem, &report, Some(csv(&report)))?;
+    if a.run.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&report);

@@ -7,22 +7,22 @@
 
 use super::restore::write_chain;
 use super::util::{
-    drop_cached, median, ms, paired_ratios, plain_read, restore_newest, with_run_header, WorkDir,
+    drop_cached, median, ms, paired_ratios, plain_read, restore_newest, with_run_header, RunArgs,
+    WorkDir,
 };
 use crate::CmdResult;
 use ickpt::store::{DirStore, Tier, TieredStore};
 use ickpt::{Config, Engine};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Where to work: the benchmark makes its own directory in it and removes only that.
-    #[arg(long, default_value = "build/bench")]
-    dir: PathBuf,
+    #[command(flatten)]
+    pub(super) run: RunArgs,
     /// Protected memory in MiB, filled with random bytes.
     #[arg(long, default_value_t = 128)]
     size_mib: usize,
@@ -32,12 +32,6 @@ pub struct Args {
     /// An object-store tier too (s3://bucket/prefix, AWS variables for the endpoint).
     #[arg(long, env = "ICKPT_OBJECT_URL")]
     object: Option<String>,
-    /// Also write restart-tiers.json here.
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Set from the global `--json`.
-    #[arg(skip)]
-    pub(super) json: bool,
 }
 
 fn dir_tier(name: &'static str, d: &Path) -> Result<Tier, Box<dyn std::error::Error>> {
@@ -51,7 +45,7 @@ pub fn run(a: &Args) -> CmdResult {
     let size = a.size_mib << 20;
     let reps = a.reps.max(1);
     let started = std::time::Instant::now();
-    let work = WorkDir::create(&a.dir, "restart-tiers")?;
+    let work = WorkDir::create(&a.run.dir, "restart-tiers")?;
     let (local, shared) = (work.sub("local")?, work.sub("shared")?);
     let backend = {
         let mut c = Config::new(&local);
@@ -125,8 +119,8 @@ pub fn run(a: &Args) -> CmdResult {
         "plain_read_runs_ms": plain.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
         "restores": rows,
     }));
-    super::util::save(a.out.as_deref(), "restart-tiers", &report, None)?;
-    if a.json {
+    super::util::save(a.run.out.as_deref(), "restart-tiers", &report, None)?;
+    if a.run.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }

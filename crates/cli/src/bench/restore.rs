@@ -82,12 +82,8 @@ pub(super) fn write_chain(
 
 /// The one version file in `dir` with the lowest number (the full version).
 fn first_version(dir: &Path) -> std::io::Result<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "ickpt"))
-        .collect();
-    v.sort();
-    v.into_iter()
+    super::util::version_files(dir)?
+        .into_iter()
         .next()
         .ok_or_else(|| std::io::Error::other("no version file"))
 }

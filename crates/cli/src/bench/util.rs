@@ -370,3 +370,28 @@ pub fn save(
     }
     Ok(())
 }
+
+/// The arguments every issue-13 benchmark shares, flattened into its own.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Where to work: the benchmark makes its own directory in it and removes only that.
+    #[arg(long, default_value = "build/bench")]
+    pub dir: PathBuf,
+    /// Also write the benchmark's files here: NAME.json, and NAME.csv where it has a table
+    /// (NAME is the benchmark's: drain, compress, policy, restart-tiers).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Set from the global `--json`.
+    #[arg(skip)]
+    pub json: bool,
+}
+
+/// The version files of `dir`, in name order.
+pub fn version_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ickpt"))
+        .collect();
+    v.sort();
+    Ok(v)
+}

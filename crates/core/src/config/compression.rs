@@ -16,7 +16,7 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// `fast`: zstd's level -1, about 700 MB/s and a ratio of 5 on the demo's grid here.
+    /// `fast`: zstd's level -1: 0.7-1.0 GB/s and a ratio of 5 on the demo's grid here.
     pub const FAST: Compression = Compression::Zstd(-1);
     /// `high`: for slow storage or expensive capacity.
     pub const HIGH: Compression = Compression::Zstd(9);

@@ -580,9 +580,6 @@ impl Drop for Engine {
     }
 }
 
-/// The identity this engine writes into its versions: the one the store records; else the
-/// one its files carry (a marker lost or written before format 3), recorded now; else a new
-/// one for a new store.
 /// The encoder a commit uses: zstd at `level` in a workspace of its own (never malloc on the
 /// commit path), batches of the engine's size for pages of `ps` bytes.
 pub fn frame_encoder(level: Option<i32>, ps: usize) -> std::io::Result<ickpt_format::FrameEncoder> {
@@ -594,6 +591,9 @@ pub fn frame_encoder(level: Option<i32>, ps: usize) -> std::io::Result<ickpt_for
     Ok(ickpt_format::FrameEncoder::with(zstd, batch))
 }
 
+/// The identity this engine writes into its versions: the one the store records; else the
+/// one its files carry (a marker lost or written before format 3), recorded now; else a new
+/// one for a new store.
 fn settle_identity(store: &dyn Store) -> Result<StoreId, InitError> {
     let io = |op, e| FileError::new(store.describe(""), op, e);
     if let Some(id) = store

@@ -125,3 +125,16 @@ impl Drop for StopOnDrop<'_> {
         self.0.store(true, Ordering::SeqCst);
     }
 }
+
+/// Fill `bytes` with xorshift noise from `seed`: no page of it is all zero and zstd cannot
+/// shrink it, so files keep their full size (tests that need big files, or raw frames).
+#[allow(dead_code)]
+pub fn noise(bytes: &mut [u8], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for chunk in bytes.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+}
