@@ -167,7 +167,12 @@ typedef enum ickpt_result {
    * ickpt_mpi: the ranks are not all in the same collective call, or an MPI call failed.
    * The serial library never returns it.
    */
-  ICKPT_ERR_COLLECTIVE = 15
+  ICKPT_ERR_COLLECTIVE = 15,
+  /**
+   * A section call out of order: a start inside a section, a save or stop outside one, a
+   * save in a section replayed while recovering.
+   */
+  ICKPT_ERR_SECTION = 16
 } ickpt_result;
 
 /**
@@ -441,6 +446,33 @@ typedef struct ickpt_phases {
 } ickpt_phases;
 
 /**
+ * What a section save (or take) found and wrote.
+ */
+typedef struct ickpt_section_info {
+  /**
+   * Saves the file holds now (1 for a new name; 0 for a take).
+   */
+  uint64_t saves;
+  /**
+   * 4-byte words changed since the previous save or take (or the start).
+   */
+  uint64_t words;
+  /**
+   * Pages written since then, compared word by word: what a page-granular checkpoint
+   * would have stored.
+   */
+  uint64_t pages;
+  /**
+   * Bytes of this save's own delta.
+   */
+  uint64_t delta_bytes;
+  /**
+   * Bytes of the save file after merging (0 for a take).
+   */
+  uint64_t file_bytes;
+} ickpt_section_info;
+
+/**
  * Fill the `size` bytes at `cfg` with the defaults of the fields they hold, and set
  * `struct_size` to `size`: backend auto, full_every 10, keep_chains 2 (keep_versions and
  * keep_within_s 0: no such limits), policy fixed, restore_weight_pct 100, compression
@@ -691,9 +723,91 @@ ptrdiff_t ickpt_pread(int32_t fd, void *buf, size_t count, int64_t offset);
  */
 ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
 
+/**
+ * Start a section (Table I's `start`; ICKPT_SECTION_START). Checkpointing: from here the
+ * protected regions' writes are tracked, word by word. Recovering, when the store holds
+ * this section's saves from an earlier run (sections are numbered in the order the process
+ * starts them): they are injected in order, every file checked first, and `*resume`
+ * (optional) receives how many there were, so the program carries on after that many
+ * saves. When later sections were saved too, this one only replays: the program skips to
+ * ickpt_section_stop (a save returns ICKPT_ERR_SECTION). After the last saved section the
+ * run checkpoints again. ICKPT_ERR_SECTION if a section is open.
+ */
+enum ickpt_result ickpt_section_start(uint64_t *resume);
+
+/**
+ * Save the words the section changed since its previous save (or its start) under `name`
+ * (Table I's `save`; 1 to 64 letters, digits, '_' or '-'), in the store: merged into the
+ * file of that name when the section's previous save used it too, a new file otherwise.
+ * `info` is optional. On failure nothing saved before is touched and the words stay for the
+ * next save. ICKPT_ERR_SECTION outside a section or in one that only replays;
+ * ICKPT_ERR_INVALID_ARGUMENT for a name that is not a plain word, that an earlier section
+ * saved under, or that this section left for another name.
+ */
+enum ickpt_result ickpt_section_save(const char *name, struct ickpt_section_info *info);
+
+/**
+ * End the section (Table I's `stop`): regions no checkpoint has stored go back to
+ * untracked, so writes until the next start take no fault. ICKPT_ERR_SECTION outside a
+ * section.
+ */
+enum ickpt_result ickpt_section_stop(void);
+
+/**
+ * Remove every section save from the store, so the program's sections run afresh rather
+ * than recover. ICKPT_ERR_SECTION while a section is open.
+ */
+enum ickpt_result ickpt_section_reset(void);
+
+/**
+ * The words the section changed since its previous save or take (or its start), as a delta
+ * of every protected region in memory, not stored: what CAPE's parallel loop sends to the
+ * other ranks, which ickpt_inject_delta it. `*delta` receives a buffer of `*len` bytes
+ * (the delta file format, docs/FORMAT.md) that the caller frees with ickpt_delta_free;
+ * `info` is optional. ICKPT_ERR_SECTION outside a section.
+ */
+enum ickpt_result ickpt_section_take(void **delta, size_t *len, struct ickpt_section_info *info);
+
+/**
+ * Free a buffer ickpt_section_take returned, with the length it gave. NULL is ignored.
+ */
+void ickpt_delta_free(void *delta, size_t len);
+
+/**
+ * ickpt_inject for a delta in memory (`len` bytes at `delta`, the delta file format: what
+ * ickpt_section_take gave, maybe on another rank). Checked whole before any byte is
+ * written: ICKPT_ERR_CORRUPT when it is not a valid delta, ICKPT_ERR_REGION_MISMATCH when a
+ * region is missing or of another length.
+ */
+enum ickpt_result ickpt_inject_delta(const void *delta, size_t len);
+
+/**
+ * Merge the delta files `a` then `b` into `out` (paper 003's merge; `ickpt merge`): word by
+ * word, `b` winning, so injecting `out` equals injecting `a` then `b`. `out` is written
+ * whole, owner-only, then renamed into place (it may be `a` or `b`; a symbolic link is
+ * refused). Needs no ickpt_init. ICKPT_ERR_REGION_MISMATCH when the two describe different
+ * regions; ICKPT_ERR_CORRUPT or ICKPT_ERR_NOT_FOUND for an input.
+ */
+enum ickpt_result ickpt_merge(const char *a, const char *b, const char *out);
+
+/**
+ * What the ICKPT_SECTION_* macros call: `r` itself when it is ICKPT_OK; otherwise prints
+ * "ickpt: <what>: <the error's message>" to stderr and ends the process with status 1, as
+ * the paper's monitor stops a process whose directive failed. Call the functions
+ * themselves to handle errors instead.
+ */
+enum ickpt_result ickpt_require(enum ickpt_result r, const char *what);
+
 /* Fills the caller's struct and no more, whichever ickpt.h the program was built with. */
 #define ickpt_config_init(cfg) ickpt_config_init_sized((cfg), sizeof *(cfg))
 #define ickpt_get_phases(out) ickpt_get_phases_sized((out), sizeof *(out))
+
+/* Paper 003's directives as statements (docs/sections.md): "#pragma dickpt start" reads
+ * ICKPT_SECTION_START(&resume), "save name" ICKPT_SECTION_SAVE("name"), "stop"
+ * ICKPT_SECTION_STOP(). A failure prints ickpt_last_error() and ends the process. */
+#define ICKPT_SECTION_START(resume) ickpt_require(ickpt_section_start(resume), "section start")
+#define ICKPT_SECTION_SAVE(name) ickpt_require(ickpt_section_save((name), NULL), "section save")
+#define ICKPT_SECTION_STOP() ickpt_require(ickpt_section_stop(), "section stop")
 
 #ifdef __cplusplus
 }

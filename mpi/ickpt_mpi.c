@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,7 +34,7 @@
 #define MSG_LEN 1024
 
 /* Which collective a rank is in: all ranks must agree before any of them acts. */
-enum call { CALL_INIT = 1, CALL_RESTORE, CALL_CHECKPOINT, CALL_WAIT, CALL_FINALIZE };
+enum call { CALL_INIT = 1, CALL_RESTORE, CALL_CHECKPOINT, CALL_WAIT, CALL_FINALIZE, CALL_EXCHANGE };
 
 static const char *call_name(int c) {
     switch (c) {
@@ -42,6 +43,7 @@ static const char *call_name(int c) {
     case CALL_CHECKPOINT: return "ickpt_mpi_checkpoint";
     case CALL_WAIT: return "ickpt_mpi_wait";
     case CALL_FINALIZE: return "ickpt_mpi_finalize";
+    case CALL_EXCHANGE: return "ickpt_mpi_section_exchange";
     default: return "an unknown call";
     }
 }
@@ -697,4 +699,88 @@ ickpt_result ickpt_mpi_global(uint64_t *global, uint64_t *version) {
     *global = st.global;
     *version = st.local;
     return ICKPT_OK;
+}
+
+/*
+ * CAPE's merge and inject across ranks: every rank's section delta (ickpt_section_take) goes
+ * to every rank (one MPI_Allgather of the sizes, one MPI_Allgatherv of the bytes), and each
+ * rank injects the others' in rank order. Every rank's delta is checked on every rank before
+ * any is injected (the injects themselves check again, before writing).
+ */
+ickpt_result ickpt_mpi_section_exchange(ickpt_section_info *info) {
+    ickpt_result rc = enter(CALL_EXCHANGE);
+    if (rc != ICKPT_OK)
+        return rc;
+    void *mine = NULL;
+    size_t len = 0;
+    ickpt_section_info took;
+    memset(&took, 0, sizeof took);
+    ickpt_result local =
+        local_error(ickpt_section_take(&mine, &len, &took), "ickpt_section_take");
+    if (local == ICKPT_OK && len > (size_t)INT_MAX) {
+        set_error("rank %d: its section changed %zu bytes of deltas, more than one MPI message "
+                  "carries here (%d)",
+                  st.rank, len, INT_MAX);
+        local = ICKPT_ERR_INVALID_ARGUMENT;
+    }
+    rc = agree(local);
+    if (rc != ICKPT_OK) {
+        ickpt_delta_free(mine, len);
+        return rc;
+    }
+    int *counts = calloc((size_t)st.size, sizeof *counts);
+    int *displs = calloc((size_t)st.size, sizeof *displs);
+    int n = (int)len, err;
+    unsigned char *all = NULL;
+    local = ICKPT_OK;
+    if (counts == NULL || displs == NULL) {
+        set_error("rank %d: out of memory for %d ranks' sizes", st.rank, st.size);
+        local = ICKPT_ERR_INTERNAL;
+    }
+    rc = agree(local);
+    if (rc == ICKPT_OK) {
+        err = MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, st.comm);
+        rc = err == MPI_SUCCESS ? ICKPT_OK : mpi_error(err, "MPI_Allgather (delta sizes)");
+    }
+    if (rc == ICKPT_OK) {
+        long long total = 0;
+        for (int r = 0; r < st.size; r++) {
+            displs[r] = (int)total;
+            total += counts[r];
+        }
+        local = ICKPT_OK;
+        if (total > INT_MAX) {
+            set_error("rank %d: the ranks' deltas make %lld bytes, more than one MPI_Allgatherv "
+                      "carries here",
+                      st.rank, total);
+            local = ICKPT_ERR_INVALID_ARGUMENT;
+        } else if ((all = malloc(total > 0 ? (size_t)total : 1)) == NULL) {
+            set_error("rank %d: out of memory for %lld bytes of deltas", st.rank, total);
+            local = ICKPT_ERR_INTERNAL;
+        }
+        rc = agree(local);
+    }
+    if (rc == ICKPT_OK) {
+        err = MPI_Allgatherv(mine, n, MPI_BYTE, all, counts, displs, MPI_BYTE, st.comm);
+        rc = err == MPI_SUCCESS ? ICKPT_OK : mpi_error(err, "MPI_Allgatherv (deltas)");
+    }
+    if (rc == ICKPT_OK) {
+        local = ICKPT_OK;
+        for (int r = 0; r < st.size && local == ICKPT_OK; r++) {
+            if (r == st.rank)
+                continue;
+            local = ickpt_inject_delta(all + displs[r], (size_t)counts[r]);
+            if (local != ICKPT_OK)
+                set_error("rank %d: injecting rank %d's delta: %s", st.rank, r,
+                          ickpt_last_error());
+        }
+        rc = agree(local);
+    }
+    free(all);
+    free(displs);
+    free(counts);
+    ickpt_delta_free(mine, len);
+    if (rc == ICKPT_OK && info != NULL)
+        *info = took;
+    return rc;
 }

@@ -86,6 +86,18 @@ ickpt_result ickpt_mpi_global(uint64_t *global, uint64_t *version);
  * Local. The message of the last failed ickpt_mpi call on this rank ("" if none), naming
  * the rank where the failure happened.
  */
+/*
+ * COLLECTIVE. CAPE's parallel for-loop (paper 003; docs/sections.md): every rank ran its
+ * share of a loop's iterations inside a section (ickpt_section_start); each rank's words
+ * changed since the start (or its last take) go to every rank, which injects the others' in
+ * rank order, so every rank ends with the state of the whole loop, as if it had run every
+ * iteration. The section stays open: call ickpt_section_stop after. The iterations must
+ * write disjoint words (the loop is parallel): where two ranks wrote one word, the higher
+ * rank's value wins. `info` (optional) receives this rank's take. A rank whose take or
+ * inject fails fails the call on every rank; a delta is checked whole before it is injected.
+ */
+ickpt_result ickpt_mpi_section_exchange(ickpt_section_info *info);
+
 const char *ickpt_mpi_last_error(void);
 
 /* For Fortran (module ickpt_mpi): ickpt_mpi_init with a Fortran communicator handle. */

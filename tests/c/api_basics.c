@@ -75,6 +75,7 @@ static void check_result_names(void) {
         {ICKPT_ERR_TRACKING, "ICKPT_ERR_TRACKING"},
         {ICKPT_ERR_INTERNAL, "ICKPT_ERR_INTERNAL"},
         {ICKPT_ERR_COLLECTIVE, "ICKPT_ERR_COLLECTIVE"},
+        {ICKPT_ERR_SECTION, "ICKPT_ERR_SECTION"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *n = ickpt_result_name(names[i].code);

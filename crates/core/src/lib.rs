@@ -38,10 +38,14 @@ mod sys;
 pub mod track;
 
 pub use config::{Compression, Config, SettingError};
-pub use engine::{frame_encoder, CheckpointInfo, Engine, InjectInfo, Phases, RestoreInfo, Stats};
+pub use engine::{
+    frame_encoder, CheckpointInfo, Engine, InjectInfo, Phases, RestoreInfo, SectionSave,
+    SectionStart, Stats, MAX_SECTION_NAME,
+};
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, InjectError,
-    MaintainError, ProtectError, RangeProblem, ReadError, RegionError, RestoreError, VERIFY_HINT,
+    MaintainError, MergeFilesError, ProtectError, RangeProblem, ReadError, RegionError,
+    RestoreError, SectionError, VERIFY_HINT,
 };
 pub use ickpt_format as format;
 pub use track::{Backend, Granularity};

@@ -163,14 +163,7 @@ pub fn choose(shape: &DeltaShape, chunk: u64, changes: &[Word]) -> Method {
 /// and so may be stored whole.
 pub fn encode(shape: &DeltaShape, changes: &[Word], out: &mut Vec<u8>) {
     let ps = shape.ps();
-    let mut i = 0;
-    while i < changes.len() {
-        let chunk = changes[i].0 / ps;
-        let mut j = i;
-        while j < changes.len() && changes[j].0 / ps == chunk {
-            j += 1;
-        }
-        let c = &changes[i..j];
+    for (chunk, c) in by_chunk(shape, changes) {
         let start = chunk * ps;
         match choose(shape, chunk, c) {
             Method::Entire => {
@@ -211,8 +204,34 @@ pub fn encode(shape: &DeltaShape, changes: &[Word], out: &mut Vec<u8>) {
                 }
             }
         }
-        i = j;
     }
+}
+
+/// The bytes [`encode`] appends for `changes`.
+pub fn encoded_len(shape: &DeltaShape, changes: &[Word]) -> u64 {
+    by_chunk(shape, changes)
+        .map(|(chunk, c)| {
+            let (runs, bitmap, entire) = chunk_costs(shape, chunk, c);
+            entire.map_or(runs.min(bitmap), |e| e.min(runs).min(bitmap))
+        })
+        .sum()
+}
+
+/// `changes` (ascending) cut by chunk: (chunk, its changes).
+fn by_chunk<'a>(
+    shape: &DeltaShape,
+    changes: &'a [Word],
+) -> impl Iterator<Item = (u64, &'a [Word])> {
+    let ps = shape.ps();
+    let mut rest = changes;
+    std::iter::from_fn(move || {
+        let first = rest.first()?;
+        let chunk = first.0 / ps;
+        let n = rest.iter().take_while(|w| w.0 / ps == chunk).count();
+        let (c, r) = rest.split_at(n);
+        rest = r;
+        Some((chunk, c))
+    })
 }
 
 /// The changed words `bytes` (a delta of a region of `shape`) holds, in order, every record

@@ -80,6 +80,16 @@ impl DeltaFile {
         f
     }
 
+    /// Bytes [`encode`](Self::encode) gives, without encoding.
+    pub fn encoded_len(&self) -> u64 {
+        let bodies: u64 = self
+            .regions
+            .iter()
+            .map(|r| delta::encoded_len(&self.shape(r), &r.words))
+            .sum();
+        (HEADER + ENTRY * self.regions.len() + TRAILER) as u64 + bodies
+    }
+
     /// Parse and check `f`, a whole delta file: sizes first, then the checksum, then every
     /// record; nothing is returned unless everything passed.
     pub fn decode(f: &[u8]) -> Result<DeltaFile, FormatError> {

@@ -24,6 +24,13 @@ pub fn last_error_ptr() -> *const c_char {
         .unwrap_or(c"(no message: the thread is exiting)".as_ptr())
 }
 
+/// The calling thread's last message, as text.
+pub fn last_error_text() -> String {
+    LAST_ERROR
+        .try_with(|e| e.borrow().to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// Run `f`, turning its error or panic into a result code and a message.
 pub fn guard(f: impl FnOnce() -> Result<(), Error>) -> ickpt_result {
     match catch_unwind(AssertUnwindSafe(f)) {

@@ -9,9 +9,11 @@
 mod boundary;
 mod engine_lock;
 mod io;
+mod sections;
 mod types;
 
 pub use io::*;
+pub use sections::*;
 pub use types::*;
 
 use crate::config::{Config, SettingError};

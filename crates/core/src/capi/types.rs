@@ -3,7 +3,8 @@
 use crate::engine::{CheckpointInfo, Stats};
 use crate::error::{
     CheckpointError, DrainError, Error, FileError, GcError, GlobalError, InitError, InjectError,
-    ProtectError, RangeProblem, ReadError, RegionError, RestoreError,
+    MergeFilesError, ProtectError, RangeProblem, ReadError, RegionError, RestoreError,
+    SectionError,
 };
 use crate::store::dir::OpenError;
 use crate::track::TrackError;
@@ -43,6 +44,9 @@ pub enum ickpt_result {
     /// ickpt_mpi: the ranks are not all in the same collective call, or an MPI call failed.
     /// The serial library never returns it.
     ICKPT_ERR_COLLECTIVE = 15,
+    /// A section call out of order: a start inside a section, a save or stop outside one, a
+    /// save in a section replayed while recovering.
+    ICKPT_ERR_SECTION = 16,
 }
 
 /// Probe the kernel once and take the best backend it has (uffd-async, else mprotect).
@@ -377,6 +381,13 @@ pub fn code_of(e: &Error) -> ickpt_result {
         Error::Global(e) => global_code(e),
         Error::Drain(e) => drain_code(e),
         Error::Inject(e) => inject_code(e),
+        Error::Section(e) => section_code(e),
+        Error::Merge(e) => match e {
+            MergeFilesError::Read(e) => inject_code(e),
+            MergeFilesError::Layout { .. } => ickpt_result::ICKPT_ERR_REGION_MISMATCH,
+            MergeFilesError::TooLarge { .. } => ickpt_result::ICKPT_ERR_INVALID_ARGUMENT,
+            MergeFilesError::Write(e) => file_code(e),
+        },
         Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
@@ -482,6 +493,20 @@ fn inject_code(e: &InjectError) -> ickpt_result {
     }
 }
 
+fn section_code(e: &SectionError) -> ickpt_result {
+    use ickpt_result::*;
+    match e {
+        SectionError::Order(_) => ICKPT_ERR_SECTION,
+        SectionError::Name { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        SectionError::Regions(_) => ICKPT_ERR_REGION_MISMATCH,
+        SectionError::File(e) => file_code(e),
+        SectionError::Corrupt { .. } => ICKPT_ERR_CORRUPT,
+        SectionError::Inject(e) => inject_code(e),
+        SectionError::Region(e) => region_code(e),
+        SectionError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+    }
+}
+
 fn restore_code(e: &RestoreError) -> ickpt_result {
     use ickpt_result::*;
     match e {
@@ -543,7 +568,7 @@ fn track_code(e: &TrackError) -> ickpt_result {
 
 pub fn result_name(code: i32) -> &'static CStr {
     use ickpt_result::*;
-    const NAMES: [(ickpt_result, &CStr); 16] = [
+    const NAMES: [(ickpt_result, &CStr); 17] = [
         (ICKPT_OK, c"ICKPT_OK"),
         (ICKPT_ERR_INVALID_ARGUMENT, c"ICKPT_ERR_INVALID_ARGUMENT"),
         (ICKPT_ERR_NOT_INITIALIZED, c"ICKPT_ERR_NOT_INITIALIZED"),
@@ -563,6 +588,7 @@ pub fn result_name(code: i32) -> &'static CStr {
         (ICKPT_ERR_TRACKING, c"ICKPT_ERR_TRACKING"),
         (ICKPT_ERR_INTERNAL, c"ICKPT_ERR_INTERNAL"),
         (ICKPT_ERR_COLLECTIVE, c"ICKPT_ERR_COLLECTIVE"),
+        (ICKPT_ERR_SECTION, c"ICKPT_ERR_SECTION"),
     ];
     NAMES
         .iter()

@@ -28,6 +28,7 @@ impl Engine {
         if let Some(e) = st.unreported.take() {
             return Err(e);
         }
+        self.sections_before_checkpoint(&mut st)?;
         if !self
             .tracker
             .handler_intact()

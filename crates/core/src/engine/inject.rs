@@ -5,7 +5,7 @@
 // through the pointers `protect` was given.
 #![allow(unsafe_code)]
 
-use super::Engine;
+use super::{Engine, State};
 use crate::error::InjectError;
 use ickpt_format::delta::{self, DeltaShape};
 use ickpt_format::DeltaFile;
@@ -28,6 +28,17 @@ impl Engine {
         let mut st = self.lock_for_change()?;
         // A commit under way finishes first: the words then meet plain first-write faults.
         self.settle(&mut st);
+        let targets = Self::inject_targets(&st, delta)?;
+        let words = Self::inject_apply(delta, &targets);
+        Ok(InjectInfo {
+            regions: delta.regions.len(),
+            words,
+        })
+    }
+
+    /// Where each region of `delta` starts in memory, once every region and word is checked
+    /// against the protected regions in `st`.
+    pub(super) fn inject_targets(st: &State, delta: &DeltaFile) -> Result<Vec<usize>, InjectError> {
         let mut targets = Vec::with_capacity(delta.regions.len());
         for r in &delta.regions {
             let s = st
@@ -66,29 +77,32 @@ impl Engine {
             }
             targets.push(s.tr.user_ptr);
         }
+        Ok(targets)
+    }
+
+    /// Write `delta`'s words at `targets` (from [`Engine::inject_targets`], with the engine
+    /// lock held since); the words written.
+    pub(super) fn inject_apply(delta: &DeltaFile, targets: &[usize]) -> u64 {
         let mut words = 0;
-        for (r, base) in delta.regions.iter().zip(targets) {
+        for (r, &base) in delta.regions.iter().zip(targets) {
             let shape = DeltaShape {
                 page_size: delta.page_size,
                 region_len: r.length,
             };
             for (off, v) in &r.words {
                 let n = shape.word_len(*off);
-                // SAFETY: `off < length` (checked above, for every word), so `off + n <=
-                // length`, and `length` is the region's, checked above too; the region stays mapped while
-                // the engine lock is held (unprotect takes it). The bytes are the
-                // application's, written as its own stores are (the caller keeps other
-                // writers off them); a write-protected page takes its first-write fault here,
-                // which needs no engine lock.
+                // SAFETY: `off < length` (checked by inject_targets, for every word), so `off
+                // + n <= length`, and `length` is the region's, checked there too; the region
+                // stays mapped while the engine lock is held (unprotect takes it). The bytes
+                // are the application's, written as its own stores are (the caller keeps
+                // other writers off them); a write-protected page takes its first-write fault
+                // here, which needs no engine lock.
                 unsafe {
                     std::ptr::copy_nonoverlapping(v.as_ptr(), (base + *off as usize) as *mut u8, n)
                 };
             }
             words += r.words.len() as u64;
         }
-        Ok(InjectInfo {
-            regions: delta.regions.len(),
-            words,
-        })
+        words
     }
 }

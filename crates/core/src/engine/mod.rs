@@ -13,11 +13,13 @@ mod inject;
 mod pending;
 mod restore_regions;
 mod schedule;
+mod section;
 mod sink;
 mod stats;
 mod versions;
 
 pub use inject::InjectInfo;
+pub use section::{SectionSave, SectionStart, MAX_NAME as MAX_SECTION_NAME};
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
 use crate::config::env::{CommitSwitches, TestSwitches};
@@ -67,6 +69,8 @@ pub(crate) struct State {
     pub pinned_global: u64,
     /// What the cost policy knows of the chain `head` ends (`policy::cost_kind`).
     pub chain_costs: crate::policy::ChainCosts,
+    /// Program sections (paper 003).
+    pub sections: section::Sections,
 }
 
 pub struct Engine {
@@ -303,6 +307,7 @@ impl Engine {
                 fence_next: 0,
                 pinned_global: 0,
                 chain_costs: Default::default(),
+                sections: Default::default(),
             }),
         })
     }

@@ -22,3 +22,25 @@ pub enum InjectError {
     #[error(transparent)]
     Forked(#[from] ForkedChild),
 }
+
+/// Why two delta files could not be merged into a third (`ickpt merge`, `ickpt_merge`).
+#[derive(Debug, Error)]
+pub enum MergeFilesError {
+    /// An input could not be read or fails its checks.
+    #[error(transparent)]
+    Read(#[from] InjectError),
+    /// The inputs describe different regions.
+    #[error("{a} and {b}: {source}")]
+    Layout {
+        a: String,
+        b: String,
+        #[source]
+        source: ickpt_format::MergeError,
+    },
+    /// The merged delta would be larger than ickpt reads back.
+    #[error("{file}: the merged delta would be {bytes} bytes, more than ickpt reads back")]
+    TooLarge { file: String, bytes: u64 },
+    /// Writing the output failed (nothing is left under its name unless noted).
+    #[error(transparent)]
+    Write(#[from] FileError),
+}

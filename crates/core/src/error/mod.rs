@@ -1,6 +1,6 @@
 //! Every error ickpt reports, one type per operation: [`InitError`] (opening an engine),
 //! [`ProtectError`] (protect, unprotect, alloc, free), [`CheckpointError`] (checkpoint,
-//! wait), [`RestoreError`] (restore), [`InjectError`] (inject), [`ReadError`] (reading versions: restore, verify, the
+//! wait), [`RestoreError`] (restore), [`InjectError`] (inject), [`SectionError`] (program sections), [`ReadError`] (reading versions: restore, verify, the
 //! version list), [`GcError`], [`MaintainError`] (prune, rm); the store directory's own is `store::dir::OpenError`. Each
 //! names the file, region or version involved and, where there is one, what to do about
 //! it. [`Error`] gathers them for the C API, which maps each to a result code in one place
@@ -18,6 +18,7 @@ mod protect;
 mod read;
 mod region;
 mod restore;
+mod section;
 
 pub use checkpoint::CheckpointError;
 pub use drain::DrainError;
@@ -25,12 +26,13 @@ pub use file::FileError;
 pub use gc::GcError;
 pub use global::GlobalError;
 pub use init::InitError;
-pub use inject::InjectError;
+pub use inject::{InjectError, MergeFilesError};
 pub use maintain::MaintainError;
 pub use protect::{ProtectError, RangeProblem};
 pub use read::ReadError;
 pub use region::RegionError;
 pub use restore::RestoreError;
+pub use section::SectionError;
 
 use thiserror::Error;
 
@@ -62,6 +64,10 @@ pub enum Error {
     Drain(#[from] DrainError),
     #[error(transparent)]
     Inject(#[from] InjectError),
+    #[error(transparent)]
+    Section(#[from] SectionError),
+    #[error(transparent)]
+    Merge(#[from] MergeFilesError),
     /// A configuration field ickpt cannot use.
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),
