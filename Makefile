@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-cape bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -99,7 +99,7 @@ test: lint test-rust test-c test-mpi
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers
+bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers bench-cape
 
 # Issue 11's side-by-side: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
 # The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
@@ -141,6 +141,14 @@ bench-tiers: stage s3-deps plot-deps
 	$(RELEASE)/ickpt bench policy --dir $(BUILD)/bench --out docs/benchmarks
 	scripts/bench-restart-tiers.sh $(RELEASE)/ickpt docs/benchmarks
 	/usr/bin/python3 scripts/plot_tiers.py docs/benchmarks
+
+# Paper 003's Table II with program sections (issue 14, about 10 minutes): checkpoint sizes
+# at locations 1 and 2 (word- against page-level), run time without checkpoints, with all,
+# with location 2's only, restart after iteration 50, and CAPE's parallel loop on 1, 2, 4
+# ranks: docs/benchmarks/cape.{json,csv,png}, cape-mpi.csv. BENCH_CAPE_BIG=1 adds N=13280.
+bench-cape: stage plot-deps
+	scripts/bench-cape.sh "$(STAGE)" docs/benchmarks
+	/usr/bin/python3 scripts/plot_cape.py docs/benchmarks
 
 plot-deps:
 	@scripts/deps.sh plot

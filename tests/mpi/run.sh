@@ -4,6 +4,8 @@
 # build/prefix-MPI, build the examples, tests/mpi/protocol.c and a C++ program through
 # pkg-config as a user would, then:
 #   - heat_ickpt uninterrupted prints heat's checksum;
+#   - CAPE's parallel Markov loop (examples/cape/markov_mpi.c) on 2 and 4 ranks prints the
+#     sequential run's checksum;
 #   - heat_ickpt killed whole (SIGKILL to every process) at random moments (a random number
 #     of global versions on, plus 0-50 ms), then run to the end: the checksum is heat's, and
 #     the run resumed (its last global version is the job's last, not more), in C and in
@@ -198,6 +200,8 @@ for impl in openmpi mpich; do
     if ! { $cc "$root/examples/mpi/heat.c" -o "$bin/heat" &&
         $cc "$root/examples/mpi/heat_ickpt.c" -o "$bin/heat_ickpt" $flags &&
         $cc "$root/tests/mpi/protocol.c" -o "$bin/protocol" $flags &&
+        $cc "$root/examples/cape/markov.c" -o "$bin/markov" $flags &&
+        $cc "$root/examples/cape/markov_mpi.c" -o "$bin/markov_mpi" $flags &&
         mpicxx.$impl -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX \
             "$root/tests/mpi/cxx_header.cpp" -o "$bin/cxx_header" $flags &&
         $fc "$root/examples/mpi/heat.f90" -o "$bin/heat_f" &&
@@ -206,6 +210,17 @@ for impl in openmpi mpich; do
         continue
     fi
     pass "$impl: build (pkg-config ickpt-mpi, ickpt-mpi-fortran; C, C++, Fortran)"
+
+    (
+        # CAPE's parallel loop (paper 003): the ranks' section deltas exchanged and injected
+        # every iteration give the sequential program's vector, bit for bit.
+        want=$(ICKPT_DIR=$bin/markov-serial "$bin/markov" 600 30 none | sed -n 's/^checksum //p')
+        for n in 2 4; do
+            job cape-$n
+            expect "$impl: CAPE's parallel Markov loop on $n ranks equals the sequential run" \
+                "checksum $want\$" mpi_run "$run" $n "$bin/markov_mpi" 600 30
+        done
+    )
 
     (
         job cxx
