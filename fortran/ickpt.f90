@@ -116,6 +116,30 @@ module ickpt
        import :: c_int, c_int64_t
        integer(c_int64_t), intent(out) :: version
      end function ickpt_latest
+     ! Program sections (paper 003; docs/sections.md). `resume` receives the saves replayed.
+     integer(c_int) function ickpt_section_start(resume) bind(C, name="ickpt_section_start")
+       import :: c_int, c_int64_t
+       integer(c_int64_t), intent(out) :: resume
+     end function ickpt_section_start
+     integer(c_int) function ickpt_section_save_c(name, info) bind(C, name="ickpt_section_save")
+       import :: c_int, c_char, c_ptr
+       character(kind=c_char), intent(in) :: name(*)
+       type(c_ptr), value :: info
+     end function ickpt_section_save_c
+     integer(c_int) function ickpt_section_stop() bind(C, name="ickpt_section_stop")
+       import :: c_int
+     end function ickpt_section_stop
+     integer(c_int) function ickpt_section_reset() bind(C, name="ickpt_section_reset")
+       import :: c_int
+     end function ickpt_section_reset
+     integer(c_int) function ickpt_inject_c(path) bind(C, name="ickpt_inject")
+       import :: c_int, c_char
+       character(kind=c_char), intent(in) :: path(*)
+     end function ickpt_inject_c
+     integer(c_int) function ickpt_merge_c(a, b, out) bind(C, name="ickpt_merge")
+       import :: c_int, c_char
+       character(kind=c_char), intent(in) :: a(*), b(*), out(*)
+     end function ickpt_merge_c
      type(c_ptr) function ickpt_last_error_c() bind(C, name="ickpt_last_error")
        import :: c_ptr
      end function ickpt_last_error_c
@@ -179,6 +203,25 @@ contains
        s(i:i) = chars(i)
     end do
   end function from_c
+
+  ! Table I's save: the words the open section changed since its last save, under `name`.
+  integer(c_int) function ickpt_section_save(name)
+    character(len=*), intent(in) :: name
+    ickpt_section_save = ickpt_section_save_c(trim(name) // c_null_char, c_null_ptr)
+  end function ickpt_section_save
+
+  ! Inject the delta file at `path` into the protected regions.
+  integer(c_int) function ickpt_inject(path)
+    character(len=*), intent(in) :: path
+    ickpt_inject = ickpt_inject_c(trim(path) // c_null_char)
+  end function ickpt_inject
+
+  ! Merge the delta files `a` then `b` into `out`, `b` winning.
+  integer(c_int) function ickpt_merge(a, b, out)
+    character(len=*), intent(in) :: a, b, out
+    ickpt_merge = ickpt_merge_c(trim(a) // c_null_char, trim(b) // c_null_char, &
+         trim(out) // c_null_char)
+  end function ickpt_merge
 
   ! The message of the last failed call on this thread.
   function ickpt_error() result(s)

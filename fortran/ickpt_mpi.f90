@@ -42,6 +42,13 @@ module ickpt_mpi
        import :: c_int, c_int64_t
        integer(c_int64_t), intent(out) :: global, version
      end function ickpt_mpi_global
+     ! COLLECTIVE. CAPE's parallel loop: every rank's section delta injected on every rank
+     ! (docs/sections.md); pass c_null_ptr for info.
+     integer(c_int) function ickpt_mpi_section_exchange(info) &
+          bind(C, name="ickpt_mpi_section_exchange")
+       import :: c_int, c_ptr
+       type(c_ptr), value :: info
+     end function ickpt_mpi_section_exchange
      type(c_ptr) function ickpt_mpi_last_error_c() bind(C, name="ickpt_mpi_last_error")
        import :: c_ptr
      end function ickpt_mpi_last_error_c

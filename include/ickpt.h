@@ -736,6 +736,13 @@ ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
 enum ickpt_result ickpt_section_start(uint64_t *resume);
 
 /**
+ * Whether the open section only replays: its saves came from the store and later sections
+ * were saved too, so the program skips to ickpt_section_stop (a save there returns
+ * ICKPT_ERR_SECTION). `*replaying` receives 1 or 0. ICKPT_ERR_SECTION outside a section.
+ */
+enum ickpt_result ickpt_section_replaying(int32_t *replaying);
+
+/**
  * Save the words the section changed since its previous save (or its start) under `name`
  * (Table I's `save`; 1 to 64 letters, digits, '_' or '-'), in the store: merged into the
  * file of that name when the section's previous save used it too, a new file otherwise.
@@ -780,6 +787,14 @@ void ickpt_delta_free(void *delta, size_t len);
  * region is missing or of another length.
  */
 enum ickpt_result ickpt_inject_delta(const void *delta, size_t len);
+
+/**
+ * ickpt_inject_delta for `n` deltas at once (`deltas[i]`, `lens[i]` bytes each), injected in
+ * order (where two write one word, the later wins); every one is decoded and checked before
+ * the first byte is written, so on an error memory is unchanged. What
+ * ickpt_mpi_section_exchange does with the ranks' deltas.
+ */
+enum ickpt_result ickpt_inject_deltas(const void *const *deltas, const size_t *lens, size_t n);
 
 /**
  * Merge the delta files `a` then `b` into `out` (paper 003's merge; `ickpt merge`): word by

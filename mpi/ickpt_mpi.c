@@ -704,8 +704,10 @@ ickpt_result ickpt_mpi_global(uint64_t *global, uint64_t *version) {
 /*
  * CAPE's merge and inject across ranks: every rank's section delta (ickpt_section_take) goes
  * to every rank (one MPI_Allgather of the sizes, one MPI_Allgatherv of the bytes), and each
- * rank injects the others' in rank order. Every rank's delta is checked on every rank before
- * any is injected (the injects themselves check again, before writing).
+ * rank injects them all in rank order with one ickpt_inject_deltas, which checks every delta
+ * before it writes any. A failure after the take leaves this rank's words in its next save
+ * but no longer in a take: the loop's state across ranks is then undefined (as after any
+ * failed collective), and the program stops the section.
  */
 ickpt_result ickpt_mpi_section_exchange(ickpt_section_info *info) {
     ickpt_result rc = enter(CALL_EXCHANGE);
@@ -765,15 +767,23 @@ ickpt_result ickpt_mpi_section_exchange(ickpt_section_info *info) {
         rc = err == MPI_SUCCESS ? ICKPT_OK : mpi_error(err, "MPI_Allgatherv (deltas)");
     }
     if (rc == ICKPT_OK) {
-        local = ICKPT_OK;
-        for (int r = 0; r < st.size && local == ICKPT_OK; r++) {
-            if (r == st.rank)
-                continue;
-            local = ickpt_inject_delta(all + displs[r], (size_t)counts[r]);
-            if (local != ICKPT_OK)
-                set_error("rank %d: injecting rank %d's delta: %s", st.rank, r,
-                          ickpt_last_error());
+        /* Every rank's, its own too, in rank order: where two ranks wrote one word, every
+         * rank ends with the higher rank's value. All are checked before any is written. */
+        const void **ptrs = calloc((size_t)st.size, sizeof *ptrs);
+        size_t *lens = calloc((size_t)st.size, sizeof *lens);
+        if (ptrs == NULL || lens == NULL) {
+            set_error("rank %d: out of memory for %d ranks' deltas", st.rank, st.size);
+            local = ICKPT_ERR_INTERNAL;
+        } else {
+            for (int r = 0; r < st.size; r++) {
+                ptrs[r] = all + displs[r];
+                lens[r] = (size_t)counts[r];
+            }
+            local = local_error(ickpt_inject_deltas(ptrs, lens, (size_t)st.size),
+                                "injecting the ranks' deltas");
         }
+        free(ptrs);
+        free(lens);
         rc = agree(local);
     }
     free(all);

@@ -89,12 +89,13 @@ ickpt_result ickpt_mpi_global(uint64_t *global, uint64_t *version);
 /*
  * COLLECTIVE. CAPE's parallel for-loop (paper 003; docs/sections.md): every rank ran its
  * share of a loop's iterations inside a section (ickpt_section_start); each rank's words
- * changed since the start (or its last take) go to every rank, which injects the others' in
- * rank order, so every rank ends with the state of the whole loop, as if it had run every
- * iteration. The section stays open: call ickpt_section_stop after. The iterations must
- * write disjoint words (the loop is parallel): where two ranks wrote one word, the higher
- * rank's value wins. `info` (optional) receives this rank's take. A rank whose take or
- * inject fails fails the call on every rank; a delta is checked whole before it is injected.
+ * changed since the start (or its last take or save) go to every rank, which injects them
+ * all in rank order, so every rank ends with the state of the whole loop, as if it had run
+ * every iteration. The section stays open: call ickpt_section_stop after (a save in it holds
+ * the whole loop's words). The iterations must write disjoint words (the loop is parallel):
+ * where two ranks wrote one word, every rank ends with the higher rank's value. `info`
+ * (optional) receives this rank's take. A rank whose take or inject fails fails the call on
+ * every rank; every delta is checked before any is injected.
  */
 ickpt_result ickpt_mpi_section_exchange(ickpt_section_info *info);
 

@@ -75,7 +75,11 @@ int main(void) {
     ICKPT_SECTION_START(&resume);
     CHECK_MSG(resume == 4, "resume %llu", (unsigned long long)resume);
     CHECK(memcmp(v, want, sizeof v) == 0);
+    int replaying = -1;
+    OK(ickpt_section_replaying(&replaying));
+    CHECK(replaying == 0); /* the last saved section: the run checkpoints again */
     ICKPT_SECTION_STOP();
+    CHECK_RC(ickpt_section_replaying(&replaying), ICKPT_ERR_SECTION);
 
     /* A second section: two deltas in memory, the second overwriting part of the first. */
     static float before[2][N];
@@ -107,6 +111,13 @@ int main(void) {
     OK(ickpt_inject_delta(db, lb));
     CHECK(memcmp(v, want, sizeof v) == 0);
 
+    /* Both at once, checked first. */
+    memcpy(v, before, sizeof v);
+    const void *both[2] = {da, db};
+    size_t lens[2] = {la, lb};
+    OK(ickpt_inject_deltas(both, lens, 2));
+    CHECK(memcmp(v, want, sizeof v) == 0);
+
     /* Bad calls. */
     CHECK_RC(ickpt_section_save("loop", NULL), ICKPT_ERR_SECTION);
     CHECK_RC(ickpt_section_stop(), ICKPT_ERR_SECTION);
@@ -118,6 +129,13 @@ int main(void) {
     ((unsigned char *)da)[la - 12] ^= 1; /* inside the checksummed bytes */
     CHECK_RC(ickpt_inject_delta(da, la), ICKPT_ERR_CORRUPT);
     CHECK(memcmp(v, want, sizeof v) == 0);
+    /* A damaged second delta: the first is not written either. */
+    memcpy(v, before, sizeof v);
+    const void *bad[2] = {db, da};
+    size_t bad_lens[2] = {lb, la};
+    CHECK_RC(ickpt_inject_deltas(bad, bad_lens, 2), ICKPT_ERR_CORRUPT);
+    CHECK(memcmp(v, before, sizeof v) == 0);
+    memcpy(v, want, sizeof v);
     ickpt_delta_free(da, la);
     ickpt_delta_free(db, lb);
     /* A delta of three regions against one of two. */

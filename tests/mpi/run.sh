@@ -5,7 +5,7 @@
 # pkg-config as a user would, then:
 #   - heat_ickpt uninterrupted prints heat's checksum;
 #   - CAPE's parallel Markov loop (examples/cape/markov_mpi.c) on 2 and 4 ranks prints the
-#     sequential run's checksum;
+#     sequential run's checksum; tests/mpi/sections.f90 saves and replays sections in Fortran;
 #   - heat_ickpt killed whole (SIGKILL to every process) at random moments (a random number
 #     of global versions on, plus 0-50 ms), then run to the end: the checksum is heat's, and
 #     the run resumed (its last global version is the job's last, not more), in C and in
@@ -205,7 +205,8 @@ for impl in openmpi mpich; do
         mpicxx.$impl -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX \
             "$root/tests/mpi/cxx_header.cpp" -o "$bin/cxx_header" $flags &&
         $fc "$root/examples/mpi/heat.f90" -o "$bin/heat_f" &&
-        $fc "$root/examples/mpi/heat_ickpt.f90" -o "$bin/heat_ickpt_f" $fflags; } >"$log" 2>&1; then
+        $fc "$root/examples/mpi/heat_ickpt.f90" -o "$bin/heat_ickpt_f" $fflags &&
+        $fc "$root/tests/mpi/sections.f90" -o "$bin/sections_f" $fflags; } >"$log" 2>&1; then
         fail "$impl: build" "an example, protocol.c or cxx_header.cpp did not compile" "$log"
         continue
     fi
@@ -215,6 +216,10 @@ for impl in openmpi mpich; do
         # CAPE's parallel loop (paper 003): the ranks' section deltas exchanged and injected
         # every iteration give the sequential program's vector, bit for bit.
         want=$(ICKPT_DIR=$bin/markov-serial "$bin/markov" 600 30 none | sed -n 's/^checksum //p')
+        job sections-f
+        mkdir -m 700 -p "$ICKPT_DIR"
+        expect "$impl: program sections through the Fortran module, saved and replayed" \
+            "sections_f: ok" "$bin/sections_f" "$ICKPT_DIR"
         for n in 2 4; do
             job cape-$n
             expect "$impl: CAPE's parallel Markov loop on $n ranks equals the sequential run" \

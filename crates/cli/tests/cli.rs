@@ -902,6 +902,57 @@ fn merge_combines_two_deltas_the_later_winning_and_refuses_other_layouts() {
 }
 
 #[test]
+fn sections_lists_the_saves_and_names_a_damaged_one() {
+    let dir = scratch("sections");
+    {
+        let e = Engine::open(Config::new(&*dir)).unwrap();
+        let mut buf = vec![0u8; 3 * 4096];
+        // SAFETY: the buffer outlives the engine (dropped at the end of this block first).
+        unsafe { e.protect(1, buf.as_mut_ptr(), buf.len()).unwrap() };
+        e.section_start().unwrap();
+        for i in 0..3u8 {
+            buf[100 * i as usize] = i + 1;
+            e.section_save("loop").unwrap();
+        }
+        e.section_stop().unwrap();
+        drop(e);
+        drop(buf);
+    }
+    let d = dir.to_str().unwrap();
+    let r = ickpt(&["--json", "sections", "--dir", d]);
+    assert!(r.status.success(), "{}", text(&r));
+    let v = json(&r);
+    let saves = v["saves"].as_array().unwrap();
+    assert_eq!(saves.len(), 1);
+    assert_eq!(
+        (
+            &saves[0]["name"],
+            &saves[0]["saves"],
+            &saves[0]["words"],
+            &saves[0]["ok"]
+        ),
+        (
+            &Value::from("loop"),
+            &Value::from(3),
+            &Value::from(3),
+            &Value::from(true)
+        )
+    );
+    let t = text(&ickpt(&["sections", "--dir", d]));
+    assert!(t.contains("loop") && t.contains("ok"), "{t}");
+    // A damaged save: exit 1, its file and the problem named.
+    let file = saves[0]["file"].as_str().unwrap().to_string();
+    flip(Path::new(&file), 40);
+    let r = ickpt(&["sections", "--dir", d]);
+    assert!(!r.status.success());
+    assert!(
+        text(&r).contains(&file) && text(&r).contains("checksum"),
+        "{}",
+        text(&r)
+    );
+}
+
+#[test]
 fn inspect_shows_raw_and_stored_bytes() {
     let dir = scratch("inspect-compressed");
     let mut cfg = Config::new(&*dir);

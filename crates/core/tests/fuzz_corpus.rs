@@ -7,8 +7,8 @@ mod common;
 use common::{scratch_dir, Buf};
 use ickpt::format::{CommitMode, FlushOrder};
 use ickpt::fuzzing::{
-    chain_restore_target, flag, global_record_target, input_store, read_meta_resealed_target,
-    read_meta_target, reseal,
+    chain_restore_target, delta_file_target, flag, global_record_target, input_store,
+    read_meta_resealed_target, read_meta_target, reseal,
 };
 use ickpt::{Config, Engine};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -48,6 +48,11 @@ fn replay(target: &str, body: fn(&[u8]), at_least: usize) {
         .map(|p| p.display().to_string())
         .collect();
     assert!(failed.is_empty(), "inputs that fail: {failed:#?}");
+}
+
+#[test]
+fn delta_file_corpus_replays() {
+    replay("delta_file", delta_file_target, 4);
 }
 
 #[test]

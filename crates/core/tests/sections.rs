@@ -212,14 +212,62 @@ fn calls_out_of_order_and_bad_names_are_refused() {
             "{bad:?}"
         );
     }
-    assert!(matches!(r.e.section_reset(), Err(SectionError::Order(_))));
     r.e.section_save("ok").unwrap();
+    // A restore would replace what the section compares against.
+    assert!(matches!(
+        r.e.restore(1),
+        Err(ickpt::RestoreError::SectionOpen(0))
+    ));
     r.e.section_stop().unwrap();
-    // Reset: the next run starts afresh.
-    r.e.section_reset().unwrap();
+    // Reset only before the first start: sections are numbered from there.
+    assert!(matches!(r.e.section_reset(), Err(SectionError::Order(_))));
     drop(r);
+    // The next run resets first: it starts afresh.
     let r = Run::start(&dir);
+    r.e.section_reset().unwrap();
     assert_eq!(r.e.section_start().unwrap().resume, 0);
+}
+
+#[test]
+fn a_take_leaves_its_words_to_the_next_save() {
+    let dir = scratch_dir("sections-take-save");
+    let mut r = Run::start(&dir);
+    r.e.section_start().unwrap();
+    r.small()[0..4].fill(1);
+    assert_eq!(r.e.section_take().unwrap().1.words, 1);
+    r.small()[8..12].fill(2);
+    let s = r.e.section_save("s").unwrap();
+    assert_eq!(s.words, 2, "the take's word and the later one");
+    r.e.section_stop().unwrap();
+    let want = snapshot(&mut r);
+    drop(r);
+    let mut r = Run::start(&dir);
+    assert_eq!(r.e.section_start().unwrap().resume, 1);
+    assert!(snapshot(&mut r) == want);
+}
+
+#[test]
+fn injected_words_are_saved_but_not_taken_again() {
+    let dir = scratch_dir("sections-inject");
+    let mut r = Run::start(&dir);
+    r.e.section_start().unwrap();
+    // What another rank computed: one word of the small region.
+    let other = DeltaFile {
+        page_size: PS as u32,
+        saves: 1,
+        regions: vec![ickpt::format::RegionDelta {
+            id: 2,
+            length: SMALL as u64,
+            words: vec![(16, [9; 4])],
+        }],
+    };
+    r.e.inject(&other).unwrap();
+    assert_eq!(&r.small()[16..20], &[9; 4]);
+    r.small()[0..4].fill(1);
+    let (d, _) = r.e.section_take().unwrap();
+    let taken: Vec<_> = d.regions.iter().flat_map(|x| x.words.clone()).collect();
+    assert_eq!(taken, [(0, [1; 4])], "only this process's own word");
+    assert_eq!(r.e.section_save("s").unwrap().words, 2, "both in the save");
 }
 
 #[test]
@@ -265,14 +313,15 @@ fn a_failed_save_leaves_its_words_to_the_next() {
     assert!(matches!(e.section_save("s"), Err(SectionError::File(_))));
     buf.slice_mut()[PS] = 2;
     let s = e.section_save("s").unwrap();
-    assert_eq!((s.saves, s.words), (1, 2), "the failed save's word too");
+    // It counts the failed save too: a restart resumes after both.
+    assert_eq!((s.saves, s.words), (2, 2), "the failed save's word too");
     e.section_stop().unwrap();
     drop(e);
     let e = Engine::open(Config::new(&dir)).unwrap();
     let mut fresh = Buf::new(2 * PS);
     // SAFETY: as above.
     unsafe { e.protect(1, fresh.ptr, 2 * PS).unwrap() };
-    assert_eq!(e.section_start().unwrap().resume, 1);
+    assert_eq!(e.section_start().unwrap().resume, 2);
     assert_eq!((fresh.slice_mut()[0], fresh.slice_mut()[PS]), (1, 2));
     drop(e);
 }
@@ -342,4 +391,55 @@ fn a_checkpoint_inside_a_section_takes_nothing_from_its_next_save() {
         "page 4, owed by the section"
     );
     drop(e);
+}
+
+#[test]
+fn a_crash_in_a_save_leaves_the_previous_one() {
+    let dir = scratch_dir("sections-crash");
+    let mut r = Run::start(&dir);
+    r.e.section_start().unwrap();
+    for i in 0..2 {
+        r.step(i);
+        r.e.section_save("loop").unwrap();
+    }
+    let want = snapshot(&mut r);
+    drop(r);
+    // The next run replays both, then its save dies halfway through writing the file.
+    let mut cfg = Config::new(&dir);
+    cfg.fault = Some(ickpt::store::Fault::CrashAfter(40));
+    let e = Engine::open(cfg).unwrap();
+    let (mut big, small) = (Buf::new(BIG), Buf::new(4 * PS));
+    // SAFETY: both buffers outlive the engine (dropped first, below).
+    unsafe {
+        e.protect(1, big.ptr, BIG).unwrap();
+        e.protect(2, small.ptr.add(2), SMALL).unwrap();
+    }
+    noise(big.slice_mut(), 7);
+    assert_eq!(e.section_start().unwrap().resume, 2);
+    big.slice_mut()[9] ^= 1;
+    assert!(e.section_save("loop").is_err());
+    drop(e);
+    // A file under an older count beside the newest, as a crash between writing the new
+    // file and removing the old leaves: ignored, then removed.
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&*dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".section"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(), ["s00000000.00000001.00000002.loop.section"]);
+    std::fs::copy(
+        dir.join("s00000000.00000001.00000002.loop.section"),
+        dir.join("s00000000.00000001.00000001.loop.section"),
+    )
+    .unwrap();
+    let mut r = Run::start(&dir);
+    assert_eq!(r.e.section_start().unwrap().resume, 2);
+    assert!(snapshot(&mut r) == want, "the two saves before the crash");
+    assert_eq!(names(), ["s00000000.00000001.00000002.loop.section"]);
+    drop(r);
+    drop((big, small));
 }

@@ -62,6 +62,27 @@ pub extern "C" fn ickpt_section_start(resume: *mut u64) -> ickpt_result {
     })
 }
 
+/// Whether the open section only replays: its saves came from the store and later sections
+/// were saved too, so the program skips to ickpt_section_stop (a save there returns
+/// ICKPT_ERR_SECTION). `*replaying` receives 1 or 0. ICKPT_ERR_SECTION outside a section.
+#[no_mangle]
+pub extern "C" fn ickpt_section_replaying(replaying: *mut i32) -> ickpt_result {
+    guard(|| {
+        if replaying.is_null() {
+            return Err(Error::Null { what: "replaying" });
+        }
+        let r = with_engine(&ENGINE, |e| {
+            e.section_replaying().ok_or_else(|| {
+                crate::error::SectionError::Order(
+                    "no section is open: ickpt_section_replaying answers inside one".into(),
+                )
+            })
+        })?;
+        put(replaying, i32::from(r));
+        Ok(())
+    })
+}
+
 /// Save the words the section changed since its previous save (or its start) under `name`
 /// (Table I's `save`; 1 to 64 letters, digits, '_' or '-'), in the store: merged into the
 /// file of that name when the section's previous save used it too, a new file otherwise.
@@ -159,6 +180,43 @@ pub extern "C" fn ickpt_inject_delta(delta: *const c_void, len: usize) -> ickpt_
             source,
         })?;
         with_engine(&ENGINE, |e| e.inject(&d).map(drop))
+    })
+}
+
+/// ickpt_inject_delta for `n` deltas at once (`deltas[i]`, `lens[i]` bytes each), injected in
+/// order (where two write one word, the later wins); every one is decoded and checked before
+/// the first byte is written, so on an error memory is unchanged. What
+/// ickpt_mpi_section_exchange does with the ranks' deltas.
+#[no_mangle]
+pub extern "C" fn ickpt_inject_deltas(
+    deltas: *const *const c_void,
+    lens: *const usize,
+    n: usize,
+) -> ickpt_result {
+    guard(|| {
+        if n > 0 && (deltas.is_null() || lens.is_null()) {
+            return Err(Error::Null {
+                what: if deltas.is_null() { "deltas" } else { "lens" },
+            });
+        }
+        let mut decoded = Vec::with_capacity(n);
+        for i in 0..n {
+            // SAFETY: by contract `n` pointers and `n` lengths, each pointer to that many
+            // readable bytes.
+            let (p, len) = unsafe { (*deltas.add(i), *lens.add(i)) };
+            if p.is_null() {
+                return Err(Error::Null { what: "a delta" });
+            }
+            // SAFETY: as above.
+            let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+            decoded.push(
+                DeltaFile::decode(bytes).map_err(|source| InjectError::Corrupt {
+                    file: format!("delta {i} given to ickpt_inject_deltas"),
+                    source,
+                })?,
+            );
+        }
+        with_engine(&ENGINE, |e| e.inject_all(&decoded).map(drop))
     })
 }
 

@@ -497,7 +497,7 @@ fn section_code(e: &SectionError) -> ickpt_result {
     use ickpt_result::*;
     match e {
         SectionError::Order(_) => ICKPT_ERR_SECTION,
-        SectionError::Name { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        SectionError::Name { .. } | SectionError::TooLarge { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         SectionError::Regions(_) => ICKPT_ERR_REGION_MISMATCH,
         SectionError::File(e) => file_code(e),
         SectionError::Corrupt { .. } => ICKPT_ERR_CORRUPT,
@@ -513,6 +513,7 @@ fn restore_code(e: &RestoreError) -> ickpt_result {
         RestoreError::Read(e) => read_code(e),
         RestoreError::RegionMismatch { .. } => ICKPT_ERR_REGION_MISMATCH,
         RestoreError::Region(e) => region_code(e),
+        RestoreError::SectionOpen(_) => ICKPT_ERR_SECTION,
         RestoreError::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
     }
 }

@@ -30,10 +30,32 @@ impl Engine {
         self.settle(&mut st);
         let targets = Self::inject_targets(&st, delta)?;
         let words = Self::inject_apply(delta, &targets);
+        Self::sections_after_inject(&mut st, delta);
         Ok(InjectInfo {
             regions: delta.regions.len(),
             words,
         })
+    }
+
+    /// [`inject`](Self::inject) each of `deltas` in turn, every one checked before the first
+    /// is written: on an error memory is unchanged (CAPE's exchange, one delta per rank).
+    pub fn inject_all(&self, deltas: &[DeltaFile]) -> Result<InjectInfo, InjectError> {
+        let mut st = self.lock_for_change()?;
+        self.settle(&mut st);
+        let targets = deltas
+            .iter()
+            .map(|d| Self::inject_targets(&st, d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut info = InjectInfo {
+            regions: 0,
+            words: 0,
+        };
+        for (d, t) in deltas.iter().zip(&targets) {
+            info.words += Self::inject_apply(d, t);
+            info.regions += d.regions.len();
+            Self::sections_after_inject(&mut st, d);
+        }
+        Ok(info)
     }
 
     /// Where each region of `delta` starts in memory, once every region and word is checked

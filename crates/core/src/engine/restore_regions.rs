@@ -30,6 +30,9 @@ impl Engine {
         let started = Instant::now();
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
+        if let Some(index) = st.sections.open_index() {
+            return Err(RestoreError::SectionOpen(index));
+        }
         let catalog = self.catalog();
         let chain = catalog.chain(version)?;
         let newest = &chain[0].meta;

@@ -12,6 +12,9 @@ pub enum RestoreError {
     RegionMismatch { id: u64, what: String },
     #[error(transparent)]
     Region(#[from] RegionError),
+    /// A program section is open: a restore would replace what it compares against.
+    #[error("section {0} is open: call ickpt_section_stop before restoring")]
+    SectionOpen(u64),
     #[error(transparent)]
     Forked(#[from] ForkedChild),
 }

@@ -17,11 +17,14 @@ pub enum SectionError {
     /// recovered saves hold.
     #[error("{0}")]
     Regions(String),
+    /// The save's file would exceed what a restart reads back (1 GiB).
+    #[error("section save {name:?}: its file would be {bytes} bytes, more than a restart reads back (1 GiB): save more often, under a new name, or protect less")]
+    TooLarge { name: String, bytes: u64 },
     /// Reading or writing a section file.
     #[error(transparent)]
     File(#[from] FileError),
     /// A saved section file failed its checks.
-    #[error("{file}: not a valid section save: {source}; move it out of the store to start that section afresh")]
+    #[error("{file}: not a valid section save: {source}; a restart cannot recover past it: call ickpt_section_reset (or use an empty directory) to run every section afresh")]
     Corrupt {
         file: String,
         #[source]

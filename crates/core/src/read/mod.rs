@@ -7,4 +7,5 @@ pub mod catalog;
 pub mod delta_file;
 pub mod global_records;
 pub mod reverse_scan;
+pub mod section_saves;
 pub mod verify;

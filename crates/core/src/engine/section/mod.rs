@@ -5,17 +5,17 @@
 //! prefix, each `section_start` injects that section's saves and says how many there were,
 //! and after the last saved section the run checkpoints again.
 
-mod saved;
 mod twins;
 
-pub use saved::MAX_NAME;
+pub use crate::read::section_saves::MAX_NAME;
 
 use super::{Engine, State};
 use crate::error::SectionError;
+use crate::read::delta_file::MAX_DELTA_FILE;
+use crate::read::section_saves::{self as saved, Saved};
 use crate::track::protocol::committer::give_back;
 use crate::track::Guard;
 use ickpt_format::{DeltaFile, RegionDelta};
-use saved::Saved;
 use std::collections::BTreeMap;
 use twins::Twin;
 
@@ -59,6 +59,13 @@ pub(crate) struct Sections {
     owed: BTreeMap<u64, Vec<u64>>,
 }
 
+impl Sections {
+    /// The open section's number, if one is open.
+    pub(crate) fn open_index(&self) -> Option<u64> {
+        self.open.as_ref().map(|o| o.index)
+    }
+}
+
 struct Open {
     index: u64,
     /// Saves the section holds so far (replayed ones included).
@@ -74,8 +81,24 @@ struct Live {
     current: Option<(Saved, DeltaFile)>,
     /// Names this section saved under before `current`'s.
     earlier: Vec<String>,
-    /// Words a failed save collected: the next save holds them.
-    unsaved: Option<DeltaFile>,
+    /// Words the next save holds beyond its own diff: what a failed save, a take, a
+    /// checkpoint inside the section or an inject found or wrote since the last save (each
+    /// moved the twins on).
+    pending: Option<DeltaFile>,
+    /// Saves that failed since the last that succeeded: the next one counts them too, so a
+    /// restart resumes after as many saves as the program made.
+    failed: u64,
+}
+
+impl Live {
+    /// Add `d` (of the twins' regions) to what the next save holds.
+    fn keep(&mut self, d: DeltaFile) -> Result<(), SectionError> {
+        self.pending = Some(match self.pending.take() {
+            Some(p) => merge_saves(&p, &d)?,
+            None => d,
+        });
+        Ok(())
+    }
 }
 
 fn order(what: String) -> SectionError {
@@ -113,7 +136,16 @@ impl Engine {
         for (d, t) in deltas.iter().zip(&targets) {
             Self::inject_apply(d, t);
         }
-        let resume = files.iter().map(|f| f.saves).sum();
+        let resume = files
+            .iter()
+            .try_fold(0u64, |a, f| a.checked_add(f.saves))
+            .ok_or_else(|| SectionError::Corrupt {
+                file: self.local.describe(""),
+                source: ickpt_format::FormatError::Corrupt {
+                    offset: 0,
+                    what: format!("section {index}'s save counts add up past 2^64"),
+                },
+            })?;
         let live = if recovering {
             None
         } else {
@@ -124,7 +156,8 @@ impl Engine {
                 twins,
                 current,
                 earlier: named.into_iter().map(|(s, _)| s.name).collect(),
-                unsaved: None,
+                pending: None,
+                failed: 0,
             })
         };
         st.sections.open = Some(Open {
@@ -185,49 +218,69 @@ impl Engine {
                 ),
             });
         }
-        let (fresh, words, pages) = Self::collect_delta(
+        let (fresh, pages) = Self::collect_delta(
             &self.tracker,
             &st.regions,
             live,
             &mut st.sections.owed,
             page_size,
         )?;
-        let delta = fresh;
+        let mut delta = match live.pending.take() {
+            Some(p) => merge_saves(&p, &fresh)?,
+            None => fresh,
+        };
+        let words = delta.regions.iter().map(|r| r.words.len() as u64).sum();
+        // This save and those that failed before it.
+        delta.saves = live.failed + 1;
         let merge_into = live.current.as_ref().filter(|(s, _)| s.name == name);
-        let (file, old, delta_bytes) = match merge_into {
-            Some((s, d)) => {
-                let merged = d
-                    .merge(&delta)
-                    .map_err(|e| SectionError::Regions(e.to_string()));
-                match merged {
-                    Ok(m) => (m, Some(s.clone()), delta.encoded_len()),
-                    Err(e) => {
-                        live.unsaved = Some(delta);
-                        return Err(e);
-                    }
-                }
+        let written = (|| {
+            let (file, old) = match merge_into {
+                Some((s, d)) => (
+                    d.merge(&delta)
+                        .map_err(|e| SectionError::Regions(e.to_string()))?,
+                    Some(s.clone()),
+                ),
+                None => (delta.clone(), None),
+            };
+            let bytes = file.encoded_len();
+            if bytes > MAX_DELTA_FILE {
+                return Err(SectionError::TooLarge {
+                    name: name.into(),
+                    bytes,
+                });
             }
-            None => (delta.clone(), None, 0),
-        };
-        let obj = Saved {
-            section: index,
-            seq: old.as_ref().map_or(saves + 1, |o| o.seq),
-            saves: file.saves,
-            name: name.into(),
-        };
-        let written = match saved::write(&*self.local, &obj, &file, old.as_ref()) {
-            Ok(n) => n,
+            let obj = Saved {
+                section: index,
+                seq: match &old {
+                    Some(o) => o.seq,
+                    None => saves.checked_add(1).ok_or_else(|| {
+                        order(format!("section {index} holds 2^64 saves: no more"))
+                    })?,
+                },
+                saves: file.saves,
+                name: name.into(),
+            };
+            let n = saved::write(&*self.local, &obj, &file, old.as_ref())?;
+            Ok((obj, file, n))
+        })();
+        let (obj, file, file_bytes) = match written {
+            Ok(w) => w,
             Err(e) => {
-                live.unsaved = Some(delta);
+                // Kept for the next save, which counts this one too.
+                delta.saves = 1;
+                live.pending = Some(delta);
+                live.failed += 1;
                 return Err(e);
             }
         };
+        let counted = delta.saves;
+        live.failed = 0;
         if let Some((prev, _)) = live.current.take().filter(|(s, _)| s.name != name) {
             live.earlier.push(prev.name);
         }
         live.current = Some((obj.clone(), file));
         let o = st.sections.open.as_mut().expect("checked");
-        o.saves += 1;
+        o.saves = o.saves.saturating_add(counted);
         let m = st.sections.saved.get_or_insert_with(BTreeMap::new);
         let files = m.entry(index).or_default();
         files.retain(|f| f.seq != obj.seq);
@@ -236,18 +289,14 @@ impl Engine {
             saves: obj.saves,
             words,
             pages,
-            delta_bytes: if delta_bytes == 0 {
-                written
-            } else {
-                delta_bytes
-            },
-            file_bytes: written,
+            delta_bytes: delta.encoded_len(),
+            file_bytes,
         })
     }
 
     /// The words changed since the previous save or take (or the start), as a delta of
     /// every protected region, kept in memory rather than stored: what CAPE's parallel loop
-    /// sends to the other ranks. The section's saves are untouched.
+    /// sends to the other ranks. The next save still holds them.
     pub fn section_take(&self) -> Result<(DeltaFile, SectionSave), SectionError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
@@ -260,21 +309,63 @@ impl Engine {
             .as_mut()
             .and_then(|o| o.live.as_mut())
             .expect("checked");
-        let (d, words, pages) = Self::collect_delta(
+        let (d, pages) = Self::collect_delta(
             &self.tracker,
             &st.regions,
             live,
             &mut sections.owed,
             page_size,
         )?;
+        live.keep(d.clone())?;
         let info = SectionSave {
             saves: 0,
-            words,
+            words: d.regions.iter().map(|r| r.words.len() as u64).sum(),
             pages,
             delta_bytes: d.encoded_len(),
             file_bytes: 0,
         };
         Ok((d, info))
+    }
+
+    /// Whether the open section only replays (`SectionStart::recovering`); None outside a
+    /// section.
+    pub fn section_replaying(&self) -> Option<bool> {
+        let st = self.lock();
+        st.sections.open.as_ref().map(|o| o.live.is_none())
+    }
+
+    /// After an inject wrote `delta` while a section is open: its words are the section's
+    /// too (the next save holds them), but a take must not send them on as this process's
+    /// own, so the twins take them now.
+    pub(super) fn sections_after_inject(st: &mut State, delta: &DeltaFile) {
+        let Some(live) = st.sections.open.as_mut().and_then(|o| o.live.as_mut()) else {
+            return;
+        };
+        let regions = live
+            .twins
+            .iter_mut()
+            .map(|t| {
+                let words = delta
+                    .regions
+                    .iter()
+                    .find(|r| r.id == t.id && r.length == t.len() as u64)
+                    .map(|r| r.words.clone())
+                    .unwrap_or_default();
+                t.apply(delta.page_size, &words);
+                RegionDelta {
+                    id: t.id,
+                    length: t.len() as u64,
+                    words,
+                }
+            })
+            .collect();
+        let d = DeltaFile {
+            page_size: delta.page_size,
+            saves: 1,
+            regions,
+        };
+        // Same layout as every other delta of these twins: the merge cannot fail.
+        let _ = live.keep(d);
     }
 
     /// Table I's `stop`: regions no checkpoint has stored yet go back to untracked (their
@@ -297,14 +388,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Remove every section save from the store, so the program's sections run afresh
-    /// (no section may be open).
+    /// Remove every section save from the store, so the program's sections run afresh.
+    /// Only before the process's first `section_start`: sections are numbered from there.
     pub fn section_reset(&self) -> Result<(), SectionError> {
         let mut st = self.lock_for_change()?;
-        if let Some(o) = &st.sections.open {
+        if st.sections.started > 0 {
             return Err(order(format!(
-                "section {} is open: call ickpt_section_stop first",
-                o.index
+                "{} section(s) started already: ickpt_section_reset comes before the first ickpt_section_start",
+                st.sections.started
             )));
         }
         for files in saved::list(&*self.local)?.values() {
@@ -377,14 +468,10 @@ impl Engine {
                 &mut sections.owed,
                 page_size,
             )
-            .map(|(d, _, _)| d);
-            match diffed {
-                Ok(d) => live.unsaved = Some(d),
-                Err(SectionError::Region(e)) => {
-                    Self::pay_owed(st);
-                    return Err(e);
-                }
-                Err(_) => {}
+            .and_then(|(d, _)| live.keep(d));
+            if let Err(SectionError::Region(e)) = diffed {
+                Self::pay_owed(st);
+                return Err(e);
             }
         }
         Self::pay_owed(st);
@@ -408,7 +495,7 @@ impl Engine {
         live: &mut Live,
         owed: &mut BTreeMap<u64, Vec<u64>>,
         page_size: u32,
-    ) -> Result<(DeltaFile, u64, u64), SectionError> {
+    ) -> Result<(DeltaFile, u64), SectionError> {
         let same = regions.len() == live.twins.len()
             && regions
                 .values()
@@ -427,27 +514,25 @@ impl Engine {
                 s.tr.monitor_every_piece()
             });
             tracker.release(&s.tr, Guard::Rearm);
-            owe(owed, s.tr.id, &bits);
             if let Err(e) = r {
-                // The regions diffed so far moved their twins on: their words wait in
-                // `unsaved` for the next save.
+                // This region's pages go back to it, for the next collect to compare; the
+                // regions diffed so far moved their twins on: their words wait for the next
+                // save.
+                give_back(&s.tr, &bits);
                 let rest = regions.values().skip(out.len()).map(|s| RegionDelta {
                     id: s.tr.id,
                     length: s.tr.user_len as u64,
                     words: Vec::new(),
                 });
                 out.extend(rest);
-                let partial = DeltaFile {
+                live.keep(DeltaFile {
                     page_size,
                     saves: 1,
                     regions: out,
-                };
-                live.unsaved = Some(match live.unsaved.take() {
-                    Some(u) => merge_saves(&u, &partial)?,
-                    None => partial,
-                });
+                })?;
                 return Err(super::region_error(&s.tr, e).into());
             }
+            owe(owed, s.tr.id, &bits);
             let (w, p) = twin.diff(&s.tr, &bits);
             pages += p;
             out.push(RegionDelta {
@@ -456,19 +541,14 @@ impl Engine {
                 words: w,
             });
         }
-        let fresh = DeltaFile {
-            page_size,
-            saves: 1,
-            regions: out,
-        };
-        // Words a failed save, or a checkpoint inside the section, diffed before: this
-        // delta holds them too.
-        let d = match live.unsaved.take() {
-            Some(u) => merge_saves(&u, &fresh)?,
-            None => fresh,
-        };
-        let words = d.regions.iter().map(|r| r.words.len() as u64).sum();
-        Ok((d, words, pages))
+        Ok((
+            DeltaFile {
+                page_size,
+                saves: 1,
+                regions: out,
+            },
+            pages,
+        ))
     }
 }
 

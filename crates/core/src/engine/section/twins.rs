@@ -28,6 +28,15 @@ impl Twin {
         self.bytes.len()
     }
 
+    /// Write `words` (checked: inside the region) into the twin.
+    pub fn apply(&mut self, page_size: u32, words: &[Word]) {
+        let shape = ickpt_format::delta::DeltaShape {
+            page_size,
+            region_len: self.bytes.len() as u64,
+        };
+        ickpt_format::delta::apply(&shape, words, &mut self.bytes);
+    }
+
     /// The words of `tr` that differ from the twin in the pages `dirty` marks (one bit per
     /// covering page), in order; the twin takes their new values. Returns the words and the
     /// pages compared.

@@ -1,4 +1,5 @@
-//! Section saves in the store: one file per name a section saved under, its name carrying
+//! Section saves in a store (docs/FORMAT.md, "Section saves in a store"): one file per name a
+//! section saved under, its name carrying
 //! the section, the save that first used the name and how many saves the file holds. The
 //! store never replaces a file, so a merge writes the file under its new count and then
 //! removes the old one; a crash between leaves both, and the larger count wins.
@@ -14,7 +15,7 @@ pub const MAX_NAME: usize = 64;
 
 /// One saved file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Saved {
+pub struct Saved {
     /// The section (0 for the process's first `start`).
     pub section: u64,
     /// The save, counted from 1 within the section, that first used this name.
@@ -71,10 +72,12 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The saves `store` holds, by section, each section's in the order they were made. Files a
-/// crash left behind under an older count are removed (best effort: a failure only leaves
-/// them for next time).
-pub(crate) fn list(store: &dyn Store) -> Result<BTreeMap<u64, Vec<Saved>>, SectionError> {
+/// The saves `store` holds, by section, each section's in the order they were made, and the
+/// files a crash left behind under an older count (which the next save or start removes).
+pub type Survey = (BTreeMap<u64, Vec<Saved>>, Vec<Saved>);
+
+/// What `store` holds of section saves, changing nothing (`ickpt sections`).
+pub fn survey(store: &dyn Store) -> Result<Survey, SectionError> {
     let names = store
         .list()
         .map_err(|e| FileError::new(store.describe(""), "listing section saves", e))?;
@@ -90,18 +93,25 @@ pub(crate) fn list(store: &dyn Store) -> Result<BTreeMap<u64, Vec<Saved>>, Secti
             }
         }
     }
-    for s in stale {
-        let _ = store.remove(&s.object());
-    }
     let mut out: BTreeMap<u64, Vec<Saved>> = BTreeMap::new();
     for ((section, _), s) in newest {
         out.entry(section).or_default().push(s);
+    }
+    Ok((out, stale))
+}
+
+/// [`survey`], the stale files removed (best effort: a failure only leaves them for next
+/// time). The engine's, which holds the store's lock.
+pub(crate) fn list(store: &dyn Store) -> Result<BTreeMap<u64, Vec<Saved>>, SectionError> {
+    let (out, stale) = survey(store)?;
+    for s in stale {
+        let _ = store.remove(&s.object());
     }
     Ok(out)
 }
 
 /// The delta `s` holds, read whole and checked, its count matching its name's.
-pub(crate) fn load(store: &dyn Store, s: &Saved) -> Result<DeltaFile, SectionError> {
+pub fn load(store: &dyn Store, s: &Saved) -> Result<DeltaFile, SectionError> {
     let object = s.object();
     let file = store.describe(&object);
     let io = |op, e| SectionError::File(FileError::new(&file, op, e));
@@ -144,7 +154,12 @@ pub(crate) fn write(
     let bytes = d.encode();
     let mut w = store.create(&object).map_err(|e| io("create", e))?;
     w.write_all(&bytes).map_err(|e| io("write", e))?;
-    w.commit().map_err(|e| io("commit", e))?;
+    if let Err(e) = w.commit() {
+        // A commit can fail after the file got its name (the directory's sync): the save
+        // failed all the same, and its name must stay free for the next attempt.
+        let _ = store.remove(&object);
+        return Err(io("commit", e));
+    }
     if let Some(old) = old {
         // The new file is committed: failing to remove the old one only leaves a file the
         // next listing removes.
