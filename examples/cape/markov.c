@@ -68,11 +68,16 @@ int main(int argc, char **argv) {
     }
     uint64_t resume = 0;
     ickpt_section_info info;
+    /* Time spent in ickpt's section calls: the checkpoints' own cost, apart from the noise
+     * of the run around them. */
+    double in_ickpt = 0, t;
     double loc1_bytes = 0, loc2_bytes = 0, loc2_pages = 0;
     int loc2_saves = 0;
     /* Location 0. */
+    t = now();
     if (all && ickpt_section_start(&resume) != ICKPT_OK)
         die("section start at location 0");
+    in_ickpt += now() - t;
     if (resume == 0) {
         float sum, val;
         srand(1);
@@ -90,13 +95,17 @@ int main(int argc, char **argv) {
             v[i] /= sum;
         /* Location 1. */
         if (all) {
+            t = now();
             if (ickpt_section_save("init", &info) != ICKPT_OK)
                 die("save at location 1");
+            in_ickpt += now() - t;
             loc1_bytes = (double)info.delta_bytes;
         }
     }
+    t = now();
     if (sections && !all && ickpt_section_start(&resume) != ICKPT_OK)
         die("section start at location 1");
+    in_ickpt += now() - t;
     /* Saves done before this run: in `all` mode the first was location 1's. */
     int l = (int)resume - (all && resume > 0);
     for (int k = l % 2; l < loop; l++, k = 1 - k) {
@@ -107,8 +116,10 @@ int main(int argc, char **argv) {
         }
         /* Location 2. */
         if (sections) {
+            t = now();
             if (ickpt_section_save("loop", &info) != ICKPT_OK)
                 die("save at location 2");
+            in_ickpt += now() - t;
             loc2_bytes += (double)info.delta_bytes;
             loc2_pages += (double)info.pages;
             loc2_saves++;
@@ -121,8 +132,8 @@ int main(int argc, char **argv) {
     }
     if (sections && (ickpt_section_stop() != ICKPT_OK || ickpt_finalize() != ICKPT_OK))
         die("section stop");
-    printf("N %zu loop %d mode %s resumed %llu seconds %.3f\n", n, loop, mode,
-           (unsigned long long)resume, now() - t0);
+    printf("N %zu loop %d mode %s resumed %llu seconds %.3f ickpt_seconds %.4f\n", n, loop,
+           mode, (unsigned long long)resume, now() - t0, in_ickpt);
     if (loc1_bytes > 0)
         printf("location1_bytes %.0f\n", loc1_bytes);
     if (loc2_saves > 0)
