@@ -84,7 +84,7 @@ static void check_result_names(void) {
         /* Constant: the same text on a second call. */
         CHECK(strcmp(ickpt_result_name(names[i].code), names[i].name) == 0);
     }
-    static const int32_t unknown[] = {16, 17, -1, 100, 1000, INT32_MAX, INT32_MIN};
+    static const int32_t unknown[] = {17, 18, -1, 100, 1000, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *n = ickpt_result_name(unknown[i]);
         CHECK_MSG(n != NULL && strcmp(n, "unknown") == 0, "code %d: got \"%s\"",

@@ -443,3 +443,60 @@ fn a_crash_in_a_save_leaves_the_previous_one() {
     drop(r);
     drop((big, small));
 }
+
+/// The fixture: a store with section 0's three saves under "loop" (steps 0, 1, 2), as
+/// delta-file format 1 writes them (`cargo test --test sections -- --ignored
+/// write_section_fixture` remakes it).
+fn section_fixture() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sections-v1")
+}
+
+#[test]
+#[ignore = "writes tests/fixtures/sections-v1; run by hand when the fixture must be remade"]
+fn write_section_fixture() {
+    let dir = scratch_dir("sections-fixture-make");
+    let mut r = Run::start(&dir);
+    r.e.section_start().unwrap();
+    for i in 0..3 {
+        r.step(i);
+        r.e.section_save("loop").unwrap();
+    }
+    r.e.section_stop().unwrap();
+    drop(r);
+    let out = section_fixture();
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    for e in std::fs::read_dir(&*dir).unwrap() {
+        let p = e.unwrap().path();
+        // The saves and the store's marker (a directory of saves alone is no store).
+        if p.extension().is_some_and(|x| x == "section") || p.ends_with("ickpt-store") {
+            std::fs::copy(&p, out.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn section_saves_of_delta_format_1_still_recover() {
+    // What the three steps leave, computed without ickpt's saves.
+    let mut plain = Run::start(&scratch_dir("sections-fixture-want"));
+    for i in 0..3 {
+        plain.step(i);
+    }
+    let want = snapshot(&mut plain);
+    drop(plain);
+    let dir = scratch_dir("sections-fixture-read");
+    std::fs::create_dir_all(&*dir).unwrap();
+    let mut n = 0;
+    for e in std::fs::read_dir(section_fixture()).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+        n += 1;
+    }
+    assert_eq!(n, 2, "the fixture holds the marker and one save file");
+    let mut r = Run::start(&dir);
+    assert_eq!(r.e.section_start().unwrap().resume, 3);
+    assert!(
+        snapshot(&mut r) == want,
+        "the fixture's saves replayed exactly"
+    );
+}
