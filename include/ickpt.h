@@ -170,7 +170,8 @@ typedef enum ickpt_result {
   ICKPT_ERR_COLLECTIVE = 15,
   /**
    * A section call out of order: a start inside a section, a save or stop outside one, a
-   * save in a section replayed while recovering.
+   * save in a section replayed while recovering, a reset after the first start; or a
+   * restore while a section is open.
    */
   ICKPT_ERR_SECTION = 16
 } ickpt_result;
@@ -762,7 +763,8 @@ enum ickpt_result ickpt_section_stop(void);
 
 /**
  * Remove every section save from the store, so the program's sections run afresh rather
- * than recover. ICKPT_ERR_SECTION while a section is open.
+ * than recover. Only before the process's first ickpt_section_start (sections are numbered
+ * from there): ICKPT_ERR_SECTION after it.
  */
 enum ickpt_result ickpt_section_reset(void);
 

@@ -154,3 +154,23 @@ fn a_delta_that_does_not_fit_is_refused_and_writes_nothing() {
         assert!(a.slice() == &old[..], "memory untouched after: {err}");
     }
 }
+
+#[test]
+fn a_delta_file_past_the_size_limit_is_refused_before_it_is_read() {
+    use ickpt::read::delta_file::{read, MAX_DELTA_FILE};
+    let dir = scratch_dir("inject-huge");
+    std::fs::create_dir_all(&*dir).unwrap();
+    let path = dir.join("huge.delta");
+    // Sparse: a crafted size, nothing behind it.
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(MAX_DELTA_FILE + 1)
+        .unwrap();
+    match read(&path) {
+        Err(InjectError::Corrupt { file, source }) => {
+            assert_eq!(file, path.display().to_string());
+            assert!(source.to_string().contains("larger than"), "{source}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

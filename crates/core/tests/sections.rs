@@ -500,3 +500,29 @@ fn section_saves_of_delta_format_1_still_recover() {
         "the fixture's saves replayed exactly"
     );
 }
+
+#[test]
+fn a_save_file_past_the_size_limit_stops_the_restart_naming_it() {
+    let dir = scratch_dir("sections-huge");
+    let r = Run::start(&dir);
+    drop(r);
+    // A crafted save under a valid name: sparse, past what a restart reads.
+    let path = dir.join("s00000000.00000001.00000001.loop.section");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(ickpt::read::delta_file::MAX_DELTA_FILE + 1)
+        .unwrap();
+    let mut r = Run::start(&dir);
+    let before = snapshot(&mut r);
+    match r.e.section_start() {
+        Err(e @ SectionError::Corrupt { .. }) => {
+            let m = e.to_string();
+            assert!(
+                m.contains(&*path.to_string_lossy()) && m.contains("larger than"),
+                "{m}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(snapshot(&mut r) == before, "memory untouched");
+}

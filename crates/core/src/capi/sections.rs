@@ -2,7 +2,7 @@
 
 use super::boundary::{guard, with_engine};
 use super::types::ickpt_result;
-use super::{c_path, ENGINE};
+use super::{c_path, out_ptr, ENGINE};
 use crate::error::{Error, InjectError};
 use crate::SectionSave;
 use ickpt_format::DeltaFile;
@@ -37,6 +37,27 @@ impl From<SectionSave> for ickpt_section_info {
     }
 }
 
+/// The delta in the caller's `len` bytes at `p`, decoded and checked; `what` names it in an
+/// error.
+fn decode_buffer(
+    p: *const c_void,
+    len: usize,
+    what: impl FnOnce() -> String,
+) -> Result<DeltaFile, Error> {
+    if p.is_null() {
+        return Err(Error::Null { what: "delta" });
+    }
+    // SAFETY: non-NULL and, by contract, `len` readable bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+    DeltaFile::decode(bytes).map_err(|source| {
+        InjectError::Corrupt {
+            file: what(),
+            source,
+        }
+        .into()
+    })
+}
+
 /// Optional out-pointers (NULL: not wanted) are written on success only.
 fn put<T>(p: *mut T, v: T) {
     if !p.is_null() {
@@ -68,9 +89,7 @@ pub extern "C" fn ickpt_section_start(resume: *mut u64) -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_section_replaying(replaying: *mut i32) -> ickpt_result {
     guard(|| {
-        if replaying.is_null() {
-            return Err(Error::Null { what: "replaying" });
-        }
+        let replaying = out_ptr(replaying, "replaying")?;
         let r = with_engine(&ENGINE, |e| {
             e.section_replaying().ok_or_else(|| {
                 crate::error::SectionError::Order(
@@ -78,7 +97,7 @@ pub extern "C" fn ickpt_section_replaying(replaying: *mut i32) -> ickpt_result {
                 )
             })
         })?;
-        put(replaying, i32::from(r));
+        *replaying = i32::from(r);
         Ok(())
     })
 }
@@ -116,7 +135,8 @@ pub extern "C" fn ickpt_section_stop() -> ickpt_result {
 }
 
 /// Remove every section save from the store, so the program's sections run afresh rather
-/// than recover. ICKPT_ERR_SECTION while a section is open.
+/// than recover. Only before the process's first ickpt_section_start (sections are numbered
+/// from there): ICKPT_ERR_SECTION after it.
 #[no_mangle]
 pub extern "C" fn ickpt_section_reset() -> ickpt_result {
     guard(|| with_engine(&ENGINE, |e| e.section_reset()))
@@ -134,19 +154,11 @@ pub extern "C" fn ickpt_section_take(
     info: *mut ickpt_section_info,
 ) -> ickpt_result {
     guard(|| {
-        if delta.is_null() || len.is_null() {
-            return Err(Error::Null {
-                what: if delta.is_null() { "delta" } else { "len" },
-            });
-        }
+        let (delta, len) = (out_ptr(delta, "delta")?, out_ptr(len, "len")?);
         let (d, s) = with_engine(&ENGINE, |e| e.section_take())?;
         let bytes: Box<[u8]> = d.encode().into_boxed_slice();
-        let n = bytes.len();
-        // SAFETY: both checked non-NULL above; by contract writable.
-        unsafe {
-            len.write(n);
-            delta.write(Box::into_raw(bytes).cast());
-        }
+        *len = bytes.len();
+        *delta = Box::into_raw(bytes).cast();
         put(info, s.into());
         Ok(())
     })
@@ -170,14 +182,8 @@ pub extern "C" fn ickpt_delta_free(delta: *mut c_void, len: usize) {
 #[no_mangle]
 pub extern "C" fn ickpt_inject_delta(delta: *const c_void, len: usize) -> ickpt_result {
     guard(|| {
-        if delta.is_null() {
-            return Err(Error::Null { what: "delta" });
-        }
-        // SAFETY: by contract `len` readable bytes at `delta`.
-        let bytes = unsafe { std::slice::from_raw_parts(delta.cast::<u8>(), len) };
-        let d = DeltaFile::decode(bytes).map_err(|source| InjectError::Corrupt {
-            file: "the delta given to ickpt_inject_delta".into(),
-            source,
+        let d = decode_buffer(delta, len, || {
+            "the delta given to ickpt_inject_delta".into()
         })?;
         with_engine(&ENGINE, |e| e.inject(&d).map(drop))
     })
@@ -201,20 +207,11 @@ pub extern "C" fn ickpt_inject_deltas(
         }
         let mut decoded = Vec::with_capacity(n);
         for i in 0..n {
-            // SAFETY: by contract `n` pointers and `n` lengths, each pointer to that many
-            // readable bytes.
+            // SAFETY: by contract `n` pointers and `n` lengths.
             let (p, len) = unsafe { (*deltas.add(i), *lens.add(i)) };
-            if p.is_null() {
-                return Err(Error::Null { what: "a delta" });
-            }
-            // SAFETY: as above.
-            let bytes = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
-            decoded.push(
-                DeltaFile::decode(bytes).map_err(|source| InjectError::Corrupt {
-                    file: format!("delta {i} given to ickpt_inject_deltas"),
-                    source,
-                })?,
-            );
+            decoded.push(decode_buffer(p, len, || {
+                format!("delta {i} given to ickpt_inject_deltas")
+            })?);
         }
         with_engine(&ENGINE, |e| e.inject_all(&decoded).map(drop))
     })

@@ -45,7 +45,8 @@ pub enum ickpt_result {
     /// The serial library never returns it.
     ICKPT_ERR_COLLECTIVE = 15,
     /// A section call out of order: a start inside a section, a save or stop outside one, a
-    /// save in a section replayed while recovering.
+    /// save in a section replayed while recovering, a reset after the first start; or a
+    /// restore while a section is open.
     ICKPT_ERR_SECTION = 16,
 }
 

@@ -25,26 +25,27 @@ impl Engine {
     /// Other threads must not write the same bytes meanwhile (they would race as with any
     /// two writers).
     pub fn inject(&self, delta: &DeltaFile) -> Result<InjectInfo, InjectError> {
-        let mut st = self.lock_for_change()?;
-        // A commit under way finishes first: the words then meet plain first-write faults.
-        self.settle(&mut st);
-        let targets = Self::inject_targets(&st, delta)?;
-        let words = Self::inject_apply(delta, &targets);
-        Self::sections_after_inject(&mut st, delta);
-        Ok(InjectInfo {
-            regions: delta.regions.len(),
-            words,
-        })
+        self.inject_all(std::slice::from_ref(delta))
     }
 
     /// [`inject`](Self::inject) each of `deltas` in turn, every one checked before the first
     /// is written: on an error memory is unchanged (CAPE's exchange, one delta per rank).
     pub fn inject_all(&self, deltas: &[DeltaFile]) -> Result<InjectInfo, InjectError> {
         let mut st = self.lock_for_change()?;
+        // A commit under way finishes first: the words then meet plain first-write faults.
         self.settle(&mut st);
+        Self::inject_locked(&mut st, deltas)
+    }
+
+    /// [`inject_all`](Self::inject_all) with the engine lock held (a section's start
+    /// replaying its saves, too); an open section takes the words as its own.
+    pub(super) fn inject_locked(
+        st: &mut State,
+        deltas: &[DeltaFile],
+    ) -> Result<InjectInfo, InjectError> {
         let targets = deltas
             .iter()
-            .map(|d| Self::inject_targets(&st, d))
+            .map(|d| Self::inject_targets(st, d))
             .collect::<Result<Vec<_>, _>>()?;
         let mut info = InjectInfo {
             regions: 0,
@@ -53,14 +54,14 @@ impl Engine {
         for (d, t) in deltas.iter().zip(&targets) {
             info.words += Self::inject_apply(d, t);
             info.regions += d.regions.len();
-            Self::sections_after_inject(&mut st, d);
+            Self::sections_after_inject(st, d);
         }
         Ok(info)
     }
 
     /// Where each region of `delta` starts in memory, once every region and word is checked
     /// against the protected regions in `st`.
-    pub(super) fn inject_targets(st: &State, delta: &DeltaFile) -> Result<Vec<usize>, InjectError> {
+    fn inject_targets(st: &State, delta: &DeltaFile) -> Result<Vec<usize>, InjectError> {
         let mut targets = Vec::with_capacity(delta.regions.len());
         for r in &delta.regions {
             let s = st
@@ -104,7 +105,7 @@ impl Engine {
 
     /// Write `delta`'s words at `targets` (from [`Engine::inject_targets`], with the engine
     /// lock held since); the words written.
-    pub(super) fn inject_apply(delta: &DeltaFile, targets: &[usize]) -> u64 {
+    fn inject_apply(delta: &DeltaFile, targets: &[usize]) -> u64 {
         let mut words = 0;
         for (r, &base) in delta.regions.iter().zip(targets) {
             let shape = DeltaShape {

@@ -109,7 +109,7 @@ impl Engine {
             let s = st.regions.get_mut(&r.id).expect("checked above");
             let rearmed = self
                 .tracker
-                .rearm_after_restore(&s.tr, &mut scratch, &mut |_| s.tr.monitor_every_piece());
+                .rearm(&s.tr, &mut scratch, &mut |_| s.tr.monitor_every_piece());
             if let Err(e) = rearmed {
                 // What was taken stays dirty: the next checkpoint stores it.
                 give_back(&s.tr, &scratch);

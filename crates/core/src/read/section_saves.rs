@@ -1,11 +1,10 @@
 //! Section saves in a store (docs/FORMAT.md, "Section saves in a store"): one file per name a
-//! section saved under, its name carrying
-//! the section, the save that first used the name and how many saves the file holds. The
-//! store never replaces a file, so a merge writes the file under its new count and then
+//! section saved under, its name carrying the section, the save that first used the name and
+//! how many saves the file holds. The store never replaces a file, so a merge writes the file under its new count and then
 //! removes the old one; a crash between leaves both, and the larger count wins.
 
-use crate::error::{FileError, SectionError};
-use crate::read::delta_file::MAX_DELTA_FILE;
+use crate::error::{FileError, InjectError, SectionError};
+use crate::read::delta_file::read_whole;
 use crate::store::Store;
 use ickpt_format::{DeltaFile, FormatError};
 use std::collections::BTreeMap;
@@ -116,27 +115,19 @@ pub fn load(store: &dyn Store, s: &Saved) -> Result<DeltaFile, SectionError> {
     let file = store.describe(&object);
     let io = |op, e| SectionError::File(FileError::new(&file, op, e));
     let f = store.open(&object).map_err(|e| io("open", e))?;
-    let corrupt = |what: String| SectionError::Corrupt {
-        file: file.clone(),
-        source: FormatError::Corrupt { offset: 0, what },
-    };
-    if f.len() > MAX_DELTA_FILE {
-        return Err(corrupt(format!(
-            "{} bytes: larger than any section save ickpt writes",
-            f.len()
-        )));
-    }
-    let mut bytes = vec![0u8; f.len() as usize];
-    f.read_exact_at(&mut bytes, 0).map_err(|e| io("read", e))?;
-    let d = DeltaFile::decode(&bytes).map_err(|source| SectionError::Corrupt {
-        file: file.clone(),
-        source,
+    let d = read_whole(&file, f.len(), &|buf| f.read_exact_at(buf, 0)).map_err(|e| match e {
+        InjectError::Corrupt { file, source } => SectionError::Corrupt { file, source },
+        InjectError::File(e) => SectionError::File(e),
+        other => SectionError::Inject(other),
     })?;
     if d.saves != s.saves {
-        return Err(corrupt(format!(
-            "holds {} saves where its name says {}",
-            d.saves, s.saves
-        )));
+        return Err(SectionError::Corrupt {
+            file,
+            source: FormatError::Corrupt {
+                offset: 0,
+                what: format!("holds {} saves where its name says {}", d.saves, s.saves),
+            },
+        });
     }
     Ok(d)
 }

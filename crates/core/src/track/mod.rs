@@ -120,8 +120,9 @@ pub enum Guard {
     /// with memory outside it are the exception on uffd-async: they are fenced (the commit's
     /// own allocations may write there) and their writes decided page by page.
     Check,
-    /// No commit needs the pages: a restore re-arms tracking after writing them (its writes
-    /// are no first writes of an epoch, so no fault is counted).
+    /// No commit needs the pages: a restore re-arms tracking after writing them, a program
+    /// section when it starts or compares (their writes are no first writes of an epoch, so
+    /// no fault is counted).
     Rearm,
 }
 
@@ -182,15 +183,16 @@ pub trait Tracker: Send + Sync {
     fn lifts_fence_early(&self, _r: &TrackedRegion) -> bool {
         false
     }
-    /// Make `r` writable by ickpt itself (restore) without a fault per page. Tracking
-    /// resumes with [`Tracker::rearm_after_restore`].
+    /// Make `r` writable without a fault per page: by ickpt itself (restore), or untracked
+    /// (a program section's stop). Tracking resumes with [`Tracker::rearm`].
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;
-    /// A restore has written `r`: track writes again from here, its memory the new
-    /// baseline. `out` and `before_rearm` as in `collect` (the bits are the restore's own
-    /// writes, which no version needs). No commit runs, so no fence is raised
-    /// ([`Guard::Rearm`]): for uffd-async, setting and lifting one cost 20-28 ms per 256 MiB
-    /// of restore (issue 11).
-    fn rearm_after_restore(
+    /// Track writes to `r` again from here, its memory the new baseline: after a restore
+    /// wrote it, or as a program section starts or compares. `out` and `before_rearm` as in
+    /// `collect` (the bits: pages written since the last collect, which the caller gives
+    /// back or owes to the next checkpoint, or drops when a restore wrote them). No commit
+    /// runs, so no fence is raised ([`Guard::Rearm`]): for uffd-async, setting and lifting
+    /// one cost 20-28 ms per 256 MiB of restore (issue 11).
+    fn rearm(
         &self,
         r: &TrackedRegion,
         out: &mut Vec<u64>,

@@ -14,7 +14,6 @@ use crate::error::SectionError;
 use crate::read::delta_file::MAX_DELTA_FILE;
 use crate::read::section_saves::{self as saved, Saved};
 use crate::track::protocol::committer::give_back;
-use crate::track::Guard;
 use ickpt_format::{DeltaFile, RegionDelta};
 use std::collections::BTreeMap;
 use twins::Twin;
@@ -126,16 +125,12 @@ impl Engine {
         let all = st.sections.saved.as_ref().expect("listed above");
         let files = all.get(&index).cloned().unwrap_or_default();
         let recovering = all.range(index + 1..).next().is_some();
-        let mut deltas = Vec::with_capacity(files.len());
-        let mut targets = Vec::with_capacity(files.len());
-        for f in &files {
-            let d = saved::load(&*self.local, f)?;
-            targets.push(Self::inject_targets(&st, &d)?);
-            deltas.push(d);
-        }
-        for (d, t) in deltas.iter().zip(&targets) {
-            Self::inject_apply(d, t);
-        }
+        let deltas = files
+            .iter()
+            .map(|f| saved::load(&*self.local, f))
+            .collect::<Result<Vec<_>, _>>()?;
+        // No section is open yet: the words are the program's state, not this section's.
+        Self::inject_locked(&mut st, &deltas)?;
         let resume = files
             .iter()
             .try_fold(0u64, |a, f| a.checked_add(f.saves))
@@ -438,10 +433,7 @@ impl Engine {
         for s in st.regions.values() {
             let r = self
                 .tracker
-                .collect(&s.tr, Guard::Rearm, &mut bits, &mut |_| {
-                    s.tr.monitor_every_piece()
-                });
-            self.tracker.release(&s.tr, Guard::Rearm);
+                .rearm(&s.tr, &mut bits, &mut |_| s.tr.monitor_every_piece());
             owe(&mut st.sections.owed, s.tr.id, &bits);
             r.map_err(|e| super::region_error(&s.tr, e))?;
             twins.push(Twin::take(&s.tr));
@@ -460,6 +452,7 @@ impl Engine {
     ) -> Result<(), crate::error::RegionError> {
         let page_size = self.page_size_u32();
         let sections = &mut st.sections;
+        let mut failed = Ok(());
         if let Some(live) = sections.open.as_mut().and_then(|o| o.live.as_mut()) {
             let diffed = Self::collect_delta(
                 &self.tracker,
@@ -470,12 +463,11 @@ impl Engine {
             )
             .and_then(|(d, _)| live.keep(d));
             if let Err(SectionError::Region(e)) = diffed {
-                Self::pay_owed(st);
-                return Err(e);
+                failed = Err(e);
             }
         }
         Self::pay_owed(st);
-        Ok(())
+        failed
     }
 
     /// Give the pages sections collected back to their regions.
@@ -487,8 +479,8 @@ impl Engine {
         }
     }
 
-    /// The words each region changed since its twin, the twins brought up to date; the
-    /// pages collected are given back to the next checkpoint.
+    /// The words each region changed since its twin, the twins brought up to date, and the
+    /// pages compared; the pages collected are owed to the next checkpoint.
     fn collect_delta(
         tracker: &std::sync::Arc<dyn crate::track::Tracker>,
         regions: &BTreeMap<u64, super::RegionSlot>,
@@ -510,10 +502,7 @@ impl Engine {
         let mut pages = 0;
         let mut bits = Vec::new();
         for (s, twin) in regions.values().zip(&mut live.twins) {
-            let r = tracker.collect(&s.tr, Guard::Rearm, &mut bits, &mut |_| {
-                s.tr.monitor_every_piece()
-            });
-            tracker.release(&s.tr, Guard::Rearm);
+            let r = tracker.rearm(&s.tr, &mut bits, &mut |_| s.tr.monitor_every_piece());
             if let Err(e) = r {
                 // This region's pages go back to it, for the next collect to compare; the
                 // regions diffed so far moved their twins on: their words wait for the next
@@ -563,7 +552,8 @@ fn owe(owed: &mut BTreeMap<u64, Vec<u64>>, id: u64, bits: &[u64]) {
     }
 }
 
-/// A failed save's words, then the next save's, as one save.
+/// `a` then `b` as one save's words (a failed save's and the next's, or what a take, a
+/// checkpoint or an inject left for the next save and its own).
 fn merge_saves(a: &DeltaFile, b: &DeltaFile) -> Result<DeltaFile, SectionError> {
     let mut m = a
         .merge(b)
