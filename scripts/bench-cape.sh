@@ -14,24 +14,22 @@
 # cape-mpi.csv; scripts/plot_cape.py draws cape.png.
 set -euo pipefail
 stage=$1; out=$2
-root=$(cd "$(dirname "$0")/.." && pwd)
 reps=${BENCH_CAPE_REPS:-3} loop=100
 sizes=${BENCH_CAPE_SIZES:-"3320 6640 9960"}
 [ "${BENCH_CAPE_BIG:-0}" = 1 ] && sizes="$sizes 13280"
 mpin=${BENCH_CAPE_MPI_N:-6640}
-work=$root/build/bench-cape store=/dev/shm/ickpt-bench-cape
-rm -rf "$work" "$store"
-mkdir -p "$work" "$out"
-for v in $(compgen -e | grep '^ICKPT_' | grep -vx ICKPT_BACKEND); do unset "$v"; done
+. "$(dirname "$0")/bench-start.sh"
+bench_start bench-cape "$out"
+store=/dev/shm/ickpt-bench-cape
+rm -rf "$store"
 export PKG_CONFIG_PATH=$stage/lib/pkgconfig
 cc -O2 -Wall -Wextra -Werror -o "$work/markov" "$root/examples/cape/markov.c" \
   $(pkg-config --cflags --libs ickpt) -Wl,-rpath,"$stage/lib"
 mpicc -O2 -Wall -Wextra -Werror -o "$work/markov_mpi" "$root/examples/cape/markov_mpi.c" \
   $(pkg-config --cflags --libs ickpt-mpi) -Wl,-rpath,"$stage/lib"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-started=$(date -u +%Y-%m-%dT%H:%M:%SZ) t0=$(date +%s)
-lines=$work/lines
-: >"$lines"
+# The backend the runs use: ICKPT_BACKEND's, else what auto picks on this kernel.
+backend=${ICKPT_BACKEND:-$("$stage/bin/ickpt" probe | sed -n 's/^auto picks *//p')}
 # field NAME LOG: the number after NAME in LOG, 0 when it is not there.
 field() {
   local v
@@ -83,7 +81,7 @@ for rep in $(seq "$reps"); do
 done
 rm -rf "$store"
 
-python3 - "$lines" "$out" "$started" "$(( $(date +%s) - t0 ))" "$(git -C "$root" rev-parse HEAD)" "$(ICKPT_DIR=$work/probe "$stage/bin/ickpt" probe 2>/dev/null | sed -n 's/^auto picks *//p' | head -1)" <<'PY'
+python3 - "$lines" "$out" "$started" "$(( $(date +%s) - t0 ))" "$(git -C "$root" rev-parse HEAD)" "$backend" <<'PY'
 import json, statistics, sys, platform, os
 lines, out, started, secs, commit, backend = sys.argv[1:7]
 rows = [l.split() for l in open(lines)]

@@ -10,7 +10,7 @@
 set -euo pipefail
 stage=$1; ickpt=$2; out=$3
 reps=${BENCH_COMPRESS_REPS:-5} iters=200 every=10
-. "$(dirname "$0")/heat-bench.sh"
+. "$(dirname "$0")/bench-start.sh"
 heat_bench bench-compress "$stage" "$out"
 
 # one MODE SETTING REP: run heat once into $work/run-SETTING; appends "mode setting rep seconds

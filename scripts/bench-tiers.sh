@@ -10,7 +10,7 @@
 set -euo pipefail
 stage=$1; out=$2
 reps=${BENCH_TIERS_REPS:-7} iters=200 every=10
-. "$(dirname "$0")/heat-bench.sh"
+. "$(dirname "$0")/bench-start.sh"
 heat_bench bench-tiers "$stage" "$out"
 
 # one MODE TIERED REP: run heat once; appends "mode tiered rep seconds wall" to $lines.

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RAND 10000
+#include "markov.h"
 
 static double now(void) {
     struct timespec t;
@@ -30,19 +30,23 @@ static double now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* FNV-1a over the vector's bytes: bit-identical results print the same number. */
-static uint64_t checksum(const float *v, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < n * sizeof *v; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
 static void die(const char *what) {
     fprintf(stderr, "markov: %s: %s\n", what, ickpt_last_error());
     exit(1);
 }
+
+/* Time spent in ickpt's section calls: the checkpoints' own cost, apart from the noise of
+ * the run around them. */
+static double in_ickpt;
+
+/* CALL, timed into in_ickpt; the program ends, naming WHAT, if it fails. */
+#define TIMED(what, call)                                                                  \
+    do {                                                                                   \
+        double t_ = now();                                                                 \
+        if ((call) != ICKPT_OK)                                                            \
+            die(what);                                                                     \
+        in_ickpt += now() - t_;                                                            \
+    } while (0)
 
 int main(int argc, char **argv) {
     if (argc < 4) {
@@ -68,58 +72,28 @@ int main(int argc, char **argv) {
     }
     uint64_t resume = 0;
     ickpt_section_info info;
-    /* Time spent in ickpt's section calls: the checkpoints' own cost, apart from the noise
-     * of the run around them. */
-    double in_ickpt = 0, t;
     double loc1_bytes = 0, loc2_bytes = 0, loc2_pages = 0;
     int loc2_saves = 0;
     /* Location 0. */
-    t = now();
-    if (all && ickpt_section_start(&resume) != ICKPT_OK)
-        die("section start at location 0");
-    in_ickpt += now() - t;
+    if (all)
+        TIMED("section start at location 0", ickpt_section_start(&resume));
     if (resume == 0) {
-        float sum, val;
-        srand(1);
-        for (size_t i = 0; i < n; i++) {
-            sum = 0;
-            for (size_t j = 0; j < n; j++, sum += val)
-                m[i * n + j] = val = (float)(rand() % RAND);
-            for (size_t j = 0; j < n; j++)
-                m[i * n + j] /= sum;
-        }
-        sum = 0;
-        for (size_t i = 0; i < n; i++, sum += val)
-            v[i] = val = (float)(rand() % RAND);
-        for (size_t i = 0; i < n; i++)
-            v[i] /= sum;
+        markov_init(m, v, n);
         /* Location 1. */
         if (all) {
-            t = now();
-            if (ickpt_section_save("init", &info) != ICKPT_OK)
-                die("save at location 1");
-            in_ickpt += now() - t;
+            TIMED("save at location 1", ickpt_section_save("init", &info));
             loc1_bytes = (double)info.delta_bytes;
         }
     }
-    t = now();
-    if (sections && !all && ickpt_section_start(&resume) != ICKPT_OK)
-        die("section start at location 1");
-    in_ickpt += now() - t;
+    if (sections && !all)
+        TIMED("section start at location 1", ickpt_section_start(&resume));
     /* Saves done before this run: in `all` mode the first was location 1's. */
     int l = (int)resume - (all && resume > 0);
     for (int k = l % 2; l < loop; l++, k = 1 - k) {
-        for (size_t i = 0; i < n; i++) {
-            v[(1 - k) * n + i] = 0.f;
-            for (size_t j = 0; j < n; j++)
-                v[(1 - k) * n + i] += v[k * n + j] * m[j * n + i];
-        }
+        markov_rows(m, v, n, k, 0, n);
         /* Location 2. */
         if (sections) {
-            t = now();
-            if (ickpt_section_save("loop", &info) != ICKPT_OK)
-                die("save at location 2");
-            in_ickpt += now() - t;
+            TIMED("save at location 2", ickpt_section_save("loop", &info));
             loc2_bytes += (double)info.delta_bytes;
             loc2_pages += (double)info.pages;
             loc2_saves++;
@@ -139,6 +113,6 @@ int main(int argc, char **argv) {
     if (loc2_saves > 0)
         printf("location2_bytes %.1f location2_page_bytes %.1f\n", loc2_bytes / loc2_saves,
                loc2_pages * (double)sysconf(_SC_PAGESIZE) / loc2_saves);
-    printf("checksum %016llx\n", (unsigned long long)checksum(v + (size_t)(loop % 2) * n, n));
+    printf("checksum %016llx\n", (unsigned long long)markov_checksum(v + (size_t)(loop % 2) * n, n));
     return 0;
 }

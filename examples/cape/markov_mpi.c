@@ -15,19 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define RAND 10000
+#include "markov.h"
 
-static uint64_t checksum(const float *v, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    const unsigned char *p = (const unsigned char *)v;
-    for (size_t i = 0; i < n * sizeof *v; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
-
-static void check(ickpt_result rc, const char *what) {
+/* The job ends if `rc` is a failure; `message` is the library's for it (ickpt_last_error
+ * after a call of ickpt.h, ickpt_mpi_last_error after one of ickpt_mpi.h). */
+static void check(ickpt_result rc, const char *what, const char *(*message)(void)) {
     if (rc != ICKPT_OK) {
-        fprintf(stderr, "markov_mpi: %s: %s\n", what, ickpt_mpi_last_error()[0] ? ickpt_mpi_last_error() : ickpt_last_error());
+        fprintf(stderr, "markov_mpi: %s: %s\n", what, message());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
@@ -50,43 +44,27 @@ int main(int argc, char **argv) {
     if (m == NULL || v == NULL)
         MPI_Abort(MPI_COMM_WORLD, 1);
     double t0 = MPI_Wtime();
-    check(ickpt_mpi_init(MPI_COMM_WORLD, NULL), "ickpt_mpi_init");
-    check(ickpt_protect(2, v, 2 * n * sizeof(float)), "ickpt_protect");
+    check(ickpt_mpi_init(MPI_COMM_WORLD, NULL), "ickpt_mpi_init", ickpt_mpi_last_error);
+    check(ickpt_protect(2, v, 2 * n * sizeof(float)), "ickpt_protect", ickpt_last_error);
     /* The initialisation, the same on every rank. */
-    float sum, val;
-    srand(1);
-    for (size_t i = 0; i < n; i++) {
-        sum = 0;
-        for (size_t j = 0; j < n; j++, sum += val)
-            m[i * n + j] = val = (float)(rand() % RAND);
-        for (size_t j = 0; j < n; j++)
-            m[i * n + j] /= sum;
-    }
-    sum = 0;
-    for (size_t i = 0; i < n; i++, sum += val)
-        v[i] = val = (float)(rand() % RAND);
-    for (size_t i = 0; i < n; i++)
-        v[i] /= sum;
+    markov_init(m, v, n);
     /* This rank's rows. */
     const size_t lo = n * (size_t)rank / (size_t)size, hi = n * (size_t)(rank + 1) / (size_t)size;
     double t_loop = MPI_Wtime();
     for (int l = 0, k = 0; l < loop; l++, k = 1 - k) {
-        check(ickpt_section_start(NULL), "ickpt_section_start");
-        for (size_t i = lo; i < hi; i++) {
-            v[(1 - k) * n + i] = 0.f;
-            for (size_t j = 0; j < n; j++)
-                v[(1 - k) * n + i] += v[k * n + j] * m[j * n + i];
-        }
-        check(ickpt_mpi_section_exchange(NULL), "ickpt_mpi_section_exchange");
-        check(ickpt_section_stop(), "ickpt_section_stop");
+        check(ickpt_section_start(NULL), "ickpt_section_start", ickpt_last_error);
+        markov_rows(m, v, n, k, lo, hi);
+        check(ickpt_mpi_section_exchange(NULL), "ickpt_mpi_section_exchange",
+              ickpt_mpi_last_error);
+        check(ickpt_section_stop(), "ickpt_section_stop", ickpt_last_error);
     }
     double t_end = MPI_Wtime();
     if (rank == 0) {
         printf("N %zu loop %d ranks %d seconds %.3f loop_seconds %.3f\n", n, loop, size,
                t_end - t0, t_end - t_loop);
-        printf("checksum %016llx\n", (unsigned long long)checksum(v + (size_t)(loop % 2) * n, n));
+        printf("checksum %016llx\n", (unsigned long long)markov_checksum(v + (size_t)(loop % 2) * n, n));
     }
-    check(ickpt_mpi_finalize(), "ickpt_mpi_finalize");
+    check(ickpt_mpi_finalize(), "ickpt_mpi_finalize", ickpt_mpi_last_error);
     MPI_Finalize();
     return 0;
 }
