@@ -1,5 +1,7 @@
 //! Pure decisions, testable without memory tricks or I/O.
 
+pub mod prwip;
+
 use crate::track::Access;
 use ickpt_format::Kind;
 use std::collections::HashMap;
