@@ -114,6 +114,16 @@ impl StoreWriter for MemWriter {
         Ok(())
     }
 
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        crate::store::within_written(offset, buf.len(), self.buf.len() as u64)?;
+        self.buf[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+
+    fn can_overwrite(&self) -> bool {
+        true
+    }
+
     fn commit(self: Box<Self>) -> io::Result<()> {
         let MemWriter { files, name, buf } = *self;
         lock(&files).insert(name, buf.into());

@@ -202,12 +202,21 @@ impl CrashFs {
 /// which a stretch may be garbage (blocks allocated but never written).
 fn torn(inode: &Inode, rng: &mut SplitMix) -> Vec<u8> {
     let (live, durable) = (&inode.live, &inode.durable);
-    if live == durable || !live.starts_with(durable) {
+    if live == durable || live.len() < durable.len() {
         return durable.clone();
     }
+    // Synced bytes overwritten since (`overwrite_at`) come back old, new, or new over one
+    // range of them: the disk may have written part of the overwrite.
     let lo = durable.len();
+    let mut data = durable.clone();
+    if live[..lo] != durable[..] {
+        let a = rng.below(lo + 1);
+        let b = a + rng.below(lo - a + 1);
+        data[a..b].copy_from_slice(&live[a..b]);
+    }
+    // Appended bytes: kept, cut short, or garbled.
     let keep = lo + rng.below(live.len() - lo + 1);
-    let mut data = live[..keep].to_vec();
+    data.extend_from_slice(&live[lo..keep]);
     if keep > lo && rng.next() & 1 == 0 {
         let a = lo + rng.below(keep - lo);
         let b = a + 1 + rng.below(keep - a);
@@ -426,6 +435,16 @@ impl FsFile for CrashFile {
         Ok(())
     }
 
+    /// Only the live bytes change: a power loss before the next sync keeps the old ones.
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut st = self.fs.lock();
+        st.op()?;
+        let live = &mut st.inode(self.ino).live;
+        super::within_written(offset, buf.len(), live.len() as u64)?;
+        live[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let mut st = self.fs.lock();
         st.powered()?;
@@ -478,6 +497,41 @@ mod tests {
         let mut b = vec![0; f.size().unwrap() as usize];
         f.read_exact_at(&mut b, 0).unwrap();
         Some(b)
+    }
+
+    #[test]
+    fn an_unsynced_overwrite_comes_back_old_new_or_partly_new() {
+        let fs = CrashFs::new(CrashOptions::default());
+        let d = dir(&fs);
+        let mut f = d.create_new("a").unwrap();
+        f.write_all(b"aaaaaaaa").unwrap();
+        f.sync().unwrap();
+        f.overwrite_at(2, b"bbbb").unwrap();
+        assert!(
+            f.overwrite_at(6, b"ccc").is_err(),
+            "an overwrite never extends"
+        );
+        d.sync().unwrap();
+        let (mut old, mut new, mut part) = (false, false, false);
+        for seed in 0..200 {
+            let got = read(&fs.after_power_loss(seed), "a").unwrap();
+            assert_eq!(got.len(), 8);
+            assert_eq!(&got[..2], b"aa");
+            assert_eq!(&got[6..], b"aa");
+            match &got[2..6] {
+                b"aaaa" => old = true,
+                b"bbbb" => new = true,
+                mid => {
+                    assert!(mid.iter().all(|&c| c == b'a' || c == b'b'), "{mid:?}");
+                    part = true;
+                }
+            }
+        }
+        assert!(old && new && part);
+        f.sync().unwrap();
+        for seed in 0..20 {
+            assert_eq!(read(&fs.after_power_loss(seed), "a").unwrap(), b"aabbbbaa");
+        }
     }
 
     #[test]

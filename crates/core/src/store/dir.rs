@@ -434,6 +434,17 @@ impl StoreWriter for DirWriter {
             .write_all(buf)
     }
 
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.file
+            .as_mut()
+            .expect("open until commit")
+            .overwrite_at(offset, buf)
+    }
+
+    fn can_overwrite(&self) -> bool {
+        true
+    }
+
     fn commit(mut self: Box<Self>) -> io::Result<()> {
         let file = self.file.take().expect("commit once");
         file.sync()?;

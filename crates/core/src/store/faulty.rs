@@ -113,37 +113,77 @@ struct FaultyWriter {
     written: u64,
 }
 
-impl StoreWriter for FaultyWriter {
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+impl FaultyWriter {
+    /// The byte count the armed fault fails at (u64::MAX: none that counts bytes).
+    fn limit(&self) -> u64 {
+        match self.fault {
+            Some(Fault::NoSpaceAfter(n) | Fault::IoErrorAfter(n) | Fault::CrashAfter(n)) => n,
+            _ => u64::MAX,
+        }
+    }
+
+    /// The armed fault fires: its error (a crash abandons the writer as a killed process
+    /// would, leaving its temporary object behind).
+    fn fire(&mut self) -> io::Error {
+        match self.fault {
+            Some(Fault::NoSpaceAfter(_)) => io::Error::from_raw_os_error(libc::ENOSPC),
+            Some(Fault::CrashAfter(_)) => {
+                // A killed process runs no destructors.
+                std::mem::forget(self.inner.take());
+                io::Error::other("injected crash")
+            }
+            _ => io::Error::from_raw_os_error(libc::EIO),
+        }
+    }
+
+    fn inner(&mut self) -> io::Result<&mut Box<dyn StoreWriter>> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| io::Error::other("writer crashed"))
+    }
+
+    /// A transient `IoErrorOnceAt` reached by `len` more bytes: fails this call only.
+    fn once_at(&mut self, len: usize) -> io::Result<()> {
         if let Some(Fault::IoErrorOnceAt(n)) = self.fault {
-            if self.written + buf.len() as u64 > n {
+            if self.written + len as u64 > n {
                 self.fault = None;
                 return Err(io::Error::from_raw_os_error(libc::EIO));
             }
         }
-        let limit = match self.fault {
-            Some(Fault::NoSpaceAfter(n) | Fault::IoErrorAfter(n) | Fault::CrashAfter(n)) => n,
-            _ => u64::MAX,
-        };
-        let room = limit.saturating_sub(self.written).min(buf.len() as u64) as usize;
-        let inner = self
-            .inner
-            .as_mut()
-            .ok_or_else(|| io::Error::other("writer crashed"))?;
-        inner.write_all(&buf[..room])?;
+        Ok(())
+    }
+}
+
+impl StoreWriter for FaultyWriter {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.once_at(buf.len())?;
+        let room = self
+            .limit()
+            .saturating_sub(self.written)
+            .min(buf.len() as u64) as usize;
+        self.inner()?.write_all(&buf[..room])?;
         self.written += room as u64;
         if room == buf.len() {
             return Ok(());
         }
-        match self.fault {
-            Some(Fault::NoSpaceAfter(_)) => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-            Some(Fault::CrashAfter(_)) => {
-                // A killed process runs no destructors: leave the temporary object behind.
-                std::mem::forget(self.inner.take());
-                Err(io::Error::other("injected crash"))
-            }
-            _ => Err(io::Error::from_raw_os_error(libc::EIO)),
+        Err(self.fire())
+    }
+
+    /// Bytes overwritten count against the fault's budget like bytes written (the device
+    /// takes both); an overwrite that would pass it writes nothing.
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.once_at(buf.len())?;
+        if self.written + buf.len() as u64 > self.limit() {
+            self.written = self.limit();
+            return Err(self.fire());
         }
+        self.inner()?.overwrite_at(offset, buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
+    }
+
+    fn can_overwrite(&self) -> bool {
+        self.inner.as_ref().is_some_and(|w| w.can_overwrite())
     }
 
     fn commit(mut self: Box<Self>) -> io::Result<()> {

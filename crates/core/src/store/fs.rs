@@ -70,6 +70,8 @@ pub trait FsDir: Send + Sync {
 pub trait FsFile: Send + Sync {
     /// Append `buf` (files are written front to back once).
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Replace bytes already written (`StoreWriter::overwrite_at`).
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()>;
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// As [`ickpt_format::ReadAt::read_pieces_at`]; by default one read per kept piece.
     fn read_pieces_at(&self, pieces: &mut [Piece<'_>], offset: u64) -> io::Result<()> {

@@ -159,9 +159,35 @@ pub trait StoreFile: ReadAt + Send + Sync {
 /// An object being written.
 pub trait StoreWriter: Send {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Replace `buf.len()` bytes already written, at `offset`, without moving the end: a
+    /// pre-copied page written again (paper 004), and a version's header written last. Never
+    /// extends the object (InvalidInput if `offset + len` passes what was written).
+    /// Unsupported by stores that only append (an object upload): [`can_overwrite`]
+    /// says so before anything is written.
+    ///
+    /// [`can_overwrite`]: StoreWriter::can_overwrite
+    fn overwrite_at(&mut self, _offset: u64, _buf: &[u8]) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Whether [`overwrite_at`](StoreWriter::overwrite_at) works on this writer.
+    fn can_overwrite(&self) -> bool {
+        false
+    }
     /// Make the object durable and visible under its name, atomically: after a crash at any
     /// point either the whole object is there or none of it.
     fn commit(self: Box<Self>) -> io::Result<()>;
+}
+
+/// Whether `offset..offset + len` lies within the `written` bytes an overwrite may replace;
+/// InvalidInput naming the range if not.
+pub(crate) fn within_written(offset: u64, len: usize, written: u64) -> io::Result<()> {
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= written => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("an overwrite of {len} bytes at {offset} passes the {written} bytes written"),
+        )),
+    }
 }
 
 /// File name of a version.

@@ -239,6 +239,11 @@ impl FsFile for RealFile {
         Ok(())
     }
 
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        super::within_written(offset, buf.len(), self.written)?;
+        FileExt::write_all_at(&self.file, buf, offset)
+    }
+
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         FileExt::read_exact_at(&self.file, buf, offset)
     }

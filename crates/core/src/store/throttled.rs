@@ -108,6 +108,21 @@ impl StoreWriter for ThrottledWriter {
         Ok(())
     }
 
+    /// Throttled like a write: the device writes the bytes again.
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let wait = self
+            .bucket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(buf.len() as u64, Instant::now());
+        std::thread::sleep(wait);
+        self.inner.overwrite_at(offset, buf)
+    }
+
+    fn can_overwrite(&self) -> bool {
+        self.inner.can_overwrite()
+    }
+
     fn commit(self: Box<Self>) -> io::Result<()> {
         self.inner.commit()
     }

@@ -50,6 +50,13 @@ impl StoreWriter for HookWriter {
         (self.hook)();
         self.inner.write_all(buf)
     }
+    fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        (self.hook)();
+        self.inner.overwrite_at(offset, buf)
+    }
+    fn can_overwrite(&self) -> bool {
+        self.inner.can_overwrite()
+    }
     fn commit(self: Box<Self>) -> io::Result<()> {
         self.inner.commit()
     }
