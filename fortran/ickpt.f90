@@ -35,7 +35,10 @@ module ickpt
   integer(c_int32_t), parameter :: ICKPT_COMPRESS_DEFAULT = 0, ICKPT_COMPRESS_OFF = 1, &
        ICKPT_COMPRESS_FAST = 2, ICKPT_COMPRESS_HIGH = 3, ICKPT_COMPRESS_LEVEL = 4
 
-  ! ickpt_config, field for field (112 bytes, as in C).
+  integer(c_int32_t), parameter :: ICKPT_PRECOPY_OFF = 0, ICKPT_PRECOPY_BLIND = 1, &
+       ICKPT_PRECOPY_PRWIP = 2, ICKPT_PRECOPY_PRWIP_OPT = 3
+
+  ! ickpt_config, field for field (120 bytes, as in C).
   type, bind(C) :: ickpt_config
      integer(c_int32_t) :: struct_size, backend, full_every, keep_chains
      type(c_ptr) :: dir
@@ -48,6 +51,7 @@ module ickpt
      integer(c_int32_t) :: keep_versions, keep_within_s
      integer(c_int32_t) :: policy, restore_weight_pct
      integer(c_int32_t) :: compression, compress_level
+     integer(c_int32_t) :: precopy, checkpoint_interval_ms
   end type ickpt_config
 
   ! The directory ickpt_set_dir points a config at: it must outlive ickpt_init.

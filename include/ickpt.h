@@ -112,6 +112,27 @@ extern "C" {
 #define ICKPT_COMPRESS_LEVEL 4
 
 /**
+ * No pre-copy: a checkpoint writes every page written since the last one (the default).
+ */
+#define ICKPT_PRECOPY_OFF 0
+
+/**
+ * Every dirty page is written out as soon as it is seen between checkpoints (Kannan et al.).
+ */
+#define ICKPT_PRECOPY_BLIND 1
+
+/**
+ * A dirty page is written out when its predicted next write falls after the next
+ * checkpoint (paper 004, PRWIP).
+ */
+#define ICKPT_PRECOPY_PRWIP 2
+
+/**
+ * PRWIP, raising a page's predicted rewrite interval after two conflict-free rounds.
+ */
+#define ICKPT_PRECOPY_PRWIP_OPT 3
+
+/**
  * Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
  */
 typedef enum ickpt_result {
@@ -289,6 +310,18 @@ typedef struct ickpt_config {
    * The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; ignored otherwise.
    */
   int32_t compress_level;
+  /**
+   * ICKPT_PRECOPY_* (default ICKPT_PRECOPY_OFF): write dirty pages out between
+   * checkpoints so a checkpoint has less left to write (paper 004, docs/precopy.md);
+   * ICKPT_PRECOPY ("off", "blind", "prwip", "prwip-opt") overrides.
+   */
+  uint32_t precopy;
+  /**
+   * How often the program checkpoints, in milliseconds, for pre-copy to know how much
+   * time is left; 0 (the default): learnt from the gaps between its checkpoint calls
+   * (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
+   */
+  uint32_t checkpoint_interval_ms;
 } ickpt_config;
 
 /**
@@ -445,6 +478,57 @@ typedef struct ickpt_phases {
    */
   uint64_t gc_ns;
 } ickpt_phases;
+
+/**
+ * What pre-copy did (from `ickpt_get_precopy`). Fields are only ever appended: the call
+ * writes as many bytes as the caller's struct has.
+ */
+typedef struct ickpt_precopy {
+  /**
+   * The newest checkpoint this process committed (0: none yet); the fields up to
+   * `pass_ns` are of it.
+   */
+  uint64_t version;
+  /**
+   * ICKPT_PRECOPY_* the library runs with (the config's, or ICKPT_PRECOPY's).
+   */
+  uint32_t strategy;
+  /**
+   * 1 when pre-copy stopped before this checkpoint (a store or tracking error, whose
+   * pages went into the checkpoint instead); 0 otherwise.
+   */
+  uint32_t stopped;
+  /**
+   * Pages the version took from pre-copy, written before the checkpoint call.
+   */
+  uint64_t pages;
+  /**
+   * Of those, pages written again before the checkpoint (conflicts): each was copied
+   * again, by a later pass or by the checkpoint.
+   */
+  uint64_t conflicts;
+  /**
+   * Page copies written before the checkpoint call, first copies and again.
+   */
+  uint64_t copies;
+  /**
+   * Bytes written into the version's file more than once.
+   */
+  uint64_t rewritten_bytes;
+  /**
+   * Pre-copy passes between the checkpoint before and this one, and their time.
+   */
+  uint64_t passes;
+  uint64_t pass_ns;
+  /**
+   * The same since ickpt_init.
+   */
+  uint64_t total_passes;
+  uint64_t total_pages;
+  uint64_t total_conflicts;
+  uint64_t total_copies;
+  uint64_t total_rewritten_bytes;
+} ickpt_precopy;
 
 /**
  * What a section save (or take) found and wrote.
@@ -725,6 +809,13 @@ ptrdiff_t ickpt_pread(int32_t fd, void *buf, size_t count, int64_t offset);
 ptrdiff_t ickpt_recv(int32_t fd, void *buf, size_t len, int32_t flags);
 
 /**
+ * What pre-copy did for this process's newest committed checkpoint, and since
+ * `ickpt_init`. Writes `size` bytes at most (pass `sizeof *out`; the header's macro
+ * `ickpt_get_precopy(&p)` does). With pre-copy off every field is 0.
+ */
+enum ickpt_result ickpt_get_precopy_sized(struct ickpt_precopy *out, size_t size);
+
+/**
  * Start a section (Table I's `start`; ICKPT_SECTION_START). Checkpointing: from here the
  * protected regions' writes are tracked, word by word. Recovering, when the store holds
  * this section's saves from an earlier run (sections are numbered in the order the process
@@ -818,6 +909,7 @@ enum ickpt_result ickpt_require(enum ickpt_result r, const char *what);
 /* Fills the caller's struct and no more, whichever ickpt.h the program was built with. */
 #define ickpt_config_init(cfg) ickpt_config_init_sized((cfg), sizeof *(cfg))
 #define ickpt_get_phases(out) ickpt_get_phases_sized((out), sizeof *(out))
+#define ickpt_get_precopy(out) ickpt_get_precopy_sized((out), sizeof *(out))
 
 /* Paper 003's directives as statements (docs/sections.md): "#pragma dickpt start" reads
  * ICKPT_SECTION_START(&resume), "save name" ICKPT_SECTION_SAVE("name"), "stop"

@@ -49,7 +49,8 @@ int main(void) {
     /* Every size ickpt_config has had: the first layout ended after dir, the next after
      * bandwidth, then after cow_bytes. */
     const size_t sizes[] = {offsetof(ickpt_config, bandwidth), offsetof(ickpt_config, mode),
-                            offsetof(ickpt_config, granularity), sizeof(ickpt_config)};
+                            offsetof(ickpt_config, granularity), offsetof(ickpt_config, precopy),
+                            sizeof(ickpt_config)};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "size-%zu", sizes[i]);

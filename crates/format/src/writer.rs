@@ -114,6 +114,12 @@ impl VersionLayout {
         self.pages_end += self.header.page_size as u64;
     }
 
+    /// The CRC of the `index`-th page pushed, once its bytes were written again (a pre-copied
+    /// page copied again into its place).
+    pub fn set_page_crc(&mut self, index: usize, crc: u32) {
+        self.crcs[index] = crc;
+    }
+
     /// Record that the next `frame.stored_len` bytes written to the data section store the
     /// next `frame.page_count` pages pushed (frames follow the pages in order). A file whose
     /// frames are all raw is written without a frame table.

@@ -9,10 +9,12 @@
 mod boundary;
 mod engine_lock;
 mod io;
+mod precopy;
 mod sections;
 mod types;
 
 pub use io::*;
+pub use precopy::*;
 pub use sections::*;
 pub use types::*;
 
@@ -88,6 +90,8 @@ fn default_config() -> ickpt_config {
         restore_weight_pct: (d.restore_weight * 100.0) as u32,
         compression: ICKPT_COMPRESS_DEFAULT,
         compress_level: 0,
+        precopy: ICKPT_PRECOPY_OFF,
+        checkpoint_interval_ms: 0,
     }
 }
 
@@ -199,7 +203,9 @@ fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Error> {
         policy,
         restore_weight_pct,
         compression,
-        compress_level
+        compress_level,
+        precopy,
+        checkpoint_interval_ms
     );
     Ok(c)
 }
@@ -292,6 +298,10 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 }
                 x => return Err(setting("cfg->compression", x)),
             };
+            c.precopy = crate::policy::prwip::Strategy::from_code(cfg.precopy)
+                .ok_or_else(|| setting("cfg->precopy", cfg.precopy))?;
+            c.checkpoint_interval = (cfg.checkpoint_interval_ms != 0)
+                .then(|| std::time::Duration::from_millis(cfg.checkpoint_interval_ms.into()));
             c.keep_within = (cfg.keep_within_s != 0)
                 .then(|| std::time::Duration::from_secs(cfg.keep_within_s.into()));
         }
@@ -740,7 +750,7 @@ pub extern "C" fn ickpt_get_phases_sized(out: *mut ickpt_phases, size: usize) ->
 ///
 /// # Safety
 /// `out` points to `size` writable bytes.
-unsafe fn write_sized<T: Copy>(v: &T, out: *mut T, size: usize) {
+pub(super) unsafe fn write_sized<T: Copy>(v: &T, out: *mut T, size: usize) {
     let known = std::mem::size_of::<T>();
     let bytes = out.cast::<u8>();
     // SAFETY: the copy stays within both `v` and the caller's `size` bytes, and the zeroed

@@ -98,6 +98,16 @@ pub const ICKPT_COMPRESS_HIGH: u32 = 3;
 /// zstd at `compress_level`.
 pub const ICKPT_COMPRESS_LEVEL: u32 = 4;
 
+/// No pre-copy: a checkpoint writes every page written since the last one (the default).
+pub const ICKPT_PRECOPY_OFF: u32 = 0;
+/// Every dirty page is written out as soon as it is seen between checkpoints (Kannan et al.).
+pub const ICKPT_PRECOPY_BLIND: u32 = 1;
+/// A dirty page is written out when its predicted next write falls after the next
+/// checkpoint (paper 004, PRWIP).
+pub const ICKPT_PRECOPY_PRWIP: u32 = 2;
+/// PRWIP, raising a page's predicted rewrite interval after two conflict-free rounds.
+pub const ICKPT_PRECOPY_PRWIP_OPT: u32 = 3;
+
 /// Configuration for `ickpt_init`. Initialise with `ickpt_config_init`, then change fields.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -169,6 +179,14 @@ pub struct ickpt_config {
     pub compression: u32,
     /// The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; ignored otherwise.
     pub compress_level: i32,
+    /// ICKPT_PRECOPY_* (default ICKPT_PRECOPY_OFF): write dirty pages out between
+    /// checkpoints so a checkpoint has less left to write (paper 004, docs/precopy.md);
+    /// ICKPT_PRECOPY ("off", "blind", "prwip", "prwip-opt") overrides.
+    pub precopy: u32,
+    /// How often the program checkpoints, in milliseconds, for pre-copy to know how much
+    /// time is left; 0 (the default): learnt from the gaps between its checkpoint calls
+    /// (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
+    pub checkpoint_interval_ms: u32,
 }
 
 // The sizes docs/abi.md lists, which programs built against older headers pass as
@@ -182,7 +200,8 @@ const _: () = {
     assert!(offset_of!(ickpt_config, keep_versions) == 88);
     assert!(offset_of!(ickpt_config, policy) == 96);
     assert!(offset_of!(ickpt_config, compression) == 104);
-    assert!(size_of::<ickpt_config>() == 112);
+    assert!(offset_of!(ickpt_config, precopy) == 112);
+    assert!(size_of::<ickpt_config>() == 120);
 };
 
 /// What a checkpoint wrote. From `ickpt_checkpoint` in async mode it describes the version

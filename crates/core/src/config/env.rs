@@ -77,6 +77,8 @@ pub(crate) struct Overrides {
     pub object_url: Option<String>,
     pub keep_versions: Option<u32>,
     pub keep_within: Option<std::time::Duration>,
+    pub precopy: Option<crate::policy::prwip::Strategy>,
+    pub checkpoint_interval: Option<std::time::Duration>,
 }
 
 impl Overrides {
@@ -138,6 +140,16 @@ impl Overrides {
                 "ICKPT_KEEP_WITHIN",
                 "a duration such as 12h, 7d or 90min",
                 parse_duration,
+            )?,
+            precopy: parsed(
+                "ICKPT_PRECOPY",
+                "off, blind, prwip or prwip-opt",
+                crate::policy::prwip::Strategy::parse,
+            )?,
+            checkpoint_interval: parsed(
+                "ICKPT_CHECKPOINT_INTERVAL",
+                "a duration such as 5s or 500ms, more than 0",
+                |v| parse_duration(v).filter(|d| !d.is_zero()),
             )?,
         })
     }

@@ -117,6 +117,19 @@ pub struct Config {
     /// application's path. The default, `Auto`, compresses async commits only.
     /// `ICKPT_COMPRESS` (`auto`, `off`, `fast`, `high`, a level) overrides.
     pub compression: Compression,
+    /// Write dirty pages out between checkpoints, so a checkpoint has less left to write
+    /// (paper 004): `Off` (the default), `Blind` (every dirty page as it is seen), `Prwip`
+    /// (a page whose predicted next write falls after the next checkpoint), `PrwipOpt`.
+    /// `ICKPT_PRECOPY` (`off`, `blind`, `prwip`, `prwip-opt`) overrides.
+    pub precopy: crate::policy::prwip::Strategy,
+    /// How often the application checkpoints, for pre-copy to know how much time is left;
+    /// None: learnt from the gaps between its last checkpoint calls.
+    /// `ICKPT_CHECKPOINT_INTERVAL` (e.g. `5s`, `500ms`) sets it when the program does not.
+    pub checkpoint_interval: Option<std::time::Duration>,
+    /// Pre-copy passes run on a thread of ickpt's (true, the default), or only when
+    /// `Engine::precopy_pass` is called (tests that count what one pass did).
+    #[doc(hidden)]
+    pub precopy_thread: bool,
 }
 
 /// The largest copy-on-write buffer ickpt accepts.
@@ -147,6 +160,9 @@ impl Config {
             drain_bandwidth: None,
             object_url: None,
             compression: Compression::Auto,
+            precopy: crate::policy::prwip::Strategy::Off,
+            checkpoint_interval: None,
+            precopy_thread: true,
         }
     }
 
@@ -178,6 +194,8 @@ impl Config {
             c.keep_versions = o.keep_versions.unwrap_or(0);
         }
         c.keep_within = c.keep_within.or(o.keep_within);
+        c.precopy = o.precopy.unwrap_or(c.precopy);
+        c.checkpoint_interval = c.checkpoint_interval.or(o.checkpoint_interval);
         let test = TestSwitches::read()?;
         c.check()?;
         Ok((c, test))

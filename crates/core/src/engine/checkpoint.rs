@@ -23,8 +23,20 @@ impl Engine {
     /// version and shown by `ickpt ls`.
     pub fn checkpoint_tagged(&self, tag: u64) -> Result<CheckpointInfo, CheckpointError> {
         let started = Instant::now();
-        let mut st = self.lock_for_change()?;
+        // A pre-copy pass under way gives its remaining pages back rather than copy them.
+        let urgent = self.precopier.as_ref().map(|p| &p.ctl.urgent);
+        if let Some(u) = urgent {
+            u.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let st = self.lock_for_change();
+        if let Some(u) = urgent {
+            u.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        let mut st = st?;
         self.settle(&mut st);
+        if let Some(p) = &mut st.precopy {
+            p.called();
+        }
         if let Some(e) = st.unreported.take() {
             return Err(e);
         }
@@ -52,6 +64,7 @@ impl Engine {
                 duration: std::time::Duration::ZERO,
                 phases: job.phases.clone(),
                 commit: job.stats,
+                precopy: job.precopy.clone(),
             };
             match self.launch(&mut st, job)? {
                 Launched::Raced => (fence_all, attempt) = (true, attempt + 1),

@@ -5,6 +5,7 @@
 //! pages through the protocol (`track/protocol`).
 
 use super::drain::TierDrain;
+use super::precopy::{PreFile, PrecopyInfo};
 use super::sink::{batch_bytes, Handoff, Sink, THREAD_MIN_BATCHES};
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
@@ -61,6 +62,11 @@ pub(crate) struct Job {
     pub stalls: Arc<AtomicU64>,
     /// Told of the version once committed; None without lower tiers.
     pub tiers: Option<Arc<TierDrain>>,
+    /// The file pre-copy began for this version (paper 004), which the commit goes on
+    /// writing; None: the commit creates it.
+    pub pre: Option<PreFile>,
+    /// What pre-copy did for the version.
+    pub precopy: Option<PrecopyInfo>,
 }
 
 /// What a finished commit hands back to the engine.
@@ -104,6 +110,8 @@ pub(super) fn run(job: Job) -> Outcome {
         write_thread,
         stalls,
         tiers,
+        pre,
+        precopy,
     } = job;
     let drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
@@ -126,7 +134,24 @@ pub(super) fn run(job: Job) -> Outcome {
         entries,
     );
     // No allocation while pages are being taken (a waiting writer may hold malloc's lock).
-    layout.reserve(total as usize);
+    layout.reserve(total as usize + pre.as_ref().map_or(0, |f| f.pages()));
+    // A pre-copied version's first pages are in its file already: they come first in the
+    // layout, and a page the commit stores again goes over its slot.
+    let index_of = |id: u64| {
+        regions
+            .binary_search_by_key(&id, |r| r.tr.id)
+            .map_or(u32::MAX, |i| i as u32)
+    };
+    let resumed = pre.map(|f| {
+        let file = f.file.clone();
+        let (w, end, slots) = f.into_commit(&mut layout, index_of);
+        (w, file, end, slots)
+    });
+    let mut page_buf = if resumed.is_some() {
+        vec![0u8; ps]
+    } else {
+        Vec::new()
+    };
     // Before any store I/O, which may block: chunks with nothing to take open now.
     let mut lift = LiftBehind::start(&regions, &protocol, &*tracker, lift_behind);
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
@@ -137,7 +162,13 @@ pub(super) fn run(job: Job) -> Outcome {
     let mut encoder = encoder.lock().unwrap_or_else(|e| e.into_inner());
     let handoff = Handoff::new(batches);
     // In bytes, not pages: a batch holds fewer pages of a larger page size.
-    let threaded = write_thread && total as usize * ps >= THREAD_MIN_BATCHES * batch_bytes(ps);
+    let threaded = write_thread
+        && resumed.is_none()
+        && total as usize * ps >= THREAD_MIN_BATCHES * batch_bytes(ps);
+    let (resumed, slots) = match resumed {
+        Some((w, file, end, slots)) => (Some((w, file, end)), Some(slots)),
+        None => (None, None),
+    };
     let result = std::thread::scope(|scope| {
         // Dropped in here, also when this unwinds: the pages are released before the scope
         // waits for the writing thread, whose exit may need a lock a waiting writer holds.
@@ -145,7 +176,10 @@ pub(super) fn run(job: Job) -> Outcome {
         let prefix = layout.prefix();
         // The prefix first, on this thread: a commit held at its first write (tests) has
         // then taken no page yet.
-        let mut sink = Sink::create(&*store, &name, &prefix, first, &mut encoder, &stalls, ps);
+        let mut sink = match resumed {
+            Some((w, file, end)) => Sink::resume(w, file, end, first, &mut encoder, &stalls, ps),
+            None => Sink::create(&*store, &name, &prefix, first, &mut encoder, &stalls, ps),
+        };
         if threaded {
             sink.write_on_thread(scope, &handoff);
         }
@@ -166,6 +200,25 @@ pub(super) fn run(job: Job) -> Outcome {
             // The page is released (TAKEN) as soon as its bytes are copied, before its CRC
             // (taken with its batch): a writer waiting for it then waits for a memcpy only,
             // and never across anything that could take a lock.
+            let (ri, page) = take.page();
+            if let Some(slot) = slots.as_ref().and_then(|s| s.of(regions[ri].tr.id, page)) {
+                // Pre-copied, and written since: its slot gets the page as it is now.
+                match take {
+                    Take::Memory(..) => regions[ri].tr.copy_page_out(page, &mut page_buf),
+                    Take::Slot(cow, ..) => {
+                        page_buf.copy_from_slice(protocol.cow.bytes(cow));
+                        protocol.cow.free(cow);
+                    }
+                }
+                protocol.taken(&regions[ri].tr, page);
+                lift.taken(ri, page);
+                let crc = ickpt_format::crc(&page_buf);
+                layout.set_page_crc(slot, crc);
+                let at = slots.as_ref().map_or(0, |s| s.prefix_len) + (slot * ps) as u64;
+                sink.overwrite(at, &page_buf);
+                done += 1;
+                continue;
+            }
             let (ri, page) = match take {
                 Take::Memory(ri, page) => {
                     if let Some(dst) = sink.slot() {
@@ -226,6 +279,10 @@ pub(super) fn run(job: Job) -> Outcome {
         let trailer = layout.trailer();
         head.meta_crc = VersionLayout::meta_crc_of_trailer(&trailer);
         sink.write(&trailer);
+        if slots.is_some() {
+            // The header and region table, left as zeros by the pre-copy.
+            sink.overwrite(0, &prefix);
+        }
         if protocol.poisoned() && !sink.failed() {
             sink.abort(CheckpointError::CommitAborted { version });
         }
@@ -253,8 +310,20 @@ pub(super) fn run(job: Job) -> Outcome {
                 duration: requested.elapsed(),
                 phases: phases.clone(),
                 commit: stats,
+                precopy: precopy.clone(),
             }
         });
+        if result.is_err() {
+            // The version did not commit: the pre-copied pages go back with the rest.
+            if let Some(s) = &slots {
+                s.give_back(|id| {
+                    regions
+                        .binary_search_by_key(&id, |r| r.tr.id)
+                        .ok()
+                        .map(|i| regions[i].tr.clone())
+                });
+            }
+        }
         if result.is_ok() {
             drain.committed();
             if let Some(t) = &tiers {

@@ -11,6 +11,7 @@ pub(crate) mod gc;
 mod global;
 mod inject;
 mod pending;
+pub(crate) mod precopy;
 mod restore_regions;
 mod schedule;
 mod section;
@@ -19,6 +20,7 @@ mod stats;
 mod versions;
 
 pub use inject::InjectInfo;
+pub use precopy::PrecopyInfo;
 pub use section::{SectionSave, SectionStart, MAX_NAME as MAX_SECTION_NAME};
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
@@ -71,6 +73,8 @@ pub(crate) struct State {
     pub chain_costs: crate::policy::ChainCosts,
     /// Program sections (paper 003).
     pub sections: section::Sections,
+    /// Pre-copy (paper 004); None when off.
+    pub precopy: Option<precopy::PreCopy>,
 }
 
 pub struct Engine {
@@ -89,7 +93,10 @@ pub struct Engine {
     staging: Arc<Mutex<OwnBytes>>,
     /// Encodes each batch into frames (format 6): made once, so a commit allocates nothing.
     encoder: Arc<Mutex<ickpt_format::FrameEncoder>>,
-    state: Mutex<State>,
+    /// Shared with the pre-copier thread.
+    state: Arc<Mutex<State>>,
+    /// Writes dirty pages out between checkpoints (paper 004); None when pre-copy is off.
+    precopier: Option<precopy::Precopier>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
     /// The issue-11 commit paths switched back (tests and measurements).
@@ -281,7 +288,10 @@ impl Engine {
             .map_err(track::TrackError::OwnAlloc)?;
         let encoder = frame_encoder(cfg.compression.level(cfg.mode), page_size())
             .map_err(track::TrackError::OwnAlloc)?;
-        Ok(Engine {
+        let precopy = (cfg.precopy != crate::policy::prwip::Strategy::Off)
+            .then(|| precopy::PreCopy::new(cfg.precopy, cfg.checkpoint_interval));
+        let mut engine = Engine {
+            precopier: None,
             local: store.clone(),
             drain: None,
             tiered: None,
@@ -296,7 +306,7 @@ impl Engine {
             protocol,
             staging: Arc::new(Mutex::new(staging)),
             encoder: Arc::new(Mutex::new(encoder)),
-            state: Mutex::new(State {
+            state: Arc::new(Mutex::new(State {
                 regions: BTreeMap::new(),
                 head: None,
                 previous: None,
@@ -308,8 +318,20 @@ impl Engine {
                 pinned_global: 0,
                 chain_costs: Default::default(),
                 sections: Default::default(),
-            }),
-        })
+                precopy,
+            })),
+        };
+        if engine.lock().precopy.is_some() && engine.cfg.precopy_thread {
+            engine.precopier = Some(
+                precopy::Precopier::start(
+                    engine.state.clone(),
+                    engine.tracker.clone(),
+                    engine.store.clone(),
+                )
+                .map_err(track::TrackError::OwnAlloc)?,
+            );
+        }
+        Ok(engine)
     }
 
     pub fn config(&self) -> &Config {
@@ -415,6 +437,7 @@ impl Engine {
     pub fn unprotect(&self, id: u64) -> Result<(), ProtectError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
+        abandon_precopy(&mut st);
         let slot = st
             .regions
             .remove(&id)
@@ -455,6 +478,7 @@ impl Engine {
             .find(|(_, s)| s.owned.as_ref().is_some_and(|m| m.ptr() == ptr))
             .map(|(id, _)| *id)
             .ok_or(ProtectError::NotAllocated { ptr: ptr as usize })?;
+        abandon_precopy(&mut st);
         let slot = st.regions.remove(&id).expect("found above");
         st.stats.keep_counts_of(&slot.tr);
         self.tracker
@@ -486,6 +510,13 @@ impl Engine {
         s.acck_huge_spans = self.protocol.huge_queue().map_or(0, |q| q.collapsed());
         s.regions_by_protection = sum(|r| r.tracked_by_protection() as u64);
         s.commit_stalls = self.stalls.load(std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = st.precopy.as_ref().map(|p| p.totals) {
+            s.precopy_passes = t.passes;
+            s.precopy_pages = t.pages;
+            s.precopy_conflicts = t.conflicts;
+            s.precopy_copies = t.copies;
+            s.precopy_rewritten_bytes = t.rewritten_bytes;
+        }
         s
     }
 
@@ -507,12 +538,45 @@ impl Engine {
         self.protocol.has_waiters()
     }
 
+    /// Run one pre-copy pass now, on this thread, as the pre-copier's thread does every
+    /// period (tests that count what a pass did turn the thread off). False when pre-copy is
+    /// off, or a commit or a section would have kept the thread from passing.
+    #[doc(hidden)]
+    pub fn precopy_pass(&self) -> bool {
+        let mut st = self.lock();
+        self.poll(&mut st);
+        if st.pending.is_some() || st.sections.is_open() {
+            return false;
+        }
+        let st = &mut *st;
+        let Some(p) = &mut st.precopy else {
+            return false;
+        };
+        let urgent = std::sync::atomic::AtomicBool::new(false);
+        p.pass(
+            &st.regions,
+            &*self.tracker,
+            &*self.store,
+            st.next_version,
+            &urgent,
+        );
+        true
+    }
+
     /// Pointer and length of a protected region.
     pub fn region(&self, id: u64) -> Option<(*mut u8, usize)> {
         let st = self.lock();
         st.regions
             .get(&id)
             .map(|r| (r.tr.user_ptr as *mut u8, r.tr.user_len))
+    }
+}
+
+/// A region is about to leave tracking: the pre-copy file could no longer index its pages,
+/// so it is dropped and every page it held goes back to its region for the next checkpoint.
+fn abandon_precopy(st: &mut State) {
+    if let Some(p) = &mut st.precopy {
+        p.abandon(&st.regions);
     }
 }
 
@@ -550,25 +614,35 @@ impl Drop for Engine {
             // would wait for ever); `alloc`'s mappings are the child's to keep using; the
             // store's descriptors were closed at fork (sys/fs.rs), and closing them again
             // could close files the child opened since, so the store is never dropped here.
-            let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
-            std::mem::forget(st.pending.take());
+            if let Some(p) = &mut self.precopier {
+                p.forget();
+            }
             std::mem::forget(self.huge_worker.take());
             std::mem::forget(self.drain.take());
             std::mem::forget(self.tiered.take());
             std::mem::forget(self.local.clone());
             std::mem::forget(self.store.clone());
-            for slot in st.regions.values_mut() {
-                let _ = self.tracker.detach(&slot.tr);
-                // Not unmapped when the slot drops: the child keeps using it.
-                std::mem::forget(slot.owned.take());
+            // The state is the child's alone (the threads sharing it stayed with the parent),
+            // but one of them may have held its lock at the fork: reached without the lock
+            // when nothing else holds the Arc (no pre-copier), else only if the lock is free.
+            // If neither, the pre-copier's clone, never dropped, keeps the state, and the
+            // memory `alloc` mapped, alive: left tracked, never unmapped.
+            if let Some(m) = Arc::get_mut(&mut self.state) {
+                let st = m.get_mut().unwrap_or_else(|e| e.into_inner());
+                forget_in_child(st, &*self.tracker);
+            } else if let Ok(mut st) = self.state.try_lock() {
+                forget_in_child(&mut st, &*self.tracker);
             }
             return;
+        }
+        if let Some(p) = &mut self.precopier {
+            p.stop();
         }
         if let (Some(q), Some(h)) = (self.protocol.huge_queue(), self.huge_worker.take()) {
             q.stop();
             let _ = h.join();
         }
-        let mut st = std::mem::take(self.state.get_mut().unwrap_or_else(|e| e.into_inner()));
+        let mut st = std::mem::take(&mut *self.lock());
         self.settle(&mut st);
         // What is left undrained is copied at the next start (`ickpt_finalize` waits for it).
         if let Some(d) = self.drain.take() {
@@ -582,6 +656,17 @@ impl Drop for Engine {
         }
         // The protocol is freed with the engine: not under a handler still leaving it.
         self.protocol.wait_for_handlers();
+    }
+}
+
+/// A forked child's engine lets go of the parent's regions: tracking stops, the memory stays
+/// mapped (the child keeps using it), the commit in flight is not waited for.
+fn forget_in_child(st: &mut State, tracker: &dyn Tracker) {
+    std::mem::forget(st.pending.take());
+    for slot in st.regions.values_mut() {
+        let _ = tracker.detach(&slot.tr);
+        // Not unmapped when the slot drops: the child keeps using it.
+        std::mem::forget(slot.owned.take());
     }
 }
 

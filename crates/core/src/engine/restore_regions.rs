@@ -33,6 +33,10 @@ impl Engine {
         if let Some(index) = st.sections.open_index() {
             return Err(RestoreError::SectionOpen(index));
         }
+        // Memory is about to change behind tracking's back: nothing pre-copied holds.
+        if let Some(p) = &mut st.precopy {
+            p.discard();
+        }
         let catalog = self.catalog();
         let chain = catalog.chain(version)?;
         let newest = &chain[0].meta;

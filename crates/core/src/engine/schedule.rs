@@ -11,7 +11,7 @@ use crate::track::protocol::{
     self,
     committer::{self, Scheduled},
 };
-use crate::track::{self, Guard, TrackedRegion};
+use crate::track::{self, bitmap, Guard, TrackedRegion};
 use ickpt_format::{
     backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry, StoredPhases,
 };
@@ -65,6 +65,18 @@ impl Engine {
                 page_offset: slot.tr.page_offset() as u32,
             });
         }
+
+        // A file pre-copy began for this version, if the version can take it over; if not,
+        // its pages went back to their regions, for this collect to take.
+        let data_offset = ickpt_format::Header::data_offset_for(
+            ickpt_format::FORMAT_VERSION,
+            entries.len() as u32,
+            page_size() as u32,
+        );
+        let pre = match &mut st.precopy {
+            Some(p) => p.take_file(&st.regions, version, kind == Kind::Incremental, data_offset),
+            None => None,
+        };
 
         // Everything the gate-closed part stores into is allocated now: a writer held at the
         // gate may hold the allocator's lock (it faulted inside malloc), and this thread
@@ -143,6 +155,9 @@ impl Engine {
             });
         }
         if let Some((e, tr, bits, guard)) = failed {
+            if let Some(f) = &pre {
+                f.give_back(|id| st.regions.get(&id).map(|s| s.tr.clone()));
+            }
             committer::unschedule(
                 &self.protocol,
                 st.regions.values().map(|s| &*s.tr),
@@ -166,6 +181,14 @@ impl Engine {
             FlushOrder::Address => Vec::new(),
         };
         st.next_version = version + 1;
+        let precopy = st.precopy.as_mut().map(|p| {
+            let of = |id: u64| regions.binary_search_by_key(&id, |r| r.tr.id).ok();
+            p.end_epoch(
+                pre.as_ref(),
+                |id| of(id).map_or(0, |i| regions[i].tr.npages),
+                |id, page| of(id).is_some_and(|i| bitmap::is_set(&regions[i].bits, page)),
+            )
+        });
         st.chain_costs.written_fraction = (all > 0).then(|| written as f64 / all as f64);
         let phases = Phases {
             collect: t.elapsed(),
@@ -215,6 +238,8 @@ impl Engine {
             write_thread: self.switches.write_thread,
             stalls: self.stalls.clone(),
             tiers: self.drain.clone(),
+            pre,
+            precopy,
         })
     }
 

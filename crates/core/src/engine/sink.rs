@@ -235,12 +235,59 @@ impl<'s, 'a> Sink<'s, 'a> {
         stalls: &'a AtomicU64,
         ps: usize,
     ) -> Self {
-        let file = store.describe(name);
         let (out, failure) = match store.create(name) {
             Ok(w) => (Out::Here(w), None),
             Err(e) => (Out::Nowhere, Some(Failure::Io("create", e))),
         };
-        let mut sink = Sink {
+        let mut sink = Self::over(
+            out,
+            failure,
+            store.describe(name),
+            0,
+            staging,
+            encoder,
+            stalls,
+            ps,
+        );
+        sink.write(prefix);
+        sink
+    }
+
+    /// Go on writing a file pre-copy began (`engine::precopy`), `written` bytes long: its
+    /// prefix is written last, with [`overwrite`](Self::overwrite).
+    pub(super) fn resume(
+        writer: Box<dyn StoreWriter>,
+        file: String,
+        written: u64,
+        staging: &'a mut [u8],
+        encoder: &'a mut FrameEncoder,
+        stalls: &'a AtomicU64,
+        ps: usize,
+    ) -> Self {
+        Self::over(
+            Out::Here(writer),
+            None,
+            file,
+            written,
+            staging,
+            encoder,
+            stalls,
+            ps,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn over(
+        out: Out<'s, 'a>,
+        failure: Option<Failure>,
+        file: String,
+        bytes: u64,
+        staging: &'a mut [u8],
+        encoder: &'a mut FrameEncoder,
+        stalls: &'a AtomicU64,
+        ps: usize,
+    ) -> Self {
+        Sink {
             out,
             failure,
             file,
@@ -250,14 +297,12 @@ impl<'s, 'a> Sink<'s, 'a> {
             crcs: [0; BATCH_PAGES],
             encoder,
             ps,
-            bytes: 0,
+            bytes,
             write_time: Duration::ZERO,
             io_wait: Duration::ZERO,
             crc_time: Duration::ZERO,
             stalls,
-        };
-        sink.write(prefix);
-        sink
+        }
     }
 
     /// From now on, write batches on a thread of `scope`, passing them through `handoff`
@@ -400,6 +445,22 @@ impl<'s, 'a> Sink<'s, 'a> {
         match w.write_all(data) {
             Ok(()) => self.bytes += data.len() as u64,
             Err(e) => self.failure = Some(Failure::Io("write", e)),
+        }
+        let took = t.elapsed();
+        self.write_time += took;
+        self.io_wait += took;
+    }
+
+    /// Replace bytes written before, on this thread (a resumed file has no writing thread):
+    /// a pre-copied page written again, the prefix at the end.
+    pub(super) fn overwrite(&mut self, offset: u64, data: &[u8]) {
+        if self.failure.is_some() {
+            return;
+        }
+        let Out::Here(w) = &mut self.out else { return };
+        let t = Instant::now();
+        if let Err(e) = w.overwrite_at(offset, data) {
+            self.failure = Some(Failure::Io("overwrite", e));
         }
         let took = t.elapsed();
         self.write_time += took;

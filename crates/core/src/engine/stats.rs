@@ -20,6 +20,8 @@ pub struct CheckpointInfo {
     pub phases: Phases,
     /// How the commit went: mode, time, and how the application's first writes met it.
     pub commit: CommitStats,
+    /// What pre-copy did for this version; None with pre-copy off.
+    pub precopy: Option<super::PrecopyInfo>,
 }
 
 /// Time spent in each phase of a checkpoint.
@@ -110,6 +112,14 @@ pub struct Stats {
     /// that stalls often runs at its store's speed, and copying further ahead would
     /// not help). Counted while commits run.
     pub commit_stalls: u64,
+    /// Pre-copy since start (paper 004; zero when off): passes, pages the checkpoints took
+    /// from pre-copy, those written again before their checkpoint (conflicts), page copies
+    /// written before the checkpoint calls, and bytes written more than once.
+    pub precopy_passes: u64,
+    pub precopy_pages: u64,
+    pub precopy_conflicts: u64,
+    pub precopy_copies: u64,
+    pub precopy_rewritten_bytes: u64,
     pub restores: u64,
     pub pages_restored: u64,
     pub restore_time: Duration,

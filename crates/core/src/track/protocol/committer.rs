@@ -30,12 +30,27 @@ pub(crate) fn give_back(tr: &TrackedRegion, bits: &[u64]) {
     tr.dirty.merge(bits);
 }
 
+/// One page of `tr` goes back to its dirty bits: the pre-copier did not copy it, or gave up
+/// a copy (`engine::precopy`).
+pub(crate) fn give_back_page(tr: &TrackedRegion, page: usize) {
+    tr.dirty.set(page);
+}
+
 /// Where the committer takes a page's bytes from.
 pub(crate) enum Take {
     /// From application memory, as (region index, page): it is Flushing.
     Memory(usize, usize),
     /// From a copy-on-write slot, as (slot, region index, page).
     Slot(usize, usize, usize),
+}
+
+impl Take {
+    /// The page taken, as (region index, page).
+    pub fn page(&self) -> (usize, usize) {
+        match *self {
+            Take::Memory(ri, page) | Take::Slot(_, ri, page) => (ri, page),
+        }
+    }
 }
 
 /// Algorithm 4: the waited page, then copied pages, then the adaptive priority, then the
