@@ -194,6 +194,10 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
                     "after        - (no next version committed right after this one records it)"
                 ),
             }
+            println!(
+                "precopy      {}",
+                precopy_line(&st.precopy, h.format_version)
+            );
         }
     }
     println!();
@@ -227,4 +231,30 @@ pub fn tag_text(tag: u64, format_version: u16) -> String {
         (0, _) => "- (none given)".into(),
         (t, _) => t.to_string(),
     }
+}
+
+/// What pre-copy did for the version, in words (format 7 on).
+fn precopy_line(p: &ickpt::format::StoredPrecopy, format_version: u16) -> String {
+    if format_version < 7 {
+        return format!("not recorded (format version {format_version} predates it)");
+    }
+    let name = ickpt::format::PRECOPY_NAMES
+        .get(p.strategy as usize)
+        .copied()
+        .unwrap_or("unknown");
+    if p.strategy == 0 {
+        return "off".into();
+    }
+    let rate = if p.pages > 0 {
+        format!(", {:.1}%", 100.0 * p.conflicts as f64 / p.pages as f64)
+    } else {
+        String::new()
+    };
+    format!(
+        "{name}: {} pages written before the checkpoint call, {} of them written again (conflicts{rate}); {} page copies, {} written twice",
+        p.pages,
+        p.conflicts,
+        p.copies,
+        human::bytes(p.rewritten_bytes)
+    )
 }

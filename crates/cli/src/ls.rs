@@ -1,5 +1,5 @@
 use crate::{human, open_store, CmdResult, StoreArgs};
-use ickpt::format::{backend_name, CommitStats};
+use ickpt::format::{backend_name, CommitStats, StoredPrecopy, PRECOPY_NAMES};
 use ickpt::read::catalog::{Catalog, Surveyed};
 use ickpt::store::{Store, TieredStore};
 use serde_json::{json, Value};
@@ -13,6 +13,17 @@ pub fn stats_json(s: &CommitStats, after: Option<u64>) -> Value {
         "backend": backend_name(s.backend), "commit_ns": s.commit_ns, "wait_ns": s.wait_ns,
         "peak_cow_bytes": s.peak_cow_bytes, "cow_limit_bytes": s.cow_limit_bytes,
         "cow": s.cow_pages, "wait": s.wait_pages, "avoided": s.avoided_pages, "after": after,
+        "precopy": precopy_json(&s.precopy),
+    })
+}
+
+/// What pre-copy did for a version (format 7 on; older files record zeros, shown as off).
+pub fn precopy_json(p: &StoredPrecopy) -> Value {
+    json!({
+        "strategy": PRECOPY_NAMES.get(p.strategy as usize).copied().unwrap_or("unknown"),
+        "pages": p.pages, "conflicts": p.conflicts, "copies": p.copies,
+        "rewritten_bytes": p.rewritten_bytes,
+        "conflict_rate": (p.pages > 0).then(|| p.conflicts as f64 / p.pages as f64),
     })
 }
 

@@ -390,8 +390,9 @@ fn as_format_2(from: &Path, v: u64, number: u64) -> Vec<u8> {
     g[16..24].copy_from_slice(&number.to_le_bytes());
     g.extend_from_slice(&f[96..96 + 32 * regions]);
     g.resize(data_offset, 0);
-    // Format 4's stats block ends in 48 bytes of phases format 2 lacks.
-    let phases_at = f.len() - 64 - 48;
+    // Format 2's stats block is the first 80 bytes of today's: the phases (format 4) and the
+    // pre-copy figures (format 7) after them are left out.
+    let phases_at = f.len() - 64 - (ickpt::format::STATS_LEN - ickpt::format::STATS_LEN_V2);
     g.extend_from_slice(&f[data_offset..phases_at]);
     g.extend_from_slice(&f[f.len() - 64..]);
     let n = g.len() as u64;

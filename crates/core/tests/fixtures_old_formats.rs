@@ -1,6 +1,6 @@
 //! Every format version stays readable: a store written by each is checked in under
 //! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
-//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11, v5 since issue 12, v6 since issue 13). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
+//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11, v5 since issue 12, v6 since issue 13, v7 since issue 15). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
 //! format version N, once, when that version is new.
 
 mod common;
@@ -60,6 +60,11 @@ fn format_v6_fixture_still_restores() {
     check_fixture(6);
 }
 
+#[test]
+fn format_v7_fixture_still_restores() {
+    check_fixture(7);
+}
+
 /// The tag the fixture's version `v` carries: format 5 on, version v was taken with tag 100v.
 fn tag_of(format: u16, v: u64) -> u64 {
     if format >= 5 {
@@ -78,7 +83,16 @@ fn check_fixture(format: u16) {
     );
     if write {
         let _ = std::fs::remove_dir_all(&dir);
-        let e = Engine::open(Config::new(&dir)).unwrap();
+        let mut c = Config::new(&dir);
+        if format >= 7 {
+            // Versions 2 and 3 hold pre-copied pages (the file's first runs, written before
+            // the header) and record what pre-copy did.
+            c.precopy = ickpt::policy::prwip::Strategy::Blind;
+            c.checkpoint_interval = Some(std::time::Duration::from_secs(10));
+            c.precopy_thread = false;
+            c.compression = ickpt::Compression::FAST;
+        }
+        let e = Engine::open(c).unwrap();
         let mut big = Buf::new(BIG);
         let mut small = Buf::new(PS);
         // SAFETY: both buffers outlive the engine; the small region sits 17 bytes into a page.
@@ -98,6 +112,13 @@ fn check_fixture(format: u16) {
             };
             write(big.slice_mut(), &b);
             write(&mut small.slice_mut()[17..17 + SMALL], &s);
+            if e.precopy_pass() && v == 2 {
+                // Written again, as it was, after its pre-copy: a conflict the commit copies
+                // over its slot.
+                let p = big.slice_mut();
+                p[PS + 10] = 0;
+                p[PS + 10] = 0xEE;
+            }
             e.checkpoint_tagged(tag_of(format, v)).unwrap();
         }
     }
@@ -116,8 +137,9 @@ fn check_fixture(format: u16) {
                 .len()
         })
         .collect();
+    // (The v7 full version is compressed to less than its raw pre-copied increments.)
     assert!(
-        sizes[1] < sizes[0] && sizes[2] < sizes[1],
+        (format >= 7 || sizes[1] < sizes[0]) && sizes[2] < sizes[1],
         "increments are smaller: {sizes:?}"
     );
     for v in 1..=3 {
@@ -196,10 +218,20 @@ fn check_fixture(format: u16) {
         let bound = ov.meta.header.parent_meta_crc != 0;
         assert_eq!(bound, format >= 3 && v > 1, "v{v}: parent checksum");
         // The v6 fixture was written with zstd (issue 13): every version's pages are in frames.
+        // The v7 one's increments hold only pre-copied pages, stored raw: no frame table.
         assert_eq!(
             !ov.meta.frames.is_empty(),
-            format >= 6,
+            format == 6 || (format >= 7 && v == 1),
             "v{v}: frames (compressed pages)"
         );
+        let precopy = ov.meta.stats.map(|s| s.precopy).unwrap_or_default();
+        if format >= 7 {
+            assert_eq!(precopy.strategy, 1, "v{v}: blind pre-copy recorded");
+            let pages = if v > 1 { ov.meta.footer.page_count } else { 0 };
+            assert_eq!(precopy.pages, pages, "v{v}: the increments all pre-copied");
+            assert_eq!(precopy.conflicts, u64::from(v == 2), "v{v}: conflicts");
+        } else {
+            assert_eq!(precopy, Default::default(), "v{v}: no pre-copy");
+        }
     }
 }

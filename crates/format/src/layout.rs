@@ -8,7 +8,7 @@ pub const MAGIC: [u8; 8] = *b"\x89ICKPT\r\n";
 /// First 8 bytes of the footer, the last 64 bytes of the file.
 pub const FOOTER_MAGIC: [u8; 8] = *b"ICKPTEND";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: u16 = 6;
+pub const FORMAT_VERSION: u16 = 7;
 
 /// Header bytes of the format this crate writes (version 3 on); versions 1 and 2 have
 /// [`HEADER_LEN_V1`].
@@ -21,7 +21,9 @@ pub const FRAME_ENTRY_LEN: usize = 16;
 pub const FOOTER_LEN: usize = 64;
 /// Commit-stats bytes of the format this crate writes (version 4 on: with the phases);
 /// versions 2 and 3 have [`STATS_LEN_V2`].
-pub const STATS_LEN: usize = 128;
+pub const STATS_LEN: usize = 160;
+/// The commit-stats block of format versions 4 to 6.
+pub const STATS_LEN_V4: usize = 128;
 pub const STATS_LEN_V2: usize = 80;
 
 /// Header bytes of a file of `format_version`.
@@ -61,6 +63,7 @@ pub fn stats_len_for(format_version: u16) -> usize {
     match format_version {
         0 | 1 => 0,
         2 | 3 => STATS_LEN_V2,
+        4..=6 => STATS_LEN_V4,
         _ => STATS_LEN,
     }
 }
@@ -199,7 +202,27 @@ pub struct CommitStats {
     /// Where the commit's time went until its last bytes were handed to the store (format 4
     /// on; zero before).
     pub phases: StoredPhases,
+    /// What pre-copy did for the version (format 7 on; zero before, and with pre-copy off).
+    pub precopy: StoredPrecopy,
 }
+
+/// What pre-copy (paper 004) did for one version, as its file records it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoredPrecopy {
+    /// 0 off, 1 blind, 2 prwip, 3 prwip-opt ([`PRECOPY_NAMES`]).
+    pub strategy: u8,
+    /// Pages the version took from pre-copy, written before the checkpoint call.
+    pub pages: u64,
+    /// Of those, pages written again before the checkpoint (conflicts).
+    pub conflicts: u64,
+    /// Page copies written before the checkpoint call, first copies and again.
+    pub copies: u64,
+    /// Bytes written into the file more than once.
+    pub rewritten_bytes: u64,
+}
+
+/// Names of the pre-copy strategies by their code in [`StoredPrecopy::strategy`].
+pub const PRECOPY_NAMES: [&str; 4] = ["off", "blind", "prwip", "prwip-opt"];
 
 /// The phases of a commit a version file can record: those before its last bytes were
 /// written. Its `fsync` and rename come after, so only the process that committed it knows
@@ -239,6 +262,7 @@ impl Default for CommitStats {
             after_previous: 0,
             previous_version: 0,
             phases: StoredPhases::default(),
+            precopy: StoredPrecopy::default(),
         }
     }
 }
@@ -702,6 +726,13 @@ impl CommitStats {
         put(&mut b, 104, &p.release_ns.to_le_bytes());
         put(&mut b, 112, &p.write_ns.to_le_bytes());
         b[120] = p.attempts;
+        let c = &self.precopy;
+        debug_assert!((c.strategy as usize) < PRECOPY_NAMES.len());
+        b[121] = c.strategy;
+        put(&mut b, 128, &c.pages.to_le_bytes());
+        put(&mut b, 136, &c.conflicts.to_le_bytes());
+        put(&mut b, 144, &c.copies.to_le_bytes());
+        put(&mut b, 152, &c.rewritten_bytes.to_le_bytes());
         b
     }
 
@@ -737,8 +768,15 @@ impl CommitStats {
         let reserved_tail = match format_version {
             2 => 72..80,
             3 => 80..80,
-            _ => 121..128,
+            4..=6 => 121..128,
+            _ => 122..128,
         };
+        if format_version >= 7 && b[121] as usize >= PRECOPY_NAMES.len() {
+            return Err(FormatError::corrupt(
+                at + 121,
+                format!("unknown pre-copy strategy {}", b[121]),
+            ));
+        }
         if let Some(i) = (3..8).chain(reserved_tail).find(|&i| b[i] != 0) {
             return Err(FormatError::corrupt(
                 at + i as u64,
@@ -769,6 +807,17 @@ impl CommitStats {
                 }
             } else {
                 StoredPhases::default()
+            },
+            precopy: if format_version >= 7 {
+                StoredPrecopy {
+                    strategy: b[121],
+                    pages: u64_at(b, 128),
+                    conflicts: u64_at(b, 136),
+                    copies: u64_at(b, 144),
+                    rewritten_bytes: u64_at(b, 152),
+                }
+            } else {
+                StoredPrecopy::default()
             },
         })
     }

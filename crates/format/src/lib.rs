@@ -26,8 +26,9 @@ pub use global::{
 pub use layout::{
     backend_code, backend_name, has_frames, header_len_for, limits, stats_len_for, Codec,
     CommitMode, CommitStats, FlushOrder, Footer, Frame, Header, Kind, RegionEntry, Run,
-    StoredPhases, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, FRAME_ENTRY_LEN, HEADER_LEN,
-    HEADER_LEN_V1, MAGIC, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN, STATS_LEN_V2,
+    StoredPhases, StoredPrecopy, FOOTER_LEN, FOOTER_MAGIC, FORMAT_VERSION, FRAME_ENTRY_LEN,
+    HEADER_LEN, HEADER_LEN_V1, MAGIC, PRECOPY_NAMES, REGION_ENTRY_LEN, RUN_ENTRY_LEN, STATS_LEN,
+    STATS_LEN_V2, STATS_LEN_V4,
 };
 pub use reader::{read_each_piece, read_meta, Piece, PlacedFrame, ReadAt, VersionMeta};
 pub use verify::{check_pages, verify_data, VerifyProgress};

@@ -159,7 +159,7 @@ fn a_damaged_compressed_frame_names_its_pages() {
 /// Where frame `i`'s entry lies in `f`.
 fn frame_entry(f: &[u8], i: usize) -> usize {
     let m = read_meta(&f, f.len() as u64).unwrap();
-    let stats = 128;
+    let stats = ickpt_format::STATS_LEN;
     f.len() - 64 - stats - (m.frames.len() - i) * FRAME_ENTRY_LEN
 }
 

@@ -3,8 +3,8 @@
 
 use ickpt_format::{
     backend_code, backend_name, crc, crc_append, read_meta, verify_data, CommitMode, CommitStats,
-    FlushOrder, Footer, FormatError, Header, Kind, RegionEntry, Run, StoredPhases, VersionLayout,
-    FOOTER_LEN, FORMAT_VERSION, HEADER_LEN, HEADER_LEN_V1, STATS_LEN, STATS_LEN_V2,
+    FlushOrder, Footer, FormatError, Header, Kind, RegionEntry, Run, StoredPhases, StoredPrecopy,
+    VersionLayout, FOOTER_LEN, FORMAT_VERSION, HEADER_LEN, HEADER_LEN_V1, STATS_LEN, STATS_LEN_V2,
 };
 use proptest::prelude::*;
 
@@ -119,6 +119,14 @@ fn v2_stats() -> CommitStats {
 fn v3_stats() -> CommitStats {
     CommitStats {
         phases: StoredPhases::default(),
+        ..v6_stats()
+    }
+}
+
+/// Formats 4 to 6 had no pre-copy figures.
+fn v6_stats() -> CommitStats {
+    CommitStats {
+        precopy: StoredPrecopy::default(),
         ..busy_stats()
     }
 }
@@ -158,14 +166,22 @@ fn arb_stats() -> impl Strategy<Value = CommitStats> {
         write_ns: p[4],
         attempts,
     });
+    let precopy = (0u8..4, any::<[u64; 4]>()).prop_map(|(strategy, p)| StoredPrecopy {
+        strategy,
+        pages: p[0],
+        conflicts: p[1],
+        copies: p[2],
+        rewritten_bytes: p[3],
+    });
     (
         any::<bool>(),
         any::<bool>(),
         0u8..4,
         any::<[u64; 9]>(),
         phases,
+        precopy,
     )
-        .prop_map(|(a, ad, backend, v, phases)| CommitStats {
+        .prop_map(|(a, ad, backend, v, phases, precopy)| CommitStats {
             mode: if a {
                 CommitMode::Async
             } else {
@@ -187,6 +203,7 @@ fn arb_stats() -> impl Strategy<Value = CommitStats> {
             after_previous: v[7],
             previous_version: v[8],
             phases,
+            precopy,
         })
 }
 
@@ -291,7 +308,8 @@ fn unknown_codes_and_reserved_bytes_are_rejected_with_their_offset() {
         (2, 0xff, "backend"),
         (3, 1, "reserved"),
         (7, 0x80, "reserved"),
-        (121, 1, "reserved"),
+        (121, 4, "pre-copy strategy"),
+        (122, 1, "reserved"),
         (127, 0x80, "reserved"),
     ] {
         let mut b = good;
@@ -402,17 +420,24 @@ fn the_block_must_match_the_format_version() {
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(e.to_string().contains("reserved footer bytes"), "{e}");
 
-    // Version 7 is from the future.
+    // A v7 file relabelled v6 has the pre-copy figures' 32 bytes too many.
     let mut f = current_file(busy_stats());
-    f[8..10].copy_from_slice(&7u16.to_le_bytes());
+    f[8..10].copy_from_slice(&6u16.to_le_bytes());
+    reseal(&mut f);
+    let e = read_meta(&f, f.len() as u64).unwrap_err();
+    assert!(e.to_string().contains("out of range"), "{e}");
+
+    // Version 8 is from the future.
+    let mut f = current_file(busy_stats());
+    f[8..10].copy_from_slice(&8u16.to_le_bytes());
     reseal(&mut f);
     let e = read_meta(&f, f.len() as u64).unwrap_err();
     assert!(
         matches!(
             e,
             FormatError::UnsupportedVersion {
-                found: 7,
-                supported: 6
+                found: 8,
+                supported: 7
             }
         ),
         "{e}"

@@ -14,6 +14,7 @@ use crate::track::protocol::{
 use crate::track::{self, bitmap, Guard, TrackedRegion};
 use ickpt_format::{
     backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry, StoredPhases,
+    StoredPrecopy,
 };
 use std::time::Instant;
 
@@ -231,6 +232,15 @@ impl Engine {
                     attempts: attempt,
                     ..StoredPhases::default()
                 },
+                precopy: precopy
+                    .as_ref()
+                    .map_or_else(Default::default, |p| StoredPrecopy {
+                        strategy: p.strategy.map_or(0, |s| s.code() as u8),
+                        pages: p.pages,
+                        conflicts: p.conflicts,
+                        copies: p.copies,
+                        rewritten_bytes: p.rewritten_bytes,
+                    }),
                 ..CommitStats::default()
             },
             page_size: page_size(),

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use ickpt_format::{
-    CommitMode, CommitStats, FlushOrder, Kind, NewVersion, RegionEntry, StoredPhases,
+    CommitMode, CommitStats, FlushOrder, Kind, NewVersion, RegionEntry, StoredPhases, StoredPrecopy,
 };
 
 pub const PS: usize = 4096;
@@ -77,6 +77,13 @@ pub fn busy_stats() -> CommitStats {
             release_ns: 400_000,
             write_ns: 90_000_000,
             attempts: 2,
+        },
+        precopy: StoredPrecopy {
+            strategy: 3,
+            pages: 70,
+            conflicts: 5,
+            copies: 81,
+            rewritten_bytes: 16 * PS as u64,
         },
     }
 }
