@@ -89,3 +89,18 @@ fn an_overwrite_past_the_fault_budget_fails_whole() {
         }
     }
 }
+
+#[test]
+fn the_discarding_store_checks_overwrites_and_keeps_nothing() {
+    let fs = CrashFs::new(CrashOptions::default());
+    let inner = DirStore::open_write_on(&fs, Path::new("/s"), RenameMode::Auto).unwrap();
+    let store = ickpt::store::DiscardStore::new(inner);
+    let mut w = store.create("v00000001.ickpt").unwrap();
+    assert!(w.can_overwrite());
+    w.write_all(&[1; 100]).unwrap();
+    w.overwrite_at(60, &[2; 40]).unwrap();
+    let err = w.overwrite_at(61, &[2; 40]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    w.commit().unwrap();
+    assert!(store.list().unwrap().iter().all(|n| !n.ends_with(".ickpt")));
+}

@@ -215,6 +215,9 @@ pub(crate) struct TestSwitches {
     pub hide: Hidden,
     /// Commit paths issue 11 added, switched to measure and test both ways.
     pub commit: CommitSwitches,
+    /// `ICKPT_DISCARD_WRITES`: versions are written nowhere, so a run measures tracking,
+    /// prediction and copying without the I/O (paper 004's Fig. 11; measurements only).
+    pub discard_writes: bool,
 }
 
 /// The commit paths issue 11 added, each with a switch between it and the one before.
@@ -254,6 +257,7 @@ impl TestSwitches {
                 fence_whole: switch("ICKPT_FENCE_WHOLE")?,
                 write_thread: switch("ICKPT_WRITE_THREAD")?,
             },
+            discard_writes: switch("ICKPT_DISCARD_WRITES")?,
         })
     }
 }

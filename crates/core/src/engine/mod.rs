@@ -127,6 +127,9 @@ impl Engine {
         if let Some(rate) = cfg.bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
+        if test.discard_writes {
+            store = Box::new(crate::store::DiscardStore::new(store));
+        }
         if let Some((f, target)) = cfg.fault.map(|f| (f, FaultTarget::Any)).or(test.fault) {
             let plan = FaultPlan::new();
             plan.arm_for(f, target);

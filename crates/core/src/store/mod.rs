@@ -28,6 +28,7 @@ macro_rules! pass_through_to {
 
 pub mod crash_fs;
 pub(crate) mod dir;
+mod discard;
 mod faulty;
 pub mod fs;
 #[cfg(feature = "s3")]
@@ -40,6 +41,7 @@ mod tiered;
 
 pub use crash_fs::{CrashFs, CrashOptions};
 pub use dir::{DirStore, OpenError, MARKER};
+pub use discard::DiscardStore;
 pub use faulty::{Fault, FaultPlan, FaultTarget, FaultyStore};
 pub use fs::StoreFs;
 use ickpt_format::ReadAt;
