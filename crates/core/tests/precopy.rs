@@ -120,6 +120,7 @@ fn prwip_learns_to_leave_a_page_rewritten_every_pass_to_the_checkpoint() {
     e.checkpoint().unwrap();
     let mut snaps = Snapshots::new();
     for round in 0..3u8 {
+        let faults = e.stats().faults;
         // Page 0 is rewritten before every pass: after its first conflict it is left to the
         // checkpoint. Page 1 is written once an epoch: pre-copied, never a conflict.
         for pass in 0..4u8 {
@@ -134,6 +135,15 @@ fn prwip_learns_to_leave_a_page_rewritten_every_pass_to_the_checkpoint() {
         let p = info.precopy.unwrap();
         let want = if round == 0 { (2, 1) } else { (1, 0) };
         assert_eq!((p.pages, p.conflicts), want, "round {round}");
+        if round > 0 && e.backend() != ickpt::Backend::UffdAsync {
+            // A page left to the checkpoint stays open: one trap an epoch, as without
+            // pre-copy, however often it is written (uffd-async counts no traps).
+            assert_eq!(
+                e.stats().faults - faults,
+                2,
+                "round {round}: pages 0 and 1 once"
+            );
+        }
     }
     drop(e);
     restores_as_written(&dir, PAGES * PS, &snaps);

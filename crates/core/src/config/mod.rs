@@ -212,6 +212,16 @@ impl Config {
 
     /// Every field within what the engine can use.
     pub(crate) fn check(&self) -> Result<(), SettingError> {
+        if self.precopy != crate::policy::prwip::Strategy::Off
+            && self.granularity == Granularity::Adaptive
+        {
+            // ACCK stops trapping in whole pieces; pre-copy re-arms single pages.
+            return Err(SettingError::new(
+                "precopy",
+                self.precopy.as_str(),
+                "off while granularity is adaptive (ACCK): the two cannot be combined yet",
+            ));
+        }
         if !(1..=16).contains(&self.acck_pieces_log2) {
             return Err(SettingError::new(
                 "acck_pieces_log2",

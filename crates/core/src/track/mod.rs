@@ -202,6 +202,27 @@ pub trait Tracker: Send + Sync {
         self.release(r, Guard::Rearm);
         collected
     }
+    /// Pre-copy (paper 004): set in `out` (one bit a page) the pages of `r` written since
+    /// they were last armed, leaving tracking as it is: a page reported stays written, and is
+    /// reported again until [`collect_pages`](Tracker::collect_pages) or a collect takes it.
+    /// No commit runs. By default (page protection) the dirty bits are the record.
+    fn peek_written(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError> {
+        r.dirty.copy_into(out);
+        Ok(())
+    }
+    /// Pre-copy: take `pages` of `r` as [`collect`](Tracker::collect) takes a whole region,
+    /// with no commit running: the bits of those written are set in `out` (its other bits
+    /// left as they are), and the pages are armed again, so a later write is recorded. Bits
+    /// first, then the arming: a write in between lands in a page still open, which the
+    /// caller copies afterwards. By default, page protection.
+    fn collect_pages(
+        &self,
+        r: &TrackedRegion,
+        pages: std::ops::Range<usize>,
+        out: &mut Vec<u64>,
+    ) -> Result<(), TrackError> {
+        backends::collect_pages_by_protection(r, pages, out)
+    }
     /// False when something replaced the mechanism behind ickpt's back (for mprotect: the
     /// application installed its own SIGSEGV handler after ickpt started).
     fn handler_intact(&self) -> Result<bool, TrackError>;

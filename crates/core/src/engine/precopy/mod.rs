@@ -70,8 +70,11 @@ pub(crate) struct PreCopy {
     /// The next version's file, once a page was pre-copied this epoch.
     file: Option<PreFile>,
     /// Pre-copied pages found written again this epoch, per region (one bit a page), so a
-    /// page counts and teaches once.
+    /// page counts once.
     conflicted: HashMap<u64, Vec<u64>>,
+    /// Written pages a pass has looked at and left written this epoch, per region (one bit a
+    /// page): they are reported again by every pass until the checkpoint takes them.
+    seen: HashMap<u64, Vec<u64>>,
     /// This epoch's figures.
     epoch: PrecopyInfo,
     /// A failure stopped pre-copy until the next checkpoint.
@@ -99,6 +102,7 @@ impl PreCopy {
             history: HashMap::new(),
             file: None,
             conflicted: HashMap::new(),
+            seen: HashMap::new(),
             epoch: PrecopyInfo::default(),
             stopped: false,
             totals: Totals::default(),
@@ -163,10 +167,12 @@ impl PreCopy {
     pub fn discard(&mut self) {
         self.file = None;
         self.conflicted.clear();
+        self.seen.clear();
     }
 
-    /// One pass: take each stored region's written pages and pre-copy those the strategy
-    /// picks into the next version's file; give the others back.
+    /// One pass: look at each stored region's written pages, learn from those not seen
+    /// before this epoch, and take and pre-copy the ones the strategy picks into the next
+    /// version's file. The others stay as they are (written, and open) for the checkpoint.
     pub fn pass(
         &mut self,
         st_regions: &BTreeMap<u64, RegionSlot>,
@@ -185,37 +191,22 @@ impl PreCopy {
         };
         let started = Instant::now();
         let now = self.now_ms();
-        let mut bits = Vec::new();
+        let (mut bits, mut chosen) = (Vec::new(), Vec::new());
         for (&id, slot) in st_regions {
             if slot.born.is_none() {
                 continue;
             }
             let tr = &slot.tr;
-            bits.clear();
-            if let Err(e) = tracker.rearm(tr, &mut bits, &mut |_| tr.monitor_every_piece()) {
-                give_back(tr, &bits);
+            if let Err(e) = tracker.peek_written(tr, &mut bits) {
                 self.fail(st_regions, format!("tracking region {id}: {e}"));
                 return;
             }
-            let h = self.history.entry(id).or_default();
-            if h.len() != tr.npages {
-                *h = vec![PageHistory::default(); tr.npages];
-            }
-            let mut page = 0;
-            while let Some(p) = bitmap::next_set(&bits, page, tr.npages) {
-                page = p + 1;
-                if let Err(why) =
-                    self.page(st_regions, tr, p, now, until, store, next_version, urgent)
-                {
-                    // This page and the rest of the region's go back.
-                    for q in p..tr.npages {
-                        if bitmap::is_set(&bits, q) {
-                            give_back_page(tr, q);
-                        }
-                    }
-                    self.fail(st_regions, why);
-                    return;
-                }
+            self.choose(tr, &bits, now, until, urgent, &mut chosen);
+            if let Err(why) =
+                self.take_and_copy(st_regions, tracker, tr, &chosen, store, next_version)
+            {
+                self.fail(st_regions, why);
+                return;
             }
         }
         if let Some(f) = &mut self.file {
@@ -230,32 +221,70 @@ impl PreCopy {
         self.epoch.pass_time += started.elapsed();
     }
 
-    /// Page `p` of `tr` was written since the last pass: learn, then copy it or give it back.
-    #[allow(clippy::too_many_arguments)]
-    fn page(
+    /// Learn from the pages of `tr` in `written` not seen before this epoch (each is a first
+    /// write since the checkpoint, or since its pre-copy: a conflict), and put those to
+    /// pre-copy now into `chosen`, in ascending order. A page not chosen stays written and
+    /// open until the checkpoint, so it costs no more traps: the paper's page left to the
+    /// sequential checkpoint. The pages a region shares with memory outside it are left to the
+    /// checkpoint too: re-arming one alone would hide another region's write from it.
+    fn choose(
         &mut self,
-        regions: &BTreeMap<u64, RegionSlot>,
         tr: &TrackedRegion,
-        p: usize,
+        written: &[u64],
         now: u32,
         until: u32,
+        urgent: &AtomicBool,
+        chosen: &mut Vec<usize>,
+    ) {
+        chosen.clear();
+        let words = tr.npages.div_ceil(64);
+        let seen = self.seen.entry(tr.id).or_default();
+        if seen.len() != words {
+            *seen = vec![0; words];
+        }
+        let h = self.history.entry(tr.id).or_default();
+        if h.len() != tr.npages {
+            *h = vec![PageHistory::default(); tr.npages];
+        }
+        let edges = tr.shared_edge_pages();
+        let mut page = 0;
+        while let Some(p) = bitmap::next_set(written, page, tr.npages) {
+            page = p + 1;
+            let seen = self.seen.get_mut(&tr.id).expect("made above");
+            if bitmap::is_set(seen, p) {
+                continue;
+            }
+            bitmap::set(seen, p);
+            let pre_copied = self
+                .file
+                .as_ref()
+                .is_some_and(|f| f.slot(tr.id, p).is_some());
+            if pre_copied {
+                self.conflict(tr.id, tr.npages, p);
+            }
+            let h = &mut self.history.get_mut(&tr.id).expect("made above")[p];
+            self.predictor.written(h, now, tr.id, pre_copied);
+            if !urgent.load(Ordering::Relaxed)
+                && !edges.contains(&Some(p))
+                && self.predictor.precopy(h, now, tr.id, until)
+            {
+                chosen.push(p);
+            }
+        }
+    }
+
+    /// Take the `chosen` pages of `tr` from tracking (armed again), run by run, and copy each
+    /// into the file. On an error the pages taken and not copied go back to the region.
+    fn take_and_copy(
+        &mut self,
+        regions: &BTreeMap<u64, RegionSlot>,
+        tracker: &dyn Tracker,
+        tr: &TrackedRegion,
+        chosen: &[usize],
         store: &dyn Store,
         next_version: u64,
-        urgent: &AtomicBool,
     ) -> Result<(), String> {
-        let pre_copied = self
-            .file
-            .as_ref()
-            .is_some_and(|f| f.slot(tr.id, p).is_some());
-        let first_conflict = pre_copied && self.conflict(tr.id, tr.npages, p);
-        let h = &mut self.history.get_mut(&tr.id).expect("made by the pass")[p];
-        // A page given back and found again teaches nothing new.
-        if !pre_copied || first_conflict {
-            self.predictor.written(h, now, tr.id, pre_copied);
-        }
-        let copy = !urgent.load(Ordering::Relaxed) && self.predictor.precopy(h, now, tr.id, until);
-        if !copy {
-            give_back_page(tr, p);
+        if chosen.is_empty() {
             return Ok(());
         }
         if self.file.is_none() {
@@ -268,15 +297,42 @@ impl PreCopy {
                 })?;
             self.file = Some(f);
         }
-        let f = self.file.as_mut().expect("made above");
-        match f.copy(tr, p) {
-            Ok(file::Copied::New) => {}
-            Ok(file::Copied::Again) => {
-                self.epoch.rewritten_bytes += crate::sys::page_size() as u64;
+        let mut taken = Vec::new();
+        let mut i = 0;
+        while i < chosen.len() {
+            let lo = chosen[i];
+            let mut hi = lo + 1;
+            while i + (hi - lo) < chosen.len() && chosen[i + (hi - lo)] == hi {
+                hi += 1;
             }
-            Err(e) => return Err(format!("{}: writing a pre-copied page: {e}", f.file)),
+            if let Err(e) = tracker.collect_pages(tr, lo..hi, &mut taken) {
+                give_back(tr, &taken);
+                return Err(format!("tracking region {}: {e}", tr.id));
+            }
+            let seen = self.seen.get_mut(&tr.id).expect("made by choose");
+            for p in lo..hi {
+                // Armed again: its next write is news.
+                bitmap::clear(seen, p);
+                let f = self.file.as_mut().expect("made above");
+                match f.copy(tr, p) {
+                    Ok(file::Copied::New) => {}
+                    Ok(file::Copied::Again) => {
+                        self.epoch.rewritten_bytes += crate::sys::page_size() as u64;
+                    }
+                    Err(e) => {
+                        let why = format!("{}: writing a pre-copied page: {e}", f.file);
+                        // Taken and not copied. (The chosen pages after this run were not
+                        // taken: they are still in the tracker's record.)
+                        for q in p..hi {
+                            give_back_page(tr, q);
+                        }
+                        return Err(why);
+                    }
+                }
+                self.epoch.copies += 1;
+            }
+            i += hi - lo;
         }
-        self.epoch.copies += 1;
         Ok(())
     }
 
@@ -343,6 +399,7 @@ impl PreCopy {
             }
         }
         self.conflicted.clear();
+        self.seen.clear();
         self.stopped = false;
         let mut info = std::mem::take(&mut self.epoch);
         info.strategy = Some(self.predictor.strategy);

@@ -63,6 +63,18 @@ impl first_write::Catch for Segv {
     }
 }
 
+/// `Tracker::collect_pages` where page protection tracks `r`: take the bits, then protect.
+pub(crate) fn collect_pages_by_protection(
+    r: &TrackedRegion,
+    pages: std::ops::Range<usize>,
+    out: &mut Vec<u64>,
+) -> Result<(), TrackError> {
+    r.dirty.take_range(pages.start, pages.end, out);
+    r.mem
+        .protect_pages(pages.start, pages.len(), Protection::Tracked)
+        .map_err(TrackError::Protect)
+}
+
 /// The mprotect + SIGSEGV backend.
 pub struct MprotectTracker;
 

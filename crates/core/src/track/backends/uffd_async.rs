@@ -238,6 +238,41 @@ impl Tracker for UffdAsyncTracker {
         self.fence_is_ours(r)
     }
 
+    /// The dirty bits (pages opened through a fence, bits given back) and what the kernel
+    /// shows written, without write-protecting anything.
+    fn peek_written(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError> {
+        r.dirty.copy_into(out);
+        if r.tracked_by_protection() {
+            return Ok(());
+        }
+        self.regions.check_owner()?;
+        self.scanner
+            .each_written(r, |lo, hi| {
+                for p in lo..hi {
+                    crate::track::bitmap::set(out, p);
+                }
+            })
+            .map_err(TrackError::Userfault)
+    }
+
+    /// The dirty bits of `pages`, and the kernel's written pages among them, write-protected
+    /// again in the same scan.
+    fn collect_pages(
+        &self,
+        r: &TrackedRegion,
+        pages: std::ops::Range<usize>,
+        out: &mut Vec<u64>,
+    ) -> Result<(), TrackError> {
+        if r.tracked_by_protection() {
+            return super::collect_pages_by_protection(r, pages, out);
+        }
+        self.regions.check_owner()?;
+        r.dirty.take_range(pages.start, pages.end, out);
+        self.scanner
+            .written_in(r, pages, out)
+            .map_err(TrackError::Userfault)
+    }
+
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         self.regions.open_for_restore(r)
     }

@@ -67,6 +67,23 @@ impl Scanner {
         Ok((pages, edges))
     }
 
+    /// Set the bits of the written pages among `pages` of `r` in `out` and write-protect them
+    /// again (async userfaultfd; pre-copy takes a few pages of a region this way).
+    pub fn written_in(
+        &self,
+        r: &TrackedRegion,
+        pages: std::ops::Range<usize>,
+        out: &mut [u64],
+    ) -> io::Result<()> {
+        let (lo, hi) = (r.page_addr(pages.start), r.page_addr(pages.end));
+        self.scan_span(lo, hi, true, |a, b| {
+            for p in a..b {
+                bitmap::set(out, pages.start + p);
+            }
+        })
+        .map(drop)
+    }
+
     /// Call `f(lo, hi)` for each run of `r`'s pages written since they were last
     /// write-protected, changing nothing.
     pub fn each_written(&self, r: &TrackedRegion, f: impl FnMut(usize, usize)) -> io::Result<()> {
@@ -79,6 +96,18 @@ impl Scanner {
         protect_again: bool,
         f: impl FnMut(usize, usize),
     ) -> io::Result<u64> {
+        self.scan_span(r.base(), r.span_end(), protect_again, f)
+    }
+
+    /// `scan` over the pages `start..end` of a tracked region; `f` gets page indexes from
+    /// `start`.
+    fn scan_span(
+        &self,
+        start: usize,
+        end: usize,
+        protect_again: bool,
+        f: impl FnMut(usize, usize),
+    ) -> io::Result<u64> {
         let buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the mapping holds SCAN_RUNS page_regions (plain integers, valid at zero),
         // is page-aligned, and the lock gives this call sole use of it.
@@ -87,7 +116,7 @@ impl Scanner {
         // SAFETY: the buffer is ickpt's own mapping, which the registry keeps untracked.
         unsafe {
             self.pagemap
-                .take_written(r.base(), r.span_end(), page_size(), runs, protect_again, f)
+                .take_written(start, end, page_size(), runs, protect_again, f)
         }
     }
 }

@@ -59,6 +59,30 @@ impl AtomicBitmap {
         out.extend(self.bit_words().iter().map(|w| w.swap(0, Ordering::SeqCst)));
     }
 
+    /// Set in `out` (as long as this bitmap's words) every bit set here, leaving them set.
+    pub fn copy_into(&self, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(self.bit_words().iter().map(|w| w.load(Ordering::SeqCst)));
+    }
+
+    /// Move the bits of `lo..hi` into `out` (as long as this bitmap's words, other bits
+    /// untouched there) and clear them here.
+    pub fn take_range(&self, lo: usize, hi: usize, out: &mut Vec<u64>) {
+        out.resize(self.bits.div_ceil(64), 0);
+        let mut i = lo;
+        while i < hi {
+            let (w, b) = (i / 64, i % 64);
+            let n = (64 - b).min(hi - i);
+            let mask = if n == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << n) - 1) << b
+            };
+            out[w] |= self.bit_words()[w].fetch_and(!mask, Ordering::SeqCst) & mask;
+            i += n;
+        }
+    }
+
     /// Put bits back (a checkpoint that failed must not forget what was dirty).
     pub fn merge(&self, bits: &[u64]) {
         for (w, b) in self.bit_words().iter().zip(bits) {
@@ -118,6 +142,10 @@ pub fn set(words: &mut [u64], i: usize) {
     words[i / 64] |= 1 << (i % 64);
 }
 
+pub fn clear(words: &mut [u64], i: usize) {
+    words[i / 64] &= !(1 << (i % 64));
+}
+
 /// The first set bit at or after `from`.
 pub fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
     let mut w = from / 64;
@@ -141,6 +169,38 @@ pub fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_is_taken_and_the_rest_left_and_copied() {
+        let b = AtomicBitmap::new(200).unwrap();
+        for i in [0, 5, 63, 64, 65, 127, 128, 150, 199] {
+            b.set(i);
+        }
+        let mut out = vec![0u64; 4];
+        bitmap_set(&mut out, 199); // kept: not the range's
+        b.take_range(5, 129, &mut out);
+        assert_eq!(set_bits(&out, 200), vec![5, 63, 64, 65, 127, 128, 199]);
+        let mut left = Vec::new();
+        b.copy_into(&mut left);
+        assert_eq!(set_bits(&left, 200), vec![0, 150, 199]);
+        b.copy_into(&mut left);
+        assert_eq!(
+            set_bits(&left, 200),
+            vec![0, 150, 199],
+            "copying takes nothing"
+        );
+        let mut none = Vec::new();
+        b.take_range(1, 1, &mut none);
+        assert_eq!(set_bits(&none, 200), Vec::<usize>::new());
+        b.take_range(0, 200, &mut none);
+        assert_eq!(set_bits(&none, 200), vec![0, 150, 199]);
+        b.copy_into(&mut left);
+        assert!(left.iter().all(|&w| w == 0));
+    }
+
+    fn bitmap_set(words: &mut [u64], i: usize) {
+        set(words, i)
+    }
 
     /// The set bits, in ascending order.
     fn set_bits(words: &[u64], bits: usize) -> Vec<usize> {
