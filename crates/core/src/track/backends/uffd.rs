@@ -22,13 +22,13 @@ use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFaul
 use crate::sys::{page_size, thread};
 use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
 use crate::track::memory::bitmap;
-use crate::track::memory::own_mem::{OwnArray, OwnBytes};
+use crate::track::memory::own_mem::{OwnArray, OwnBytes, OwnSlice};
 use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::first_write::{self, Catch, Outcome};
 use crate::track::protocol::{Protocol, WaitTicket};
 use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 /// Faults the handler can hold at once: at most one per application thread is outstanding.
@@ -55,17 +55,29 @@ struct Shared {
     /// Drains asked for by checkpoints (see `before_collect`), and drains done.
     drain: Wakeup,
     drains_asked: AtomicU64,
-    drains_done: AtomicU64,
+    /// What the handler thread writes, in a mapping of ickpt's own that no region may
+    /// cover: a write of the handler's own to a tracked page would wait for itself. The heap
+    /// `Shared` lives in may share a page with a tracked heap buffer (README's example
+    /// protects a `calloc`'d grid). Word [`STARTED`]: set once the thread runs its own code;
+    /// word [`DRAINS_DONE`]: drains done.
+    handler_words: OwnSlice<AtomicU64>,
     /// Whether a page is still write-protected (a queued event may be stale).
     pagemap: Pagemap,
     stopping: AtomicBool,
     spin: UffdSpin,
     /// The protocol of the engine this tracker serves (set by the first attach).
     protocol: OnceLock<Arc<Protocol>>,
-    /// Passed by the handler thread once it runs its own code: starting a thread writes the
-    /// heap (the runtime frees its start-up record), and a heap page may be tracked by then.
-    started: Barrier,
 }
+
+/// `Shared::handler_words`: set by the handler thread once it runs its own code (starting a
+/// thread writes the heap: the runtime frees its start-up record, and a heap page may be
+/// tracked once `new` returns). A barrier did this until a review found its hang: the
+/// handler thread, woken late from `Barrier::wait` on a loaded machine, locked the barrier's
+/// mutex on the heap after `new` had returned and a region sharing that page was protected,
+/// and waited for itself (README's example, restarted on the uffd backend under load).
+const STARTED: usize = 0;
+/// `Shared::handler_words`: the drains the handler thread has done.
+const DRAINS_DONE: usize = 1;
 
 impl Shared {
     fn uffd(&self) -> &Userfault {
@@ -109,12 +121,11 @@ impl UffdTracker {
             stop: Wakeup::new().map_err(TrackError::Userfault)?,
             drain: Wakeup::new().map_err(TrackError::Userfault)?,
             drains_asked: AtomicU64::new(0),
-            drains_done: AtomicU64::new(0),
+            handler_words: OwnSlice::new(2).map_err(TrackError::OwnAlloc)?,
             pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
             stopping: AtomicBool::new(false),
             spin,
             protocol: OnceLock::new(),
-            started: Barrier::new(2),
         });
         let msgs = OwnArray::<UffdMsg>::new(BATCH).map_err(TrackError::OwnAlloc)?;
         let parked = OwnArray::<Parked>::new(PARKED).map_err(TrackError::OwnAlloc)?;
@@ -125,15 +136,23 @@ impl UffdTracker {
                 OwnBytes::new(PAGEMAP_ENTRIES_BYTES).map_err(TrackError::OwnAlloc)?,
             ))
         };
-        let own = vec![msgs.span(), parked.span(), unfaulted.span()];
+        let own = vec![
+            msgs.span(),
+            parked.span(),
+            unfaulted.span(),
+            shared.handler_words.span(),
+        ];
         let sh = shared.clone();
         let handle = std::thread::Builder::new()
             .name("ickpt-uffd".into())
             .spawn(move || handle_faults(&sh, msgs, parked))
             .map_err(TrackError::Userfault)?;
         // A write of its own to a tracked page would wait for itself: let it get past the
-        // runtime's start-up writes before any region can be protected.
-        shared.started.wait();
+        // runtime's start-up writes before any region can be protected. It runs: a spawned
+        // thread is soon scheduled.
+        while shared.handler_words[STARTED].load(SeqCst) == 0 {
+            thread::yield_now();
+        }
         Ok(UffdTracker {
             shared,
             thread: Mutex::new(Some(handle)),
@@ -165,12 +184,13 @@ impl Drop for UffdTracker {
 
 /// The handler thread's loop.
 fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<Parked>) {
-    sh.started.wait();
+    // Its last write outside ickpt's own memory.
+    sh.handler_words[STARTED].store(1, SeqCst);
     let uffd = sh.uffd().raw();
     let mut last_fault = 0u64;
     while !sh.stopping.load(SeqCst) {
         let asked = sh.drains_asked.load(SeqCst);
-        let draining = asked != sh.drains_done.load(SeqCst);
+        let draining = asked != sh.handler_words[DRAINS_DONE].load(SeqCst);
         let committing = sh.protocol.get().is_some_and(|e| e.committing());
         let spin = match sh.spin {
             UffdSpin::Never => false,
@@ -212,7 +232,7 @@ fn handle_faults(sh: &Shared, mut msgs: OwnArray<UffdMsg>, mut parked: OwnArray<
         if draining && (n == 0 || room == 0) {
             // Every event queued before the checkpoint asked has been read.
             sh.drain.clear();
-            sh.drains_done.store(asked, SeqCst);
+            sh.handler_words[DRAINS_DONE].store(asked, SeqCst);
         }
         if busy && n == 0 {
             // Nothing new: let the committer and the application have the CPU a moment.
@@ -334,7 +354,7 @@ impl Tracker for UffdTracker {
         }
         let ticket = sh.drains_asked.fetch_add(1, SeqCst) + 1;
         sh.drain.signal();
-        while sh.drains_done.load(SeqCst) < ticket {
+        while sh.handler_words[DRAINS_DONE].load(SeqCst) < ticket {
             let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
             if !matches!(&*thread, Some(h) if !h.is_finished()) {
                 return; // no handler thread to drain
