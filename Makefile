@@ -8,7 +8,7 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-cape bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -87,6 +87,7 @@ test-rust: core-deps s3-deps
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"
 	scripts/each-backend.sh $(RELEASE)/ickpt env ICKPT_TEST_BACKEND=@ tests/c/run.sh "$(STAGE)"
+	scripts/each-backend.sh $(RELEASE)/ickpt tests/prwip.sh "$(STAGE)"
 
 # The MPI layer with Open MPI and MPICH, 2 and 4 ranks, kills at random and inside the
 # protocol (tests/mpi/run.sh; each mpirun bounded).
@@ -99,7 +100,7 @@ test: lint test-rust test-c test-mpi
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers bench-cape
+bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers bench-cape bench-prwip
 
 # Issue 11's side-by-side: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
 # The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
@@ -149,6 +150,10 @@ bench-tiers: stage s3-deps plot-deps
 bench-cape: stage plot-deps
 	scripts/bench-cape.sh "$(STAGE)" docs/benchmarks
 	/usr/bin/python3 scripts/plot_cape.py docs/benchmarks
+
+bench-prwip: stage plot-deps
+	scripts/bench-prwip.sh "$(STAGE)" docs/benchmarks
+	/usr/bin/python3 scripts/plot_prwip.py docs/benchmarks
 
 plot-deps:
 	@scripts/deps.sh plot

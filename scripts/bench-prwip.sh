@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# bench-prwip.sh STAGE OUT: make bench-prwip, paper 004's Figs. 5-6, 8-11 with ickpt's
+# pre-copy (issue 15, item 5), on examples/prwip/workloads.c built against STAGE.
+#
+# For each backend in BENCH_PRWIP_BACKENDS (default: uffd-async mprotect) and each workload
+# in BENCH_PRWIP_WORKLOADS (default: bt sp lu cg mg is matrow matcol):
+# 1. the step count that takes BENCH_PRWIP_SECONDS (default 60) without ickpt (--plain) is
+#    found once (the same steps for every run after, so every run does the same work);
+# 2. BENCH_PRWIP_REPS rounds (default 3), each running, in an order that rotates from round
+#    to round: the run without ickpt; for each interval in BENCH_PRWIP_INTERVALS (default
+#    "5 10" seconds), sync checkpoints with pre-copy off (traditional incremental), blind,
+#    prwip and prwip-opt; and at the first interval, the same four with
+#    ICKPT_DISCARD_WRITES=1 (nothing written: the software overhead, Fig. 11), and async
+#    commits with pre-copy off and prwip (does pre-copy add anything to async?).
+# The store is a directory on this machine's disk ($work/store), each version fsynced as
+# always; it is emptied before each run. Writes OUT/prwip.jsonl, one line a run: the
+# settings, then the program's --json line. scripts/plot_prwip.py makes the figures, the CSV
+# and the table.
+set -euo pipefail
+stage=$1; out=$2
+backends=${BENCH_PRWIP_BACKENDS:-"uffd-async mprotect"}
+workloads=${BENCH_PRWIP_WORKLOADS:-"bt sp lu cg mg is matrow matcol"}
+seconds=${BENCH_PRWIP_SECONDS:-60}
+intervals=${BENCH_PRWIP_INTERVALS:-"5 10"}
+reps=${BENCH_PRWIP_REPS:-3}
+. "$(dirname "$0")/bench-start.sh"
+bench_start bench-prwip "$out"
+store=$work/store
+export PKG_CONFIG_PATH=$stage/lib/pkgconfig
+cc -O2 -Wall -Wextra -Werror -o "$work/prwip_workloads" "$root/examples/prwip/workloads.c" \
+  $(pkg-config --cflags --libs ickpt) -lm -Wl,-rpath,"$stage/lib"
+bin=$work/prwip_workloads
+jsonl=$out/prwip.jsonl
+: >"$jsonl"
+first=${intervals%% *}
+
+# run BACKEND WORKLOAD STEPS REP CONFIG: one run; CONFIG is plain, or
+# STRATEGY:INTERVAL:MODE:DISCARD. Appends {"backend":..,"config":..,"rep":..,"run":{...}}.
+run() {
+  local backend=$1 w=$2 steps=$3 rep=$4 config=$5 line
+  rm -rf "$store"
+  if [ "$config" = plain ]; then
+    line=$("$bin" "$w" --steps "$steps" --plain --json)
+  else
+    local s i m d
+    IFS=: read -r s i m d <<<"$config"
+    line=$(env ICKPT_BACKEND="$backend" ICKPT_PRECOPY="$s" ICKPT_MODE="$m" \
+      ICKPT_DISCARD_WRITES="$d" ICKPT_CHECKPOINT_INTERVAL="${i}s" \
+      "$bin" "$w" --steps "$steps" --interval "$i" --dir "$store" --json)
+  fi
+  printf '{"backend":"%s","config":"%s","rep":%s,"run":%s}\n' \
+    "$backend" "$config" "$rep" "$line" >>"$jsonl"
+}
+
+for backend in $backends; do
+  for w in $workloads; do
+    # Steps for a run of $seconds without ickpt.
+    probe=$("$bin" "$w" --plain --seconds "$seconds" --json)
+    steps=$(python3 -c 'import json,sys; print(max(1, json.loads(sys.argv[1])["steps_run"]))' "$probe")
+    configs=(plain)
+    for i in $intervals; do
+      for s in off blind prwip prwip-opt; do configs+=("$s:$i:sync:0"); done
+    done
+    for s in off blind prwip prwip-opt; do configs+=("$s:$first:sync:1"); done
+    configs+=("off:$first:async:0" "prwip:$first:async:0")
+    n=${#configs[@]}
+    for rep in $(seq "$reps"); do
+      echo "bench-prwip: $backend $w ($steps steps) round $rep of $reps, $n runs" >&2
+      for k in $(seq 0 $((n - 1))); do
+        run "$backend" "$w" "$steps" "$rep" "${configs[$(((k + rep * 5) % n))]}"
+      done
+    done
+  done
+done
+rm -rf "$store"
+echo "bench-prwip: $(wc -l <"$jsonl") runs in $(($(date +%s) - t0)) s, started $started" >&2

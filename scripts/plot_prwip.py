@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""plot_prwip.py OUT: the figures, CSV and table of `make bench-prwip` from OUT/prwip.jsonl.
+
+Every ratio is paired: a run's time over the time of the run without ickpt in the same
+round (same backend, workload and steps), so drift between rounds cancels; the median over
+rounds is shown, with the smallest and largest as the error bar. Writes OUT/prwip.csv,
+OUT/prwip-<backend>.png (Figs. 5-6, 8-9: normalised run time, both intervals),
+OUT/prwip-conflicts.png (Fig. 10), OUT/prwip-overhead.png (Fig. 11) and OUT/prwip-table.md.
+"""
+import csv
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+STRATEGIES = ["off", "blind", "prwip", "prwip-opt"]
+LABEL = {"off": "traditional", "blind": "pre-copy (blind)", "prwip": "PRWIP", "prwip-opt": "PRWIP-opt"}
+
+
+def load(out):
+    runs = [json.loads(l) for l in (out / "prwip.jsonl").read_text().splitlines() if l.strip()]
+    plain = {(r["backend"], r["run"]["workload"], r["rep"]): r["run"]["run_s"]
+             for r in runs if r["config"] == "plain"}
+    rows = []
+    for r in runs:
+        if r["config"] == "plain":
+            continue
+        s, interval, mode, discard = r["config"].split(":")
+        base = plain.get((r["backend"], r["run"]["workload"], r["rep"]))
+        x = r["run"]
+        rows.append({
+            "backend": r["backend"], "workload": x["workload"], "strategy": s,
+            "interval": float(interval), "mode": mode, "discard": discard == "1",
+            "rep": r["rep"], "steps": x["steps_run"], "run_s": x["run_s"],
+            "plain_s": base, "ratio": x["run_s"] / base if base else float("nan"),
+            "checkpoints": x["checkpoints"], "ckpt_s": x["ckpt_s"],
+            "bytes_written": x.get("bytes_written", 0),
+            "precopy_pages": x.get("precopy_pages", 0),
+            "precopy_conflicts": x.get("precopy_conflicts", 0),
+            "precopy_copies": x.get("precopy_copies", 0),
+            "precopy_rewritten_bytes": x.get("precopy_rewritten_bytes", 0),
+            "faults": x.get("faults", 0),
+        })
+    return rows
+
+
+def group(rows, **want):
+    g = defaultdict(list)
+    for r in rows:
+        if all(r[k] == v for k, v in want.items()):
+            g[(r["backend"], r["workload"], r["strategy"], r["interval"])].append(r)
+    return g
+
+
+def median_span(values):
+    v = [x for x in values if not math.isnan(x)]
+    if not v:
+        return float("nan"), float("nan"), float("nan")
+    return statistics.median(v), min(v), max(v)
+
+
+def conflict_rate(rs):
+    pages = sum(r["precopy_pages"] for r in rs)
+    return sum(r["precopy_conflicts"] for r in rs) / pages if pages else float("nan")
+
+
+def paired_speedup(rows, backend, workload, interval, base, other):
+    """Median over rounds of T(base)/T(other) - 1, runs of the same round paired."""
+    by = {}
+    for r in rows:
+        if (r["backend"], r["workload"], r["interval"], r["mode"], r["discard"]) == (
+                backend, workload, interval, "sync", False):
+            by[(r["strategy"], r["rep"])] = r["run_s"]
+    v = [by[(base, k)] / by[(other, k)] - 1 for (s, k) in by if s == other and (base, k) in by]
+    return statistics.median(v) if v else float("nan")
+
+
+def main():
+    out = Path(sys.argv[1])
+    rows = load(out)
+    fields = list(rows[0].keys())
+    with open(out / "prwip.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    backends = sorted({r["backend"] for r in rows}, key=lambda b: b != "uffd-async")
+    workloads = list(dict.fromkeys(r["workload"] for r in rows))
+    intervals = sorted({r["interval"] for r in rows})
+    sync = group(rows, mode="sync", discard=False)
+    discard = group(rows, mode="sync", discard=True)
+    asyn = group(rows, mode="async", discard=False)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def bars(ax, g, backend, interval, title, strategies=STRATEGIES):
+        width = 0.8 / len(strategies)
+        for k, s in enumerate(strategies):
+            meds, lo, hi = [], [], []
+            for w in workloads:
+                m, a, b = median_span([r["ratio"] for r in g.get((backend, w, s, interval), [])])
+                meds.append(m)
+                lo.append(m - a)
+                hi.append(b - m)
+            xs = [i + (k - (len(strategies) - 1) / 2) * width for i in range(len(workloads))]
+            ax.bar(xs, meds, width, yerr=[lo, hi], capsize=2, label=LABEL.get(s, s))
+        ax.axhline(1.0, color="black", linewidth=0.6)
+        ax.set_xticks(range(len(workloads)))
+        ax.set_xticklabels(workloads)
+        ax.set_ylabel("run time / without ickpt")
+        ax.set_title(title)
+
+    for b in backends:
+        fig, axes = plt.subplots(1, len(intervals), figsize=(6 * len(intervals), 4), squeeze=False)
+        for ax, i in zip(axes[0], intervals):
+            bars(ax, sync, b, i, f"{b}, checkpoint every {i:g} s")
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / f"prwip-{b}.png", dpi=110)
+        plt.close(fig)
+
+    first = intervals[0]
+    fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 4), squeeze=False)
+    for ax, b in zip(axes[0], backends):
+        width = 0.25
+        for k, s in enumerate(["blind", "prwip", "prwip-opt"]):
+            rates = [conflict_rate(sync.get((b, w, s, first), [])) for w in workloads]
+            xs = [i + (k - 1) * width for i in range(len(workloads))]
+            ax.bar(xs, rates, width, label=LABEL[s])
+        ax.set_xticks(range(len(workloads)))
+        ax.set_xticklabels(workloads)
+        ax.set_ylabel("conflicts / pages pre-copied")
+        ax.set_title(f"{b}, checkpoint every {first:g} s")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "prwip-conflicts.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 4), squeeze=False)
+    for ax, b in zip(axes[0], backends):
+        bars(ax, discard, b, first, f"{b}, nothing written, every {first:g} s")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "prwip-overhead.png", dpi=110)
+    plt.close(fig)
+
+    lines = []
+    fmt = lambda g, key: "%.3f (%.3f-%.3f)" % median_span([r["ratio"] for r in g.get(key, [])])
+    for b in backends:
+        lines.append(f"\n**{b}**: run time / run without ickpt, median of {max(r['rep'] for r in rows)} paired rounds (min-max)\n")
+        lines.append("| workload | interval | traditional | blind | PRWIP | PRWIP-opt | conflicts blind / PRWIP / opt | nothing written: trad. / blind / PRWIP / opt | async: trad. / PRWIP |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for w in workloads:
+            for i in intervals:
+                cells = [fmt(sync, (b, w, s, i)) for s in STRATEGIES]
+                conf = " / ".join("%.0f%%" % (100 * conflict_rate(sync.get((b, w, s, i), [])))
+                                  for s in ["blind", "prwip", "prwip-opt"])
+                extra = ["", ""]
+                if i == first:
+                    extra[0] = " / ".join("%.3f" % median_span([r["ratio"] for r in discard.get((b, w, s, i), [])])[0]
+                                          for s in STRATEGIES)
+                    extra[1] = " / ".join("%.3f" % median_span([r["ratio"] for r in asyn.get((b, w, s, i), [])])[0]
+                                          for s in ["off", "prwip"])
+                lines.append(f"| {w} | {i:g} s | " + " | ".join(cells) + f" | {conf} | {extra[0]} | {extra[1]} |")
+        for i in intervals:
+            for other, base in [("prwip-opt", "off"), ("prwip-opt", "blind"), ("prwip", "off"), ("prwip", "blind"), ("blind", "off")]:
+                v = [paired_speedup(rows, b, w, i, base, other) for w in workloads]
+                v = [x for x in v if not math.isnan(x)]
+                if v:
+                    lines.append(f"- {b}, every {i:g} s: {LABEL[other]} over {LABEL[base]}: mean speed-up "
+                                 f"{100 * statistics.mean(v):+.1f}% (per workload {', '.join('%+.0f%%' % (100 * x) for x in v)})")
+    (out / "prwip-table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
