@@ -11,7 +11,8 @@
 #    "5 10" seconds), sync checkpoints with pre-copy off (traditional incremental), blind,
 #    prwip and prwip-opt; and at the first interval, the same four with
 #    ICKPT_DISCARD_WRITES=1 (nothing written: the software overhead, Fig. 11), and async
-#    commits with pre-copy off and prwip (does pre-copy add anything to async?).
+#    commits with pre-copy off and prwip (does pre-copy add anything to async?); those six
+#    are left out with BENCH_PRWIP_EXTRAS=0.
 # The store is a directory on this machine's disk ($work/store), each version fsynced as
 # always; it is emptied before each run. Writes OUT/prwip.jsonl, one line a run: the
 # settings, then the program's --json line. scripts/plot_prwip.py makes the figures, the CSV
@@ -23,6 +24,7 @@ workloads=${BENCH_PRWIP_WORKLOADS:-"bt sp lu cg mg is matrow matcol"}
 seconds=${BENCH_PRWIP_SECONDS:-60}
 intervals=${BENCH_PRWIP_INTERVALS:-"5 10"}
 reps=${BENCH_PRWIP_REPS:-3}
+extras=${BENCH_PRWIP_EXTRAS:-1}
 . "$(dirname "$0")/bench-start.sh"
 bench_start bench-prwip "$out"
 store=$work/store
@@ -61,8 +63,10 @@ for backend in $backends; do
     for i in $intervals; do
       for s in off blind prwip prwip-opt; do configs+=("$s:$i:sync:0"); done
     done
-    for s in off blind prwip prwip-opt; do configs+=("$s:$first:sync:1"); done
-    configs+=("off:$first:async:0" "prwip:$first:async:0")
+    if [ "$extras" = 1 ]; then
+      for s in off blind prwip prwip-opt; do configs+=("$s:$first:sync:1"); done
+      configs+=("off:$first:async:0" "prwip:$first:async:0")
+    fi
     n=${#configs[@]}
     for rep in $(seq "$reps"); do
       echo "bench-prwip: $backend $w ($steps steps) round $rep of $reps, $n runs" >&2
