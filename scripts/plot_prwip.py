@@ -139,13 +139,14 @@ def main():
     fig.savefig(out / "prwip-conflicts.png", dpi=110)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 4), squeeze=False)
-    for ax, b in zip(axes[0], backends):
-        bars(ax, discard, b, first, f"{b}, nothing written, every {first:g} s")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "prwip-overhead.png", dpi=110)
-    plt.close(fig)
+    if discard:  # left out with BENCH_PRWIP_EXTRAS=0
+        fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 4), squeeze=False)
+        for ax, b in zip(axes[0], backends):
+            bars(ax, discard, b, first, f"{b}, nothing written, every {first:g} s")
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "prwip-overhead.png", dpi=110)
+        plt.close(fig)
 
     lines = []
     fmt = lambda g, key: "%.3f (%.3f-%.3f)" % median_span([r["ratio"] for r in g.get(key, [])])
@@ -159,7 +160,7 @@ def main():
                 conf = " / ".join("%.0f%%" % (100 * conflict_rate(sync.get((b, w, s, i), [])))
                                   for s in ["blind", "prwip", "prwip-opt"])
                 extra = ["", ""]
-                if i == first:
+                if i == first and discard:
                     extra[0] = " / ".join("%.3f" % median_span([r["ratio"] for r in discard.get((b, w, s, i), [])])[0]
                                           for s in STRATEGIES)
                     extra[1] = " / ".join("%.3f" % median_span([r["ratio"] for r in asyn.get((b, w, s, i), [])])[0]

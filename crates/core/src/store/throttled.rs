@@ -93,16 +93,23 @@ struct ThrottledWriter {
     bucket: Arc<Mutex<TokenBucket>>,
 }
 
+impl ThrottledWriter {
+    /// Wait until the bucket lets `bytes` through. Emulating a slower device is the point
+    /// here: the wait is the bandwidth.
+    fn pace(&self, bytes: usize) {
+        let wait = self
+            .bucket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take(bytes as u64, Instant::now());
+        std::thread::sleep(wait);
+    }
+}
+
 impl StoreWriter for ThrottledWriter {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         for slice in buf.chunks(SLICE) {
-            let wait = self
-                .bucket
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(slice.len() as u64, Instant::now());
-            // Emulating a slower device is the point here: the wait is the bandwidth.
-            std::thread::sleep(wait);
+            self.pace(slice.len());
             self.inner.write_all(slice)?;
         }
         Ok(())
@@ -110,12 +117,7 @@ impl StoreWriter for ThrottledWriter {
 
     /// Throttled like a write: the device writes the bytes again.
     fn overwrite_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        let wait = self
-            .bucket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take(buf.len() as u64, Instant::now());
-        std::thread::sleep(wait);
+        self.pace(buf.len());
         self.inner.overwrite_at(offset, buf)
     }
 
