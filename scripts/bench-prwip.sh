@@ -12,7 +12,10 @@
 #    prwip and prwip-opt; and at the first interval, the same four with
 #    ICKPT_DISCARD_WRITES=1 (nothing written: the software overhead, Fig. 11), and async
 #    commits with pre-copy off and prwip (does pre-copy add anything to async?); those six
-#    are left out with BENCH_PRWIP_EXTRAS=0.
+#    are left out with BENCH_PRWIP_EXTRAS=0. On mprotect, whose faults give the writing
+#    function as the pages' context, also PRWIP-opt at the first interval with the region
+#    as the context (ICKPT_PRECOPY_CONTEXT=region, what the other backends use); left out
+#    with BENCH_PRWIP_REGION=0.
 # The store is a directory on this machine's disk ($work/store), each version fsynced as
 # always; it is emptied before each run. Writes OUT/prwip.jsonl, one line a run: the
 # settings, then the program's --json line. scripts/plot_prwip.py makes the figures, the CSV
@@ -25,6 +28,7 @@ seconds=${BENCH_PRWIP_SECONDS:-60}
 intervals=${BENCH_PRWIP_INTERVALS:-"5 10"}
 reps=${BENCH_PRWIP_REPS:-3}
 extras=${BENCH_PRWIP_EXTRAS:-1}
+region=${BENCH_PRWIP_REGION:-1}
 . "$(dirname "$0")/bench-start.sh"
 bench_start bench-prwip "$out"
 store=$work/store
@@ -37,17 +41,19 @@ jsonl=$out/prwip.jsonl
 first=${intervals%% *}
 
 # run BACKEND WORKLOAD STEPS REP CONFIG: one run; CONFIG is plain, or
-# STRATEGY:INTERVAL:MODE:DISCARD. Appends {"backend":..,"config":..,"rep":..,"run":{...}}.
+# STRATEGY:INTERVAL:MODE:DISCARD[:CONTEXT] (CONTEXT: ICKPT_PRECOPY_CONTEXT, function when
+# left out). Appends {"backend":..,"config":..,"rep":..,"run":{...}}.
 run() {
   local backend=$1 w=$2 steps=$3 rep=$4 config=$5 line
   rm -rf "$store"
   if [ "$config" = plain ]; then
     line=$("$bin" "$w" --steps "$steps" --plain --json)
   else
-    local s i m d
-    IFS=: read -r s i m d <<<"$config"
+    local s i m d c
+    IFS=: read -r s i m d c <<<"$config"
     line=$(env ICKPT_BACKEND="$backend" ICKPT_PRECOPY="$s" ICKPT_MODE="$m" \
       ICKPT_DISCARD_WRITES="$d" ICKPT_CHECKPOINT_INTERVAL="${i}s" \
+      ICKPT_PRECOPY_CONTEXT="${c:-function}" \
       "$bin" "$w" --steps "$steps" --interval "$i" --dir "$store" --json)
   fi
   printf '{"backend":"%s","config":"%s","rep":%s,"run":%s}\n' \
@@ -66,6 +72,9 @@ for backend in $backends; do
     if [ "$extras" = 1 ]; then
       for s in off blind prwip prwip-opt; do configs+=("$s:$first:sync:1"); done
       configs+=("off:$first:async:0" "prwip:$first:async:0")
+    fi
+    if [ "$region" = 1 ] && [ "$backend" = mprotect ]; then
+      configs+=("prwip-opt:$first:sync:0:region")
     fi
     n=${#configs[@]}
     for rep in $(seq "$reps"); do

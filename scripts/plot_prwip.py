@@ -16,7 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 STRATEGIES = ["off", "blind", "prwip", "prwip-opt"]
-LABEL = {"off": "traditional", "blind": "pre-copy (blind)", "prwip": "PRWIP", "prwip-opt": "PRWIP-opt"}
+LABEL = {"off": "traditional", "blind": "pre-copy (blind)", "prwip": "PRWIP", "prwip-opt": "PRWIP-opt",
+         "prwip-opt/region": "PRWIP-opt, region as context"}
 
 
 def load(out):
@@ -27,7 +28,10 @@ def load(out):
     for r in runs:
         if r["config"] == "plain":
             continue
-        s, interval, mode, discard = r["config"].split(":")
+        s, interval, mode, discard, *context = r["config"].split(":")
+        if context == ["region"]:
+            # The region as the context where the backend gave the function (mprotect).
+            s += "/region"
         base = plain.get((r["backend"], r["run"]["workload"], r["rep"]))
         x = r["run"]
         rows.append({
@@ -152,22 +156,38 @@ def main():
     fmt = lambda g, key: "%.3f (%.3f-%.3f)" % median_span([r["ratio"] for r in g.get(key, [])])
     for b in backends:
         lines.append(f"\n**{b}**: run time / run without ickpt, median of {max(r['rep'] for r in rows)} paired rounds (min-max)\n")
-        lines.append("| workload | interval | traditional | blind | PRWIP | PRWIP-opt | conflicts blind / PRWIP / opt | nothing written: trad. / blind / PRWIP / opt | async: trad. / PRWIP |")
-        lines.append("|---|---|---|---|---|---|---|---|---|")
+        extras = bool(discard or asyn)  # left out with BENCH_PRWIP_EXTRAS=0
+        head = "| workload | interval | traditional | blind | PRWIP | PRWIP-opt | conflicts blind / PRWIP / opt |"
+        if extras:
+            head += " nothing written: trad. / blind / PRWIP / opt | async: trad. / PRWIP |"
+        lines.append(head)
+        lines.append("|---" * head.count(" |") + "|")
         for w in workloads:
             for i in intervals:
                 cells = [fmt(sync, (b, w, s, i)) for s in STRATEGIES]
                 conf = " / ".join("%.0f%%" % (100 * conflict_rate(sync.get((b, w, s, i), [])))
                                   for s in ["blind", "prwip", "prwip-opt"])
-                extra = ["", ""]
-                if i == first and discard:
-                    extra[0] = " / ".join("%.3f" % median_span([r["ratio"] for r in discard.get((b, w, s, i), [])])[0]
-                                          for s in STRATEGIES)
-                    extra[1] = " / ".join("%.3f" % median_span([r["ratio"] for r in asyn.get((b, w, s, i), [])])[0]
-                                          for s in ["off", "prwip"])
-                lines.append(f"| {w} | {i:g} s | " + " | ".join(cells) + f" | {conf} | {extra[0]} | {extra[1]} |")
+                row = f"| {w} | {i:g} s | " + " | ".join(cells) + f" | {conf} |"
+                if extras:
+                    ratio = lambda g, s: median_span([r["ratio"] for r in g.get((b, w, s, i), [])])[0]
+                    cols = ["", ""]
+                    if i == first:
+                        cols[0] = " / ".join("%.3f" % ratio(discard, s) for s in STRATEGIES)
+                        cols[1] = " / ".join("%.3f" % ratio(asyn, s) for s in ["off", "prwip"])
+                    row += f" {cols[0]} | {cols[1]} |"
+                lines.append(row)
+        region = [w for w in workloads if sync.get((b, w, "prwip-opt/region", first))]
+        if region:
+            lines.append(f"\nPRWIP-opt every {first:g} s with the region as the context (`ICKPT_PRECOPY_CONTEXT=region`) beside the writing function (the default):\n")
+            lines.append("| workload | PRWIP-opt, function | PRWIP-opt, region | conflicts function / region | pages pre-copied function / region |")
+            lines.append("|---|---|---|---|---|")
+            for w in region:
+                f, g = sync.get((b, w, "prwip-opt", first), []), sync.get((b, w, "prwip-opt/region", first), [])
+                pages = lambda rs: "%.0f" % statistics.mean([r["precopy_pages"] for r in rs]) if rs else "-"
+                lines.append(f"| {w} | {fmt(sync, (b, w, 'prwip-opt', first))} | {fmt(sync, (b, w, 'prwip-opt/region', first))} | "
+                             f"{100 * conflict_rate(f):.0f}% / {100 * conflict_rate(g):.0f}% | {pages(f)} / {pages(g)} |")
         for i in intervals:
-            for other, base in [("prwip-opt", "off"), ("prwip-opt", "blind"), ("prwip", "off"), ("prwip", "blind"), ("blind", "off")]:
+            for other, base in [("prwip-opt", "off"), ("prwip-opt", "blind"), ("prwip", "off"), ("prwip", "blind"), ("blind", "off"), ("prwip-opt", "prwip-opt/region")]:
                 v = [paired_speedup(rows, b, w, i, base, other) for w in workloads]
                 v = [x for x in v if not math.isnan(x)]
                 if v:

@@ -10,6 +10,7 @@ use common::{noise, scratch_dir, spin_until, Buf};
 use ickpt::format::{CommitMode, Kind};
 use ickpt::policy::prwip::Strategy;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
+use ickpt::track::Backend;
 use ickpt::{Config, Engine};
 use std::path::Path;
 use std::sync::Arc;
@@ -312,14 +313,16 @@ fn a_full_version_or_a_region_gone_drops_the_file_and_stores_its_pages() {
     let mut snaps = Snapshots::new();
     e.checkpoint().unwrap();
     e.checkpoint().unwrap();
-    // Version 3 is full: the pages pre-copied for it are stored with the rest.
+    // Version 3 is full: the pages pre-copied for it are stored with the rest, and a
+    // rewrite of one of them conflicts with nothing the version holds.
     fill(&mut buf, 0..4, 1);
     assert!(e.precopy_pass());
+    fill(&mut buf, [0], 5);
+    assert!(e.precopy_pass());
     let v3 = e.checkpoint().unwrap();
-    assert_eq!(
-        (v3.kind, v3.precopy.as_ref().unwrap().pages),
-        (Kind::Full, 0)
-    );
+    let p3 = v3.precopy.as_ref().unwrap();
+    assert_eq!((v3.kind, p3.pages, p3.conflicts), (Kind::Full, 0, 0));
+    assert_eq!(p3.copies, 5, "4 pages copied, then page 0 again");
     // Version 4: region 2 leaves after its pages and region 1's were pre-copied.
     fill(&mut buf, 4..8, 2);
     assert!(e.precopy_pass());
@@ -334,4 +337,82 @@ fn a_full_version_or_a_region_gone_drops_the_file_and_stores_its_pages() {
     drop(e);
     drop(other);
     restores_as_written(&dir, PAGES * PS, &snaps);
+}
+
+#[test]
+fn a_freed_region_takes_what_precopy_knew_of_it() {
+    let dir = scratch_dir("precopy-free");
+    let e = Engine::open(config(&dir, Strategy::Prwip, false)).unwrap();
+    let mut buf = Buf::new(PAGES * PS);
+    // SAFETY: the buffer outlives the engine.
+    unsafe { e.protect(1, buf.ptr, PAGES * PS).unwrap() };
+    for round in 0..20u8 {
+        let p = e.alloc(2, 8 * PS).unwrap();
+        e.checkpoint().unwrap();
+        // SAFETY: 8 pages from alloc.
+        unsafe { std::ptr::write_bytes(p, round, 8 * PS) };
+        fill(&mut buf, [round as usize % PAGES], round);
+        assert!(e.precopy_pass());
+        assert_eq!(e.precopy_known_regions(), 2, "round {round}");
+        e.free(p).unwrap();
+        assert_eq!(
+            e.precopy_known_regions(),
+            1,
+            "round {round}: region 2 forgotten"
+        );
+    }
+    drop(e);
+}
+
+// Two writers with different code, so the compiler cannot fold them into one function.
+#[inline(never)]
+fn write_from_a(p: *mut u8) {
+    // SAFETY: the caller's page, writable by the test.
+    unsafe { std::ptr::write_volatile(p, 0xA) };
+}
+
+#[inline(never)]
+fn write_from_b(p: *mut u8) {
+    // SAFETY: as above.
+    unsafe {
+        std::ptr::write_volatile(p.add(8), 0xB);
+        std::ptr::write_volatile(p.add(16), 0xC);
+    }
+}
+
+/// Paper 004 keeps a page's history per execution context. On mprotect the fault reports
+/// the writing instruction, and the context is its function; userfaultfd reports none, and
+/// the context is the region. `ICKPT_PRECOPY_CONTEXT=region` (`Config::precopy_context`)
+/// forces the region everywhere.
+#[test]
+fn the_context_is_the_writing_function_where_the_fault_reports_it() {
+    use ickpt::policy::prwip::Context;
+    for context in [Context::Function, Context::Region] {
+        let dir = scratch_dir("precopy-context");
+        let mut c = config(&dir, Strategy::Prwip, false);
+        c.precopy_context = context;
+        let e = Engine::open(c).unwrap();
+        let buf = Buf::new(PAGES * PS);
+        // SAFETY: the buffer outlives the engine.
+        unsafe { e.protect(7, buf.ptr, PAGES * PS).unwrap() };
+        e.checkpoint().unwrap();
+        write_from_a(buf.ptr);
+        write_from_b(buf.ptr.wrapping_add(PS));
+        write_from_a(buf.ptr.wrapping_add(2 * PS));
+        let (a, b) = (
+            write_from_a as *const () as usize as u64,
+            write_from_b as *const () as usize as u64,
+        );
+        let got: Vec<u64> = (0..3).map(|p| e.precopy_context(7, p).unwrap()).collect();
+        let by_function = context == Context::Function && e.backend() == Backend::Mprotect;
+        let want = if by_function {
+            vec![a, b, a]
+        } else {
+            vec![7, 7, 7]
+        };
+        assert_eq!(got, want, "{context:?} on {}", e.backend().as_str());
+        // The writes were tracked as ever: the next version holds the 3 pages.
+        assert_eq!(e.checkpoint().unwrap().pages, 3);
+        drop(e);
+    }
 }

@@ -79,6 +79,7 @@ pub(crate) struct Overrides {
     pub keep_within: Option<std::time::Duration>,
     pub precopy: Option<crate::policy::prwip::Strategy>,
     pub checkpoint_interval: Option<std::time::Duration>,
+    pub precopy_context: Option<crate::policy::prwip::Context>,
 }
 
 impl Overrides {
@@ -150,6 +151,11 @@ impl Overrides {
                 "ICKPT_CHECKPOINT_INTERVAL",
                 "a duration such as 5s or 500ms, more than 0",
                 |v| parse_duration(v).filter(|d| !d.is_zero()),
+            )?,
+            precopy_context: parsed(
+                "ICKPT_PRECOPY_CONTEXT",
+                "function or region",
+                crate::policy::prwip::Context::parse,
             )?,
         })
     }

@@ -126,6 +126,11 @@ pub struct Config {
     /// None: learnt from the gaps between its last checkpoint calls.
     /// `ICKPT_CHECKPOINT_INTERVAL` (e.g. `5s`, `500ms`) sets it when the program does not.
     pub checkpoint_interval: Option<std::time::Duration>,
+    /// What pre-copy keeps a page's rewrite intervals per (paper 004's execution context):
+    /// `Function` (the default), the function that wrote the page where the backend reports
+    /// the writing instruction (mprotect), the region elsewhere; `Region`, the region on
+    /// every backend. `ICKPT_PRECOPY_CONTEXT` (`function`, `region`) overrides.
+    pub precopy_context: crate::policy::prwip::Context,
     /// Pre-copy passes run on a thread of ickpt's (true, the default), or only when
     /// `Engine::precopy_pass` is called (tests that count what one pass did).
     #[doc(hidden)]
@@ -162,6 +167,7 @@ impl Config {
             compression: Compression::Auto,
             precopy: crate::policy::prwip::Strategy::Off,
             checkpoint_interval: None,
+            precopy_context: crate::policy::prwip::Context::Function,
             precopy_thread: true,
         }
     }
@@ -196,6 +202,7 @@ impl Config {
         c.keep_within = c.keep_within.or(o.keep_within);
         c.precopy = o.precopy.unwrap_or(c.precopy);
         c.checkpoint_interval = c.checkpoint_interval.or(o.checkpoint_interval);
+        c.precopy_context = o.precopy_context.unwrap_or(c.precopy_context);
         let test = TestSwitches::read()?;
         c.check()?;
         Ok((c, test))

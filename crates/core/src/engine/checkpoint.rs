@@ -23,15 +23,10 @@ impl Engine {
     /// version and shown by `ickpt ls`.
     pub fn checkpoint_tagged(&self, tag: u64) -> Result<CheckpointInfo, CheckpointError> {
         let started = Instant::now();
-        // A pre-copy pass under way gives its remaining pages back rather than copy them.
-        let urgent = self.precopier.as_ref().map(|p| &p.ctl.urgent);
-        if let Some(u) = urgent {
-            u.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
+        // A pre-copy pass under way stops before its next run of pages.
+        let waiting = self.precopier.as_ref().map(|p| p.ctl.checkpoint_waiting());
         let st = self.lock_for_change();
-        if let Some(u) = urgent {
-            u.store(false, std::sync::atomic::Ordering::Relaxed);
-        }
+        drop(waiting);
         let mut st = st?;
         self.settle(&mut st);
         if let Some(p) = &mut st.precopy {

@@ -13,7 +13,7 @@ use crate::policy::{Head, Retention};
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId};
 use crate::sys::thread;
-use crate::track::protocol::committer::{Drain, LiftBehind, Scheduled, Selector, Take};
+use crate::track::protocol::committer::{scheduled, Drain, LiftBehind, Scheduled, Selector, Take};
 use crate::track::{Guard, OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, StoredPhases, VersionLayout};
 use std::sync::atomic::AtomicU64;
@@ -137,11 +137,7 @@ pub(super) fn run(job: Job) -> Outcome {
     layout.reserve(total as usize + pre.as_ref().map_or(0, |f| f.pages()));
     // A pre-copied version's first pages are in its file already: they come first in the
     // layout, and a page the commit stores again goes over its slot.
-    let index_of = |id: u64| {
-        regions
-            .binary_search_by_key(&id, |r| r.tr.id)
-            .map_or(u32::MAX, |i| i as u32)
-    };
+    let index_of = |id: u64| scheduled(&regions, id).map_or(u32::MAX, |i| i as u32);
     let resumed = pre.map(|f| {
         let file = f.file.clone();
         let (w, end, slots) = f.into_commit(&mut layout, index_of);
@@ -176,10 +172,14 @@ pub(super) fn run(job: Job) -> Outcome {
         let prefix = layout.prefix();
         // The prefix first, on this thread: a commit held at its first write (tests) has
         // then taken no page yet.
-        let mut sink = match resumed {
-            Some((w, file, end)) => Sink::resume(w, file, end, first, &mut encoder, &stalls, ps),
-            None => Sink::create(&*store, &name, &prefix, first, &mut encoder, &stalls, ps),
+        let (writer, file, written) = match resumed {
+            Some((w, file, end)) => (Ok(w), file, end),
+            None => (store.create(&name), store.describe(&name), 0),
         };
+        let mut sink = Sink::start(writer, file, written, first, &mut encoder, &stalls, ps);
+        if slots.is_none() {
+            sink.write(&prefix);
+        }
         if threaded {
             sink.write_on_thread(scope, &handoff);
         }
@@ -214,7 +214,7 @@ pub(super) fn run(job: Job) -> Outcome {
                 lift.taken(ri, page);
                 let crc = ickpt_format::crc(&page_buf);
                 layout.set_page_crc(slot, crc);
-                let at = slots.as_ref().map_or(0, |s| s.prefix_len) + (slot * ps) as u64;
+                let at = slots.as_ref().map_or(0, |s| s.offset(slot, ps));
                 sink.overwrite(at, &page_buf);
                 done += 1;
                 continue;
@@ -316,12 +316,7 @@ pub(super) fn run(job: Job) -> Outcome {
         if result.is_err() {
             // The version did not commit: the pre-copied pages go back with the rest.
             if let Some(s) = &slots {
-                s.give_back(|id| {
-                    regions
-                        .binary_search_by_key(&id, |r| r.tr.id)
-                        .ok()
-                        .map(|i| regions[i].tr.clone())
-                });
+                s.give_back(|id| scheduled(&regions, id).map(|i| regions[i].tr.clone()));
             }
         }
         if result.is_ok() {

@@ -263,6 +263,13 @@ impl Engine {
             )
             .map_err(track::TrackError::OwnAlloc)?,
         );
+        if cfg.precopy != crate::policy::prwip::Strategy::Off
+            && cfg.precopy_context == crate::policy::prwip::Context::Function
+            && tracker.backend() == track::Backend::Mprotect
+        {
+            // Before any region exists: each keeps its writers from its first fault.
+            protocol.record_writers();
+        }
         let huge_worker = match protocol.huge_queue() {
             Some(_) => {
                 let e = protocol.clone();
@@ -440,7 +447,7 @@ impl Engine {
     pub fn unprotect(&self, id: u64) -> Result<(), ProtectError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);
-        abandon_precopy(&mut st);
+        region_leaves_precopy(&mut st, id);
         let slot = st
             .regions
             .remove(&id)
@@ -481,7 +488,7 @@ impl Engine {
             .find(|(_, s)| s.owned.as_ref().is_some_and(|m| m.ptr() == ptr))
             .map(|(id, _)| *id)
             .ok_or(ProtectError::NotAllocated { ptr: ptr as usize })?;
-        abandon_precopy(&mut st);
+        region_leaves_precopy(&mut st, id);
         let slot = st.regions.remove(&id).expect("found above");
         st.stats.keep_counts_of(&slot.tr);
         self.tracker
@@ -548,22 +555,26 @@ impl Engine {
     pub fn precopy_pass(&self) -> bool {
         let mut st = self.lock();
         self.poll(&mut st);
-        if st.pending.is_some() || st.sections.is_open() {
-            return false;
-        }
-        let st = &mut *st;
-        let Some(p) = &mut st.precopy else {
-            return false;
-        };
-        let urgent = std::sync::atomic::AtomicBool::new(false);
-        p.pass(
-            &st.regions,
-            &*self.tracker,
-            &*self.store,
-            st.next_version,
-            &urgent,
-        );
-        true
+        precopy::pass_if_idle(&mut st, &*self.tracker, &*self.store, None)
+    }
+
+    /// The execution context pre-copy would learn page `page` of region `id` under now:
+    /// the writing function's address where the backend reports the writer, the region's
+    /// id otherwise (tests). None when pre-copy is off or the region unknown.
+    #[doc(hidden)]
+    pub fn precopy_context(&self, id: u64, page: usize) -> Option<u64> {
+        let mut st = self.lock();
+        let tr = st.regions.get(&id)?.tr.clone();
+        Some(st.precopy.as_mut()?.context_of(&tr, page))
+    }
+
+    /// How many regions pre-copy keeps page histories for (tests: a freed region's go with it).
+    #[doc(hidden)]
+    pub fn precopy_known_regions(&self) -> usize {
+        self.lock()
+            .precopy
+            .as_ref()
+            .map_or(0, |p| p.known_regions())
     }
 
     /// Pointer and length of a protected region.
@@ -575,11 +586,13 @@ impl Engine {
     }
 }
 
-/// A region is about to leave tracking: the pre-copy file could no longer index its pages,
-/// so it is dropped and every page it held goes back to its region for the next checkpoint.
-fn abandon_precopy(st: &mut State) {
+/// Region `id` is about to leave tracking: the pre-copy file could no longer index its pages,
+/// so it is dropped and every page it held goes back to its region for the next checkpoint;
+/// what pre-copy knew of the region's pages is forgotten.
+fn region_leaves_precopy(st: &mut State, id: u64) {
     if let Some(p) = &mut st.precopy {
         p.abandon(&st.regions);
+        p.forget_region(id);
     }
 }
 

@@ -14,7 +14,6 @@ use crate::track::protocol::{
 use crate::track::{self, bitmap, Guard, TrackedRegion};
 use ickpt_format::{
     backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry, StoredPhases,
-    StoredPrecopy,
 };
 use std::time::Instant;
 
@@ -157,7 +156,8 @@ impl Engine {
         }
         if let Some((e, tr, bits, guard)) = failed {
             if let Some(f) = &pre {
-                f.give_back(|id| st.regions.get(&id).map(|s| s.tr.clone()));
+                f.slots
+                    .give_back(|id| st.regions.get(&id).map(|s| s.tr.clone()));
             }
             committer::unschedule(
                 &self.protocol,
@@ -183,12 +183,10 @@ impl Engine {
         };
         st.next_version = version + 1;
         let precopy = st.precopy.as_mut().map(|p| {
-            let of = |id: u64| regions.binary_search_by_key(&id, |r| r.tr.id).ok();
-            p.end_epoch(
-                pre.as_ref(),
-                |id| of(id).map_or(0, |i| regions[i].tr.npages),
-                |id, page| of(id).is_some_and(|i| bitmap::is_set(&regions[i].bits, page)),
-            )
+            p.end_epoch(&st.regions, pre.as_ref(), |id, page| {
+                committer::scheduled(&regions, id)
+                    .is_some_and(|i| bitmap::is_set(&regions[i].bits, page))
+            })
         });
         st.chain_costs.written_fraction = (all > 0).then(|| written as f64 / all as f64);
         let phases = Phases {
@@ -232,15 +230,7 @@ impl Engine {
                     attempts: attempt,
                     ..StoredPhases::default()
                 },
-                precopy: precopy
-                    .as_ref()
-                    .map_or_else(Default::default, |p| StoredPrecopy {
-                        strategy: p.strategy.map_or(0, |s| s.code() as u8),
-                        pages: p.pages,
-                        conflicts: p.conflicts,
-                        copies: p.copies,
-                        rewritten_bytes: p.rewritten_bytes,
-                    }),
+                precopy: precopy.as_ref().map(|p| p.stored()).unwrap_or_default(),
                 ..CommitStats::default()
             },
             page_size: page_size(),

@@ -8,7 +8,7 @@
 //! recorded runs (docs/benchmarks.md, "Copy and checksum overlapped with the write").
 
 use crate::error::{CheckpointError, FileError};
-use crate::store::{Store, StoreWriter};
+use crate::store::StoreWriter;
 use ickpt_format::{FrameEncoder, VersionLayout};
 use std::collections::VecDeque;
 use std::io;
@@ -224,39 +224,14 @@ pub(super) struct Sink<'s, 'a> {
 }
 
 impl<'s, 'a> Sink<'s, 'a> {
-    /// Create `name` and write `prefix`; `staging` is the batch buffer to fill first.
-    /// Batches are written here until [`write_on_thread`](Self::write_on_thread).
-    pub(super) fn create(
-        store: &dyn Store,
-        name: &str,
-        prefix: &[u8],
-        staging: &'a mut [u8],
-        encoder: &'a mut FrameEncoder,
-        stalls: &'a AtomicU64,
-        ps: usize,
-    ) -> Self {
-        let (out, failure) = match store.create(name) {
-            Ok(w) => (Out::Here(w), None),
-            Err(e) => (Out::Nowhere, Some(Failure::Io("create", e))),
-        };
-        let mut sink = Self::over(
-            out,
-            failure,
-            store.describe(name),
-            0,
-            staging,
-            encoder,
-            stalls,
-            ps,
-        );
-        sink.write(prefix);
-        sink
-    }
-
-    /// Go on writing a file pre-copy began (`engine::precopy`), `written` bytes long: its
-    /// prefix is written last, with [`overwrite`](Self::overwrite).
-    pub(super) fn resume(
-        writer: Box<dyn StoreWriter>,
+    /// Write the version file `file` through `writer` (the store's `create`; its error is
+    /// returned by `commit`), of which `written` bytes are there already: 0 for a new file,
+    /// whose caller writes the prefix first; a file pre-copy began (`engine::precopy`) has
+    /// its pages, and its prefix is written last, with [`overwrite`](Self::overwrite).
+    /// `staging` is the batch buffer to fill first. Batches are written here until
+    /// [`write_on_thread`](Self::write_on_thread).
+    pub(super) fn start(
+        writer: io::Result<Box<dyn StoreWriter>>,
         file: String,
         written: u64,
         staging: &'a mut [u8],
@@ -264,29 +239,10 @@ impl<'s, 'a> Sink<'s, 'a> {
         stalls: &'a AtomicU64,
         ps: usize,
     ) -> Self {
-        Self::over(
-            Out::Here(writer),
-            None,
-            file,
-            written,
-            staging,
-            encoder,
-            stalls,
-            ps,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn over(
-        out: Out<'s, 'a>,
-        failure: Option<Failure>,
-        file: String,
-        bytes: u64,
-        staging: &'a mut [u8],
-        encoder: &'a mut FrameEncoder,
-        stalls: &'a AtomicU64,
-        ps: usize,
-    ) -> Self {
+        let (out, failure) = match writer {
+            Ok(w) => (Out::Here(w), None),
+            Err(e) => (Out::Nowhere, Some(Failure::Io("create", e))),
+        };
         Sink {
             out,
             failure,
@@ -297,7 +253,7 @@ impl<'s, 'a> Sink<'s, 'a> {
             crcs: [0; BATCH_PAGES],
             encoder,
             ps,
-            bytes,
+            bytes: written,
             write_time: Duration::ZERO,
             io_wait: Duration::ZERO,
             crc_time: Duration::ZERO,

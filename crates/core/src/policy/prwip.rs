@@ -6,8 +6,11 @@
 //! to do for it. Written again after all (a *conflict*), it is stored twice. The paper keeps
 //! a rewrite interval per page and per execution context (a function's loop rewrites its
 //! pages at its own pace), starts it at the maximum (pre-copy everything, learn from the
-//! conflicts), and only ever lowers it on a conflict; PRWIP-opt raises it again after two
-//! conflict-free rounds, since an interval learnt short stays short otherwise. The paper
+//! conflicts), and changes it only on a conflict (the paper says it is only decreased: a
+//! conflict's sample is shorter than the time to the checkpoint it was predicted to miss;
+//! averaged in, a sample longer than what was learnt, from a checkpoint later than expected,
+//! raises it); PRWIP-opt raises it after two conflict-free rounds, since an interval learnt
+//! short stays short otherwise. The paper
 //! does not say by how much: we double it.
 //!
 //! Times are milliseconds on a clock of the caller's (`u32`, compared with wrapping
@@ -64,6 +67,36 @@ impl Strategy {
         ]
         .get(c as usize)
         .copied()
+    }
+}
+
+/// What a page's rewrite intervals are kept per: the paper's execution context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Context {
+    /// The function whose instruction wrote the page first in the epoch, where the tracking
+    /// backend reports that instruction (mprotect: the fault's signal context); the region
+    /// where it does not (userfaultfd's messages carry no instruction; uffd-async reports no
+    /// write at all, only written pages).
+    #[default]
+    Function,
+    /// The region the page belongs to, on every backend.
+    Region,
+}
+
+impl Context {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Context::Function => "function",
+            Context::Region => "region",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Context> {
+        match s {
+            "function" => Some(Context::Function),
+            "region" => Some(Context::Region),
+            _ => None,
+        }
     }
 }
 
@@ -172,8 +205,8 @@ impl Predictor {
 
     /// The page was seen written at `now` from `context`; `conflict`: it had been pre-copied
     /// since the last checkpoint. A conflict teaches the interval (the time since the write
-    /// before, averaged into what was known); a plain write only records its time, so an
-    /// interval only ever falls, as in the paper.
+    /// before, averaged into what was known); a plain write only records its time, so
+    /// no plain write ever raises an interval.
     pub fn written(&self, h: &mut PageHistory, now: u32, context: u64, conflict: bool) {
         let s = h.slot(context);
         if conflict {

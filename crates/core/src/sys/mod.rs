@@ -9,6 +9,7 @@ pub mod random;
 pub mod signal;
 pub mod thread;
 pub mod uffd;
+pub mod unwind;
 pub mod userfault;
 pub mod zstd;
 

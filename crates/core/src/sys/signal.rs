@@ -68,6 +68,36 @@ pub unsafe fn fault_address(info: *const libc::siginfo_t) -> usize {
     unsafe { (*info).si_addr() as usize }
 }
 
+/// The address of the instruction that faulted, from the handler's `ucontext_t` (0 where
+/// this architecture's context is not read: the caller then has no instruction to go by).
+///
+/// # Safety
+/// `ctx` must be the context pointer the kernel passed to an SA_SIGINFO handler.
+pub unsafe fn fault_ip(ctx: *const libc::c_void) -> usize {
+    if ctx.is_null() {
+        return 0;
+    }
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // SAFETY: the kernel's ucontext_t for this signal, valid while the handler runs.
+        unsafe {
+            (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize] as usize
+        }
+    }
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
+    {
+        // SAFETY: as above.
+        unsafe { (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.pc as usize }
+    }
+    #[cfg(not(any(
+        all(target_arch = "x86_64", target_os = "linux"),
+        all(target_arch = "aarch64", target_os = "linux")
+    )))]
+    {
+        0
+    }
+}
+
 /// True when the fault is a permission fault raised by the MMU (SEGV_ACCERR), the only kind
 /// write tracking causes. Signals sent by kill(2) or faults on unmapped memory are not ours.
 ///

@@ -30,20 +30,62 @@ pub(crate) struct PreFile {
     writer: Box<dyn StoreWriter>,
     /// Where the file is, for errors.
     pub file: String,
-    /// Bytes left for header and region table: the data offset of a version of
-    /// `regions` regions. The commit takes the file over only if its version has as many
-    /// bytes of prefix.
-    pub prefix_len: u64,
     ps: usize,
     /// Pre-copied pages in slot order, as (region id, page).
-    slots: Vec<(u64, u32)>,
+    order: Vec<(u64, u32)>,
     /// Their CRCs as last copied.
     crcs: Vec<u32>,
-    /// Per region, each page's slot (NONE: not pre-copied). 4 bytes a page.
-    slot_of: HashMap<u64, Vec<u32>>,
+    /// Where each pre-copied page is: what the commit takes over.
+    pub slots: Slots,
     /// Slots written to the store; those after are in `batch`.
     flushed: usize,
     batch: Vec<u8>,
+    /// A page copied again over a slot already written.
+    scratch: Vec<u8>,
+}
+
+/// Where each pre-copied page is in the file: per region, each page's slot (its position in
+/// the version's page order; NONE: not pre-copied), 4 bytes a page.
+pub(crate) struct Slots {
+    of: HashMap<u64, Vec<u32>>,
+    /// Bytes left for header and region table before the first slot: the data offset of a
+    /// version with the regions there were when the file was started. The commit takes the
+    /// file over only if its version has as many bytes of prefix.
+    pub prefix_len: u64,
+}
+
+/// Whether `page` has a slot in `of` (a region's slots, `Slots::of_region`).
+pub(crate) fn has_slot(of: &[u32], page: usize) -> bool {
+    of.get(page).is_some_and(|&s| s != NONE)
+}
+
+impl Slots {
+    /// The slots of region `id`'s pages, if any of them was pre-copied.
+    pub fn of_region(&self, id: u64) -> Option<&[u32]> {
+        self.of.get(&id).map(Vec::as_slice)
+    }
+
+    /// The slot of `page` of region `id`.
+    pub fn of(&self, id: u64, page: usize) -> Option<usize> {
+        let s = *self.of_region(id)?.get(page)?;
+        (s != NONE).then_some(s as usize)
+    }
+
+    /// Where slot `s` starts in the file.
+    pub fn offset(&self, s: usize, ps: usize) -> u64 {
+        self.prefix_len + (s * ps) as u64
+    }
+
+    /// Give every pre-copied page back to its region (`tr_of` by id), for a checkpoint to
+    /// store: the file will not become the version, or did not.
+    pub fn give_back(&self, tr_of: impl Fn(u64) -> Option<std::sync::Arc<TrackedRegion>>) {
+        for (id, of) in &self.of {
+            let Some(tr) = tr_of(*id) else { continue };
+            for page in (0..of.len().min(tr.npages)).filter(|&p| has_slot(of, p)) {
+                crate::track::protocol::committer::give_back_page(&tr, page);
+            }
+        }
+    }
 }
 
 /// What writing a page into the file did.
@@ -76,25 +118,22 @@ impl PreFile {
             version,
             writer,
             file: store.describe(&name),
-            prefix_len,
             ps,
-            slots: Vec::new(),
+            order: Vec::new(),
             crcs: Vec::new(),
-            slot_of: HashMap::new(),
+            slots: Slots {
+                of: HashMap::new(),
+                prefix_len,
+            },
             flushed: 0,
             batch: Vec::with_capacity(BATCH_PAGES * ps),
+            scratch: vec![0; ps],
         })
     }
 
     /// Pages pre-copied into the file.
     pub fn pages(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// The slot of `page` of region `id`, if it was pre-copied.
-    pub fn slot(&self, id: u64, page: usize) -> Option<usize> {
-        let s = *self.slot_of.get(&id)?.get(page)?;
-        (s != NONE).then_some(s as usize)
+        self.order.len()
     }
 
     /// Copy `page` of `tr` into the file: into its slot if it has one, else a new slot.
@@ -102,46 +141,40 @@ impl PreFile {
     /// as a write after it.
     pub fn copy(&mut self, tr: &TrackedRegion, page: usize) -> io::Result<Copied> {
         let ps = self.ps;
-        let slot = self.slot(tr.id, page);
-        let (at, copied) = match slot {
-            Some(s) if s >= self.flushed => ((s - self.flushed) * ps, Copied::Again),
+        let (s, dst, copied) = match self.slots.of(tr.id, page) {
+            // Written already: over its place in the file.
+            Some(s) if s < self.flushed => {
+                tr.copy_page_out(page, &mut self.scratch);
+                self.writer
+                    .overwrite_at(self.slots.offset(s, ps), &self.scratch)?;
+                (s, &self.scratch[..], Copied::Again)
+            }
+            // Still gathered: over its place in the batch.
             Some(s) => {
-                let mut buf = std::mem::take(&mut self.batch);
-                let start = buf.len();
-                buf.resize(start + ps, 0);
-                tr.copy_page_out(page, &mut buf[start..]);
-                let crc = ickpt_format::crc(&buf[start..]);
-                let r = self
-                    .writer
-                    .overwrite_at(self.prefix_len + (s * ps) as u64, &buf[start..]);
-                buf.truncate(start);
-                self.batch = buf;
-                r?;
-                self.crcs[s] = crc;
-                return Ok(Copied::Again);
+                let at = (s - self.flushed) * ps;
+                let dst = &mut self.batch[at..at + ps];
+                tr.copy_page_out(page, dst);
+                (s, &*dst, Copied::Again)
             }
             None => {
                 if self.batch.len() == BATCH_PAGES * ps {
                     self.flush()?;
                 }
+                let s = self.order.len();
+                self.order.push((tr.id, page as u32));
+                self.crcs.push(0);
+                self.slots
+                    .of
+                    .entry(tr.id)
+                    .or_insert_with(|| vec![NONE; tr.npages])[page] = s as u32;
                 let at = self.batch.len();
                 self.batch.resize(at + ps, 0);
-                let s = self.slots.len();
-                self.slots.push((tr.id, page as u32));
-                self.crcs.push(0);
-                let of = self
-                    .slot_of
-                    .entry(tr.id)
-                    .or_insert_with(|| vec![NONE; tr.npages]);
-                of[page] = s as u32;
-                (at, Copied::New)
+                let dst = &mut self.batch[at..];
+                tr.copy_page_out(page, dst);
+                (s, &*dst, Copied::New)
             }
         };
-        let dst = &mut self.batch[at..at + ps];
-        tr.copy_page_out(page, dst);
-        let crc = ickpt_format::crc(dst);
-        let s = slot.unwrap_or(self.slots.len() - 1);
-        self.crcs[s] = crc;
+        self.crcs[s] = ickpt_format::crc(dst);
         Ok(copied)
     }
 
@@ -158,14 +191,14 @@ impl PreFile {
 
     /// Every pre-copied page, as (region id, page).
     pub fn each_slot(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
-        self.slots.iter().map(|&(id, p)| (id, p as usize))
+        self.order.iter().map(|&(id, p)| (id, p as usize))
     }
 
     /// Whether every pre-copied page belongs to a region of `regions` of the same size (a
     /// region unprotected since, or protected again under its id, leaves slots the version
     /// could not index).
     pub fn fits(&self, regions: &[(u64, usize)]) -> bool {
-        self.slot_of.iter().all(|(id, of)| {
+        self.slots.of.iter().all(|(id, of)| {
             regions
                 .iter()
                 .any(|&(rid, npages)| rid == *id && npages == of.len())
@@ -173,19 +206,19 @@ impl PreFile {
     }
 
     /// The writer, the pre-copied pages pushed into `layout` as its first pages (raw
-    /// frames), the bytes written, and each page's slot (its position in the layout's page
-    /// order). `index_of`: the layout's region index for a region id. Flushed first.
+    /// frames), the bytes written, and where each page is. `index_of`: the layout's region
+    /// index for a region id. Flushed before (`PreCopy::take_file`).
     pub fn into_commit(
         self,
         layout: &mut VersionLayout,
         index_of: impl Fn(u64) -> u32,
     ) -> (Box<dyn StoreWriter>, u64, Slots) {
         debug_assert!(self.batch.is_empty(), "flushed before the commit takes it");
-        for (&(id, page), &crc) in self.slots.iter().zip(&self.crcs) {
+        for (&(id, page), &crc) in self.order.iter().zip(&self.crcs) {
             layout.push_page(index_of(id), page as u64, crc);
         }
         let per = frame_pages(self.ps);
-        let mut left = self.slots.len();
+        let mut left = self.order.len();
         while left > 0 {
             let n = left.min(per);
             layout.push_frame(Frame {
@@ -196,53 +229,7 @@ impl PreFile {
             });
             left -= n;
         }
-        let end = self.prefix_len + (self.slots.len() * self.ps) as u64;
-        (
-            self.writer,
-            end,
-            Slots {
-                of: self.slot_of,
-                prefix_len: self.prefix_len,
-            },
-        )
-    }
-
-    /// Give every pre-copied page back to its region (`regions` by id), for a checkpoint to
-    /// store: the file will not become the version.
-    pub fn give_back(&self, tr_of: impl Fn(u64) -> Option<std::sync::Arc<TrackedRegion>>) {
-        for (id, page) in self.each_slot() {
-            if let Some(tr) = tr_of(id) {
-                if page < tr.npages {
-                    crate::track::protocol::committer::give_back_page(&tr, page);
-                }
-            }
-        }
-    }
-}
-
-/// Where a commit that took a pre-copy file over finds each pre-copied page.
-pub(crate) struct Slots {
-    of: HashMap<u64, Vec<u32>>,
-    pub prefix_len: u64,
-}
-
-impl Slots {
-    /// The slot (the page's index in the version's page order) of `page` of region `id`.
-    pub fn of(&self, id: u64, page: usize) -> Option<usize> {
-        let s = *self.of.get(&id)?.get(page)?;
-        (s != NONE).then_some(s as usize)
-    }
-
-    /// Give every pre-copied page back to its region (a commit that failed).
-    pub fn give_back(&self, tr_of: impl Fn(u64) -> Option<std::sync::Arc<TrackedRegion>>) {
-        for (id, of) in &self.of {
-            if let Some(tr) = tr_of(*id) {
-                for (page, &s) in of.iter().enumerate() {
-                    if s != NONE && page < tr.npages {
-                        crate::track::protocol::committer::give_back_page(&tr, page);
-                    }
-                }
-            }
-        }
+        let end = self.slots.offset(self.order.len(), self.ps);
+        (self.writer, end, self.slots)
     }
 }

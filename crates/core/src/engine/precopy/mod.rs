@@ -1,26 +1,22 @@
 //! Pre-copy (paper 004): between checkpoints a thread of ickpt's writes dirty pages into the
 //! next version's file early, so the checkpoint has less left to write.
 //!
-//! Every `period` the pre-copier takes each region's pages written since it last looked
-//! (the tracker's `rearm`, as a program section does: the pages are write-protected again,
-//! and their bits handed over). A page it took is either written into the file now, or given
-//! back to its region's dirty bits for the checkpoint, as the strategy says
-//! (`policy::prwip`). The page is write-protected before it is copied, so a write racing the
-//! copy, or any write after it, marks it dirty again: the next pass or the checkpoint finds
+//! Every `period` (a tenth of the checkpoint interval, 10 ms to 1 s) a pass looks at each
+//! stored region's written pages without changing tracking (`Tracker::peek_written`). A page
+//! not seen before this epoch is a write to learn from (`policy::prwip`); the strategy says
+//! whether to copy it now. A page to copy is first taken from tracking and write-protected
+//! again, in runs (`Tracker::collect_pages`), and only then copied, so a write racing the
+//! copy, or any write after it, marks it written again: the next pass or the checkpoint finds
 //! it (a *conflict*) and copies it again into its slot. A version therefore still holds
 //! memory as it was at the checkpoint call: a pre-copied page the checkpoint does not find
-//! dirty was not written since it was copied.
+//! written was not written since it was copied. A page not copied stays written and open
+//! until the checkpoint: one trap an epoch, as without pre-copy.
 //!
 //! The pre-copier looks only at regions a checkpoint has stored (their writes are tracked),
 //! and never while a commit runs or a program section is open (both take the same bits).
-//! The checkpoint call raises `urgent` before it waits for the engine lock: a pass then gives
-//! its remaining pages back rather than copy them, so it holds the call up for at most one
-//! page copy.
-//!
-//! Each rearm of a region costs its backend's re-protection (mprotect: the whole region),
-//! and a page the application writes all the time costs one more trap per pass; the pass
-//! period (a tenth of the checkpoint interval, 10 ms to 1 s) bounds that to ten per epoch.
-//! The paper traps each write and decides at the trap; ickpt decides at the next pass.
+//! A checkpoint call counts itself in `Control::waiting` before it waits for the engine
+//! lock: a pass then stops before its next run of pages, so it holds the call up for at most
+//! one run (`RUN_PAGES` pages) taken, copied and released.
 
 mod file;
 
@@ -32,7 +28,7 @@ use crate::store::Store;
 use crate::track::protocol::committer::{give_back, give_back_page};
 use crate::track::{bitmap, TrackedRegion, Tracker};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,6 +53,19 @@ pub struct PrecopyInfo {
     pub error: Option<String>,
 }
 
+impl PrecopyInfo {
+    /// What the version file records of it (format 7).
+    pub(crate) fn stored(&self) -> ickpt_format::StoredPrecopy {
+        ickpt_format::StoredPrecopy {
+            strategy: self.strategy.map_or(0, |s| s.code() as u8),
+            pages: self.pages,
+            conflicts: self.conflicts,
+            copies: self.copies,
+            rewritten_bytes: self.rewritten_bytes,
+        }
+    }
+}
+
 /// The pre-copy state of an engine with pre-copy on.
 pub(crate) struct PreCopy {
     predictor: Predictor,
@@ -65,23 +74,89 @@ pub(crate) struct PreCopy {
     clock: Instant,
     /// The last checkpoint call.
     last_call: Option<Instant>,
-    /// Per region id, each page's history: 16 bytes a page.
-    history: HashMap<u64, Vec<PageHistory>>,
+    /// What is known of each stored region's pages, by region id.
+    pages: HashMap<u64, RegionPages>,
     /// The next version's file, once a page was pre-copied this epoch.
     file: Option<PreFile>,
-    /// Pre-copied pages found written again this epoch, per region (one bit a page), so a
-    /// page counts once.
-    conflicted: HashMap<u64, Vec<u64>>,
-    /// Written pages a pass has looked at and left written this epoch, per region (one bit a
-    /// page): they are reported again by every pass until the checkpoint takes them.
-    seen: HashMap<u64, Vec<u64>>,
     /// This epoch's figures.
     epoch: PrecopyInfo,
     /// A failure stopped pre-copy until the next checkpoint.
     stopped: bool,
     /// Since start: passes, and the sums of the epochs' figures.
     pub totals: Totals,
+    /// The function of each writing instruction seen (mprotect), looked up once.
+    functions: Functions,
 }
+
+/// The execution context of a page's write (paper 004 keeps a page's history per context):
+/// the function holding the instruction that wrote it first in the epoch, where tracking
+/// reported one (`TrackedRegion::writer`: mprotect's faults; regions of other backends report
+/// none), the instruction itself where the unwind tables do not cover it, the region
+/// otherwise. The paper ids the whole call stack (`backtrace()`, not signal-safe); the
+/// writing function is what a handler can afford to record, and what tells the phases of a
+/// time step apart. Lookups are cached: a program writes from a few hundred instructions.
+#[derive(Default)]
+struct Functions {
+    by_ip: HashMap<usize, u64>,
+}
+
+/// Instructions whose function is remembered; past that the cache starts again (a program
+/// that writes from more places than this gains nothing from the cache anyway).
+const FUNCTIONS_CACHED: usize = 4096;
+
+impl Functions {
+    fn context(&mut self, tr: &TrackedRegion, page: usize) -> u64 {
+        let Some(ip) = tr.writer(page) else {
+            return tr.id;
+        };
+        if self.by_ip.len() >= FUNCTIONS_CACHED {
+            self.by_ip.clear();
+        }
+        *self
+            .by_ip
+            .entry(ip)
+            .or_insert_with(|| crate::sys::unwind::enclosing_function(ip).unwrap_or(ip) as u64)
+    }
+}
+
+/// What pre-copy knows of one region's pages: 16 bytes and 2 bits a page.
+struct RegionPages {
+    /// Each page's history.
+    history: Vec<PageHistory>,
+    /// Written pages a pass has looked at and left written this epoch (one bit a page):
+    /// every pass reports them again until the checkpoint takes them.
+    seen: Vec<u64>,
+    /// Pre-copied pages found written again this epoch (one bit a page), so a page counts
+    /// once.
+    conflicted: Vec<u64>,
+}
+
+impl RegionPages {
+    fn new(npages: usize) -> Self {
+        RegionPages {
+            history: vec![PageHistory::default(); npages],
+            seen: vec![0; npages.div_ceil(64)],
+            conflicted: vec![0; npages.div_ceil(64)],
+        }
+    }
+
+    /// A new epoch: nothing seen, no conflict.
+    fn clear_epoch(&mut self) {
+        self.seen.fill(0);
+        self.conflicted.fill(0);
+    }
+
+    /// Record a conflict on `page`; whether it is the page's first this epoch.
+    fn conflict(&mut self, page: usize) -> bool {
+        let first = !bitmap::is_set(&self.conflicted, page);
+        bitmap::set(&mut self.conflicted, page);
+        first
+    }
+}
+
+/// Most pages a pass takes and copies in one run: a checkpoint call waiting for the engine
+/// waits for at most one run (256 KiB of 4 KiB pages), and a run is one protection call.
+const RUN_PAGES: usize = 64;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {
@@ -99,13 +174,12 @@ impl PreCopy {
             cadence: Cadence::new(interval),
             clock: Instant::now(),
             last_call: None,
-            history: HashMap::new(),
+            pages: HashMap::new(),
             file: None,
-            conflicted: HashMap::new(),
-            seen: HashMap::new(),
             epoch: PrecopyInfo::default(),
             stopped: false,
             totals: Totals::default(),
+            functions: Functions::default(),
         }
     }
 
@@ -133,20 +207,6 @@ impl PreCopy {
         self.last_call = Some(now);
     }
 
-    /// Record a conflict on `page` of region `id`; whether it is the page's first this epoch.
-    fn conflict(&mut self, id: u64, npages: usize, page: usize) -> bool {
-        let c = self
-            .conflicted
-            .entry(id)
-            .or_insert_with(|| vec![0; npages.div_ceil(64)]);
-        if bitmap::is_set(c, page) {
-            return false;
-        }
-        bitmap::set(c, page);
-        self.epoch.conflicts += 1;
-        true
-    }
-
     /// Stop pre-copying until the next checkpoint, giving every pre-copied page back to its
     /// region so the checkpoint stores it; `why` is reported with that checkpoint.
     fn fail(&mut self, regions: &BTreeMap<u64, RegionSlot>, why: String) {
@@ -158,30 +218,47 @@ impl PreCopy {
     /// Drop the file, giving its pages back to their regions (the checkpoint stores them).
     pub fn abandon(&mut self, regions: &BTreeMap<u64, RegionSlot>) {
         if let Some(f) = self.file.take() {
-            f.give_back(|id| regions.get(&id).map(|s| s.tr.clone()));
+            f.slots
+                .give_back(|id| regions.get(&id).map(|s| s.tr.clone()));
         }
+    }
+
+    /// The execution context a pass would learn page `page` of `tr` under now.
+    pub fn context_of(&mut self, tr: &TrackedRegion, page: usize) -> u64 {
+        self.functions.context(tr, page)
+    }
+
+    /// Regions whose pages are known.
+    pub fn known_regions(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Forget region `id`'s pages (it leaves tracking): a region protected and freed in a
+    /// loop must not grow what pre-copy keeps.
+    pub fn forget_region(&mut self, id: u64) {
+        self.pages.remove(&id);
     }
 
     /// Drop the file and forget what was learnt of memory that changed behind tracking's
     /// back (a restore).
     pub fn discard(&mut self) {
         self.file = None;
-        self.conflicted.clear();
-        self.seen.clear();
+        self.pages.values_mut().for_each(RegionPages::clear_epoch);
     }
 
     /// One pass: look at each stored region's written pages, learn from those not seen
     /// before this epoch, and take and pre-copy the ones the strategy picks into the next
     /// version's file. The others stay as they are (written, and open) for the checkpoint.
+    /// Stops early when a checkpoint call is waiting (`urgent`).
     pub fn pass(
         &mut self,
         st_regions: &BTreeMap<u64, RegionSlot>,
         tracker: &dyn Tracker,
         store: &dyn Store,
         next_version: u64,
-        urgent: &AtomicBool,
+        urgent: &dyn Fn() -> bool,
     ) {
-        if self.stopped || urgent.load(Ordering::Relaxed) {
+        if self.stopped || urgent() {
             return;
         }
         let Some(last) = self.last_call else { return };
@@ -196,15 +273,25 @@ impl PreCopy {
             if slot.born.is_none() {
                 continue;
             }
+            if urgent() {
+                break;
+            }
             let tr = &slot.tr;
             if let Err(e) = tracker.peek_written(tr, &mut bits) {
                 self.fail(st_regions, format!("tracking region {id}: {e}"));
                 return;
             }
-            self.choose(tr, &bits, now, until, urgent, &mut chosen);
-            if let Err(why) =
-                self.take_and_copy(st_regions, tracker, tr, &chosen, store, next_version)
-            {
+            self.choose(tr, &bits, now, until, &mut chosen);
+            let copied = self.take_and_copy(
+                st_regions,
+                tracker,
+                tr,
+                &chosen,
+                store,
+                next_version,
+                urgent,
+            );
+            if let Err(why) = copied {
                 self.fail(st_regions, why);
                 return;
             }
@@ -233,48 +320,43 @@ impl PreCopy {
         written: &[u64],
         now: u32,
         until: u32,
-        urgent: &AtomicBool,
         chosen: &mut Vec<usize>,
     ) {
         chosen.clear();
-        let words = tr.npages.div_ceil(64);
-        let seen = self.seen.entry(tr.id).or_default();
-        if seen.len() != words {
-            *seen = vec![0; words];
+        let rp = self
+            .pages
+            .entry(tr.id)
+            .or_insert_with(|| RegionPages::new(tr.npages));
+        if rp.history.len() != tr.npages {
+            *rp = RegionPages::new(tr.npages);
         }
-        let h = self.history.entry(tr.id).or_default();
-        if h.len() != tr.npages {
-            *h = vec![PageHistory::default(); tr.npages];
-        }
+        let slots = self.file.as_ref().and_then(|f| f.slots.of_region(tr.id));
         let edges = tr.shared_edge_pages();
         let mut page = 0;
         while let Some(p) = bitmap::next_set(written, page, tr.npages) {
             page = p + 1;
-            let seen = self.seen.get_mut(&tr.id).expect("made above");
-            if bitmap::is_set(seen, p) {
+            if bitmap::is_set(&rp.seen, p) {
                 continue;
             }
-            bitmap::set(seen, p);
-            let pre_copied = self
-                .file
-                .as_ref()
-                .is_some_and(|f| f.slot(tr.id, p).is_some());
-            if pre_copied {
-                self.conflict(tr.id, tr.npages, p);
+            bitmap::set(&mut rp.seen, p);
+            let pre_copied = slots.is_some_and(|s| file::has_slot(s, p));
+            if pre_copied && rp.conflict(p) {
+                self.epoch.conflicts += 1;
             }
-            let h = &mut self.history.get_mut(&tr.id).expect("made above")[p];
-            self.predictor.written(h, now, tr.id, pre_copied);
-            if !urgent.load(Ordering::Relaxed)
-                && !edges.contains(&Some(p))
-                && self.predictor.precopy(h, now, tr.id, until)
-            {
+            let h = &mut rp.history[p];
+            let ctx = self.functions.context(tr, p);
+            self.predictor.written(h, now, ctx, pre_copied);
+            if !edges.contains(&Some(p)) && self.predictor.precopy(h, now, ctx, until) {
                 chosen.push(p);
             }
         }
     }
 
-    /// Take the `chosen` pages of `tr` from tracking (armed again), run by run, and copy each
-    /// into the file. On an error the pages taken and not copied go back to the region.
+    /// Take the `chosen` pages of `tr` from tracking (armed again), run by run (at most
+    /// [`RUN_PAGES`] each), and copy each into the file; stop before a run when a checkpoint
+    /// call is waiting (the pages not taken are still in the tracker's record). On an error
+    /// the pages taken and not copied go back to the region.
+    #[allow(clippy::too_many_arguments)]
     fn take_and_copy(
         &mut self,
         regions: &BTreeMap<u64, RegionSlot>,
@@ -283,6 +365,7 @@ impl PreCopy {
         chosen: &[usize],
         store: &dyn Store,
         next_version: u64,
+        urgent: &dyn Fn() -> bool,
     ) -> Result<(), String> {
         if chosen.is_empty() {
             return Ok(());
@@ -297,36 +380,37 @@ impl PreCopy {
                 })?;
             self.file = Some(f);
         }
+        let (Some(f), Some(rp)) = (self.file.as_mut(), self.pages.get_mut(&tr.id)) else {
+            unreachable!("the file made above, the region's pages by choose")
+        };
         let mut taken = Vec::new();
         let mut i = 0;
-        while i < chosen.len() {
+        while i < chosen.len() && !urgent() {
             let lo = chosen[i];
             let mut hi = lo + 1;
-            while i + (hi - lo) < chosen.len() && chosen[i + (hi - lo)] == hi {
+            while hi - lo < RUN_PAGES && i + (hi - lo) < chosen.len() && chosen[i + (hi - lo)] == hi
+            {
                 hi += 1;
             }
             if let Err(e) = tracker.collect_pages(tr, lo..hi, &mut taken) {
                 give_back(tr, &taken);
                 return Err(format!("tracking region {}: {e}", tr.id));
             }
-            let seen = self.seen.get_mut(&tr.id).expect("made by choose");
             for p in lo..hi {
                 // Armed again: its next write is news.
-                bitmap::clear(seen, p);
-                let f = self.file.as_mut().expect("made above");
+                bitmap::clear(&mut rp.seen, p);
                 match f.copy(tr, p) {
                     Ok(file::Copied::New) => {}
                     Ok(file::Copied::Again) => {
                         self.epoch.rewritten_bytes += crate::sys::page_size() as u64;
                     }
                     Err(e) => {
-                        let why = format!("{}: writing a pre-copied page: {e}", f.file);
                         // Taken and not copied. (The chosen pages after this run were not
                         // taken: they are still in the tracker's record.)
                         for q in p..hi {
                             give_back_page(tr, q);
                         }
-                        return Err(why);
+                        return Err(format!("{}: writing a pre-copied page: {e}", f.file));
                     }
                 }
                 self.epoch.copies += 1;
@@ -353,7 +437,8 @@ impl PreCopy {
             .filter(|(_, s)| s.born.is_some())
             .map(|(&id, s)| (id, s.tr.npages))
             .collect();
-        if f.version == version && incremental && f.prefix_len == prefix_len && f.fits(&sizes) {
+        if f.version == version && incremental && f.slots.prefix_len == prefix_len && f.fits(&sizes)
+        {
             let mut f = self.file.take()?;
             match f.flush() {
                 Ok(()) => return Some(f),
@@ -375,31 +460,41 @@ impl PreCopy {
     /// and starts the next epoch.
     pub fn end_epoch(
         &mut self,
+        regions: &BTreeMap<u64, RegionSlot>,
         file: Option<&PreFile>,
-        npages: impl Fn(u64) -> usize,
         written: impl Fn(u64, usize) -> bool,
     ) -> PrecopyInfo {
         let now = self.now_ms();
         let ps = crate::sys::page_size() as u64;
+        if file.is_none() {
+            // The version holds no pre-copied page (a full one, or the file was dropped): a
+            // rewrite of a page whose copy went with the file conflicts with nothing stored.
+            self.epoch.conflicts = 0;
+        }
         if let Some(f) = file {
             self.epoch.pages = f.pages() as u64;
             for (id, page) in f.each_slot() {
-                let n = npages(id);
+                // Made by the pass that copied the page, as long as the region was then (and
+                // `take_file` found the file fits the regions now).
+                let Some(rp) = self.pages.get_mut(&id).filter(|rp| page < rp.history.len()) else {
+                    continue;
+                };
                 if written(id, page) {
-                    let first = self.conflict(id, n, page);
                     self.epoch.rewritten_bytes += ps;
-                    if let Some(h) = self.history.get_mut(&id).and_then(|h| h.get_mut(page)) {
-                        if first {
-                            self.predictor.written(h, now, id, true);
-                        }
+                    if rp.conflict(page) {
+                        self.epoch.conflicts += 1;
+                        let ctx = regions
+                            .get(&id)
+                            .map_or(id, |s| self.functions.context(&s.tr, page));
+                        self.predictor
+                            .written(&mut rp.history[page], now, ctx, true);
                     }
-                } else if let Some(h) = self.history.get_mut(&id).and_then(|h| h.get_mut(page)) {
-                    self.predictor.held(h);
+                } else {
+                    self.predictor.held(&mut rp.history[page]);
                 }
             }
         }
-        self.conflicted.clear();
-        self.seen.clear();
+        self.pages.values_mut().for_each(RegionPages::clear_epoch);
         self.stopped = false;
         let mut info = std::mem::take(&mut self.epoch);
         info.strategy = Some(self.predictor.strategy);
@@ -423,8 +518,48 @@ pub(crate) struct Precopier {
 pub(crate) struct Control {
     stop: Mutex<bool>,
     wake: Condvar,
-    /// A checkpoint call waits for the engine: a pass gives its pages back rather than copy.
-    pub urgent: AtomicBool,
+    /// Checkpoint calls waiting for the engine lock: a pass stops before its next run.
+    waiting: AtomicU32,
+}
+
+impl Control {
+    /// A checkpoint call is about to wait for the engine lock; dropping the guard once it
+    /// holds the lock.
+    pub fn checkpoint_waiting(&self) -> Waiting<'_> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(self)
+    }
+}
+
+/// A checkpoint call waiting for the engine (`Control::checkpoint_waiting`).
+pub(crate) struct Waiting<'a>(&'a Control);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One pass now, unless a commit is running (its pages are the commit's as they are) or a
+/// section is open (its diffs take the same bits). Whether a pass ran. `ctl`: the thread's
+/// control, whose waiting checkpoint calls cut the pass short; None for a pass on the
+/// caller's own thread (`Engine::precopy_pass`).
+pub(crate) fn pass_if_idle(
+    st: &mut State,
+    tracker: &dyn Tracker,
+    store: &dyn Store,
+    ctl: Option<&Control>,
+) -> bool {
+    let running = st.pending.as_ref().is_some_and(|h| !h.is_finished());
+    if running || st.sections.open_index().is_some() {
+        return false;
+    }
+    let Some(p) = &mut st.precopy else {
+        return false;
+    };
+    let urgent = || ctl.is_some_and(|c| c.waiting.load(Ordering::Relaxed) > 0);
+    p.pass(&st.regions, tracker, store, st.next_version, &urgent);
+    true
 }
 
 impl Precopier {
@@ -476,16 +611,6 @@ fn run(state: &Mutex<State>, tracker: &dyn Tracker, store: &dyn Store, ctl: &Con
             return;
         }
         drop(stop);
-        let mut st = lock();
-        let st = &mut *st;
-        // A commit running needs the pages it collected as they are; a section open takes
-        // the same bits for its own diff.
-        let busy = st.pending.as_ref().is_some_and(|h| !h.is_finished()) || st.sections.is_open();
-        if busy {
-            continue;
-        }
-        if let Some(p) = &mut st.precopy {
-            p.pass(&st.regions, tracker, store, st.next_version, &ctl.urgent);
-        }
+        pass_if_idle(&mut lock(), tracker, store, Some(ctl));
     }
 }

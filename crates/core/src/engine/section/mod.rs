@@ -59,11 +59,6 @@ pub(crate) struct Sections {
 }
 
 impl Sections {
-    /// Whether a section is open (its collects take the pages' bits).
-    pub(crate) fn is_open(&self) -> bool {
-        self.open.is_some()
-    }
-
     /// The open section's number, if one is open.
     pub(crate) fn open_index(&self) -> Option<u64> {
         self.open.as_ref().map(|o| o.index)

@@ -23,7 +23,9 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     if unsafe { signal::is_access_error(info) } {
         // SAFETY: as above.
         let addr = unsafe { signal::fault_address(info) };
-        match first_write::first_write(addr, thread::tid(), &mut Segv) {
+        // SAFETY: `ctx` is the kernel's context for this signal.
+        let ip = unsafe { signal::fault_ip(ctx) };
+        match first_write::first_write(addr, thread::tid(), &mut Segv { ip }) {
             Outcome::Done | Outcome::Retry => return restore_errno(),
             Outcome::Failed => signal::signal_safe_message(
                 b"ickpt: cannot unprotect a tracked page; see docs/design.md\n",
@@ -36,12 +38,19 @@ extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     unsafe { signal::chain(sig, info, ctx) };
 }
 
-/// A write caught by SIGSEGV, handled on the faulting thread, which may block.
-pub(crate) struct Segv;
+/// A write caught by SIGSEGV, handled on the faulting thread, which may block; `ip` is the
+/// instruction that wrote.
+pub(crate) struct Segv {
+    pub ip: usize,
+}
 
 impl first_write::Catch for Segv {
     fn blocking(&self) -> bool {
         true
+    }
+
+    fn writer(&self) -> usize {
+        self.ip
     }
 
     fn wait(&mut self, r: &TrackedRegion, page: usize, brief: bool) -> bool {

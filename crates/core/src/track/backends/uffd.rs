@@ -415,15 +415,12 @@ impl Tracker for UffdTracker {
         pages: std::ops::Range<usize>,
         out: &mut Vec<u64>,
     ) -> Result<(), TrackError> {
-        self.shared.regions.check_owner()?;
-        if r.tracked_by_protection() {
-            return super::collect_pages_by_protection(r, pages, out);
-        }
-        r.dirty.take_range(pages.start, pages.end, out);
-        let ps = page_size();
-        self.uffd()
-            .write_protect(r.page_addr(pages.start), pages.len() * ps, true)
-            .map_err(TrackError::Userfault)
+        self.shared
+            .regions
+            .collect_pages(r, pages, out, |pages, _| {
+                self.uffd()
+                    .write_protect(r.page_addr(pages.start), pages.len() * page_size(), true)
+            })
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

@@ -263,14 +263,9 @@ impl Tracker for UffdAsyncTracker {
         pages: std::ops::Range<usize>,
         out: &mut Vec<u64>,
     ) -> Result<(), TrackError> {
-        if r.tracked_by_protection() {
-            return super::collect_pages_by_protection(r, pages, out);
-        }
-        self.regions.check_owner()?;
-        r.dirty.take_range(pages.start, pages.end, out);
-        self.scanner
-            .written_in(r, pages, out)
-            .map_err(TrackError::Userfault)
+        self.regions.collect_pages(r, pages, out, |pages, out| {
+            self.scanner.written_in(r, pages, out)
+        })
     }
 
     fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {

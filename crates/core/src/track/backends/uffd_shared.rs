@@ -239,6 +239,24 @@ impl UffdRegions {
         opened.map_err(TrackError::Protect)
     }
 
+    /// `Tracker::collect_pages` for both userfaultfd backends: refused in a forked child;
+    /// page protection for a region userfaultfd refused; else the dirty bits of `pages`,
+    /// then `arm` (which may add the kernel's written pages to `out`).
+    pub fn collect_pages(
+        &self,
+        r: &TrackedRegion,
+        pages: std::ops::Range<usize>,
+        out: &mut Vec<u64>,
+        arm: impl FnOnce(std::ops::Range<usize>, &mut Vec<u64>) -> io::Result<()>,
+    ) -> Result<(), TrackError> {
+        self.check_owner()?;
+        if r.tracked_by_protection() {
+            return super::collect_pages_by_protection(r, pages, out);
+        }
+        r.dirty.take_range(pages.start, pages.end, out);
+        arm(pages, out).map_err(TrackError::Userfault)
+    }
+
     /// Make `r` writable for a restore without a fault per page.
     pub fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         self.check_owner()?;

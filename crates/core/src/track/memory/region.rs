@@ -4,10 +4,11 @@ use crate::sys::mem::TrackedPages;
 use crate::sys::page_size;
 use crate::track::acck::AcckState;
 use crate::track::memory::bitmap::AtomicBitmap;
+use crate::track::memory::own_mem::OwnSlice;
 use crate::track::protocol::pages::PageStates;
 use crate::track::protocol::Protocol;
 use crate::track::{Backend, TrackError};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// One protected region. The fault handler reaches it through the registry and touches
@@ -37,6 +38,10 @@ pub struct TrackedRegion {
     /// Attached unarmed and not collected since (uffd-async: its first scan reports every
     /// present page, which were no first writes of an epoch).
     pub(in crate::track) unarmed: AtomicBool,
+    /// The instruction of each page's last first write, 0 if none was reported; only when
+    /// the protocol records writers (pre-copy's execution context). The SIGSEGV handler
+    /// stores it; userfaultfd's messages carry no instruction, so there it stays 0.
+    writers: Option<OwnSlice<AtomicU64>>,
 }
 
 impl TrackedRegion {
@@ -61,9 +66,13 @@ impl TrackedRegion {
             dirty: AtomicBitmap::new(npages).map_err(TrackError::OwnAlloc)?,
             pages: PageStates::new(npages).map_err(TrackError::OwnAlloc)?,
             acck: AcckState::new(npages, protocol.acck_n()).map_err(TrackError::OwnAlloc)?,
-            protocol,
             mech: AtomicU8::new(0),
             unarmed: AtomicBool::new(false),
+            writers: match protocol.records_writers() {
+                true => Some(OwnSlice::new(npages).map_err(TrackError::OwnAlloc)?),
+                false => None,
+            },
+            protocol,
         })
     }
 
@@ -125,7 +134,24 @@ impl TrackedRegion {
         v.extend(self.pages.spans());
         v.push(self.acck.span());
         v.extend(self.protocol.spans());
+        v.extend(self.writers.as_ref().map(|w| w.span()));
         v
+    }
+
+    /// Pages `lo..hi` were first written by the instruction at `ip` (0: not known).
+    /// Signal-safe.
+    pub(in crate::track) fn set_writer(&self, lo: usize, hi: usize, ip: usize) {
+        if let (Some(w), true) = (&self.writers, ip != 0) {
+            for slot in &w[lo..hi] {
+                slot.store(ip as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The instruction that last wrote page `page` first, where the backend reported one.
+    pub fn writer(&self, page: usize) -> Option<usize> {
+        let ip = self.writers.as_ref()?.get(page)?.load(Ordering::Relaxed);
+        (ip != 0).then_some(ip as usize)
     }
 
     /// Write faults taken since the region was protected.

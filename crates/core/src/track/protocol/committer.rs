@@ -22,6 +22,11 @@ pub(crate) struct Scheduled {
     pub guard: Guard,
 }
 
+/// The region `id` of a commit's `regions` (sorted by id, as `Selector::new` wants them).
+pub(crate) fn scheduled(regions: &[Scheduled], id: u64) -> Option<usize> {
+    regions.binary_search_by_key(&id, |r| r.tr.id).ok()
+}
+
 /// Pages whose dirty bits were collected but whose bytes were not stored go back to the
 /// region, so the next checkpoint stores them: after a failed collect, a checkpoint that
 /// could not be scheduled, or a commit that did not commit. (Trackers leave a failed

@@ -187,6 +187,10 @@ pub(crate) trait Catch {
     fn open_whole(&mut self, r: &TrackedRegion) -> bool;
     /// Every region has opened and marked the page of `addr`: let the writer go on.
     fn finish(&mut self, _addr: usize) {}
+    /// The instruction that wrote, where the mechanism reports it; 0 otherwise.
+    fn writer(&self) -> usize {
+        0
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,6 +327,8 @@ fn open(r: &TrackedRegion, page: usize, shared: bool, c: &mut impl Catch) -> boo
         r.protocol.open_run(r, page)
     };
     let opened = if c.open(r, lo, hi) {
+        // Before the bits: whoever sees a page written sees who wrote it.
+        r.set_writer(lo, hi, c.writer());
         for p in lo..hi {
             r.dirty.set(p);
         }

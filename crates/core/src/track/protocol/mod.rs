@@ -72,7 +72,10 @@ const C_ORPHANED: usize = 13;
 const C_ACCK_N: usize = 14;
 const C_MONITOR_NS: usize = 15;
 const C_WAITED: usize = 16;
-const COUNTERS: usize = C_WAITED + 2 * WAITED;
+/// Non-zero: regions keep the instruction of each page's last first write (pre-copy's
+/// execution context, on backends whose faults report it).
+const C_WRITERS: usize = C_WAITED + 2 * WAITED;
+const COUNTERS: usize = C_WRITERS + 1;
 
 /// Reopens the gate when dropped.
 pub struct GateGuard<'a>(&'a Protocol);
@@ -150,6 +153,16 @@ impl Protocol {
     /// Pages a write fault may open at once (see `open_run`).
     fn fault_around(&self) -> usize {
         self.c[C_AROUND].load(SeqCst) as usize
+    }
+
+    /// Regions made from now on keep, per page, the instruction that last wrote it first
+    /// (`TrackedRegion::writer`): 8 bytes a page, for pre-copy's per-function history.
+    pub fn record_writers(&self) {
+        self.c[C_WRITERS].store(1, SeqCst);
+    }
+
+    pub fn records_writers(&self) -> bool {
+        self.c[C_WRITERS].load(SeqCst) != 0
     }
 
     /// ACCK's log2 of pieces per region; 0: every page is monitored.
