@@ -29,6 +29,8 @@ intervals=${BENCH_PRWIP_INTERVALS:-"5 10"}
 reps=${BENCH_PRWIP_REPS:-3}
 extras=${BENCH_PRWIP_EXTRAS:-1}
 region=${BENCH_PRWIP_REGION:-1}
+# The strategies run at each interval (a subset re-measures a change to one of them).
+strategies=${BENCH_PRWIP_STRATEGIES:-"off blind prwip prwip-opt"}
 . "$(dirname "$0")/bench-start.sh"
 bench_start bench-prwip "$out"
 store=$work/store
@@ -67,7 +69,7 @@ for backend in $backends; do
     steps=$(python3 -c 'import json,sys; print(max(1, json.loads(sys.argv[1])["steps_run"]))' "$probe")
     configs=(plain)
     for i in $intervals; do
-      for s in off blind prwip prwip-opt; do configs+=("$s:$i:sync:0"); done
+      for s in $strategies; do configs+=("$s:$i:sync:0"); done
     done
     if [ "$extras" = 1 ]; then
       for s in off blind prwip prwip-opt; do configs+=("$s:$first:sync:1"); done

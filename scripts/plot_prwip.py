@@ -157,7 +157,7 @@ def main():
     for b in backends:
         lines.append(f"\n**{b}**: run time / run without ickpt, median of {max(r['rep'] for r in rows)} paired rounds (min-max)\n")
         extras = bool(discard or asyn)  # left out with BENCH_PRWIP_EXTRAS=0
-        head = "| workload | interval | traditional | blind | PRWIP | PRWIP-opt | conflicts blind / PRWIP / opt |"
+        head = "| workload | interval | traditional | blind | PRWIP | PRWIP-opt | conflicts blind / PRWIP / opt | s in the calls: trad. / blind / PRWIP / opt |"
         if extras:
             head += " nothing written: trad. / blind / PRWIP / opt | async: trad. / PRWIP |"
         lines.append(head)
@@ -167,7 +167,9 @@ def main():
                 cells = [fmt(sync, (b, w, s, i)) for s in STRATEGIES]
                 conf = " / ".join("%.0f%%" % (100 * conflict_rate(sync.get((b, w, s, i), [])))
                                   for s in ["blind", "prwip", "prwip-opt"])
-                row = f"| {w} | {i:g} s | " + " | ".join(cells) + f" | {conf} |"
+                calls = " / ".join("%.2f" % median_span([r["ckpt_s"] for r in sync.get((b, w, s, i), [])])[0]
+                                   for s in STRATEGIES)
+                row = f"| {w} | {i:g} s | " + " | ".join(cells) + f" | {conf} | {calls} |"
                 if extras:
                     ratio = lambda g, s: median_span([r["ratio"] for r in g.get((b, w, s, i), [])])[0]
                     cols = ["", ""]

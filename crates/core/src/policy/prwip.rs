@@ -181,6 +181,19 @@ impl PageHistory {
             .map_or(UNKNOWN, |i| self.interval[i])
     }
 
+    /// The interval to predict `context`'s next write by: its own once learnt; until then
+    /// the shortest any other context of the page learnt, and [`UNKNOWN`] (pre-copy) only
+    /// for a page nothing was learnt of. A page one function rewrites quickly is likely
+    /// rewritten quickly from the next phase too; and with two slots, a third writer evicts
+    /// one, which would otherwise come back optimistic and conflict again (measured on BT
+    /// with the writing function as the context: docs/benchmarks.md, "Pre-copy").
+    pub fn predicted(&self, context: u64) -> u32 {
+        match self.interval(context) {
+            UNKNOWN => self.interval.iter().copied().min().unwrap_or(UNKNOWN),
+            i => i,
+        }
+    }
+
     /// When the page was last seen written, if ever.
     pub fn last_write(&self) -> Option<u32> {
         (self.last != NEVER).then_some(self.last)
@@ -230,7 +243,7 @@ impl Predictor {
             Strategy::Off => false,
             Strategy::Blind => true,
             Strategy::Prwip | Strategy::PrwipOpt => {
-                let interval = h.interval(context);
+                let interval = h.predicted(context);
                 if interval == UNKNOWN {
                     return true;
                 }
@@ -379,6 +392,29 @@ mod tests {
         p.written(&mut h, 6000, 3, false);
         assert_eq!(h.interval(1), UNKNOWN);
         assert_eq!(h.interval(2), 4990);
+    }
+
+    #[test]
+    fn a_context_new_to_a_page_predicts_by_what_the_others_learnt() {
+        let p = prwip();
+        let mut h = PageHistory::default();
+        assert!(p.precopy(&h, 0, 1, 1000), "nothing learnt: optimistic");
+        p.written(&mut h, 0, 1, false);
+        p.written(&mut h, 10, 1, true);
+        // Context 2 has learnt nothing; context 1 saw the page rewritten within 10 ms.
+        assert_eq!((h.interval(2), h.predicted(2)), (UNKNOWN, 10));
+        p.written(&mut h, 20, 2, false);
+        assert!(
+            !p.precopy(&h, 20, 2, 1000),
+            "not optimistic once the page conflicted"
+        );
+        // Its own first sample is its interval, not averaged with the borrowed one.
+        p.written(&mut h, 4020, 2, true);
+        assert_eq!((h.interval(2), h.predicted(2)), (4000, 4000));
+        assert!(p.precopy(&h, 4020, 2, 1000));
+        // A third context evicts context 1 and predicts by the shortest left (context 2's).
+        p.written(&mut h, 5000, 3, false);
+        assert_eq!((h.interval(1), h.predicted(3)), (UNKNOWN, 4000));
     }
 
     #[test]
