@@ -117,9 +117,11 @@ def main():
         ax.set_ylabel("run time / without ickpt")
         ax.set_title(title)
 
+    # The intervals each backend was measured at (a reduced run may leave some out).
+    measured = {b: sorted({r["interval"] for r in rows if r["backend"] == b}) for b in backends}
     for b in backends:
-        fig, axes = plt.subplots(1, len(intervals), figsize=(6 * len(intervals), 4), squeeze=False)
-        for ax, i in zip(axes[0], intervals):
+        fig, axes = plt.subplots(1, len(measured[b]), figsize=(6 * len(measured[b]), 4), squeeze=False)
+        for ax, i in zip(axes[0], measured[b]):
             bars(ax, sync, b, i, f"{b}, checkpoint every {i:g} s")
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
@@ -163,7 +165,9 @@ def main():
         lines.append(head)
         lines.append("|---" * head.count(" |") + "|")
         for w in workloads:
-            for i in intervals:
+            for i in measured[b]:
+                if not any(sync.get((b, w, s, i)) for s in STRATEGIES):
+                    continue  # not run on this backend
                 cells = [fmt(sync, (b, w, s, i)) for s in STRATEGIES]
                 conf = " / ".join("%.0f%%" % (100 * conflict_rate(sync.get((b, w, s, i), [])))
                                   for s in ["blind", "prwip", "prwip-opt"])
@@ -188,7 +192,7 @@ def main():
                 pages = lambda rs: "%.0f" % statistics.mean([r["precopy_pages"] for r in rs]) if rs else "-"
                 lines.append(f"| {w} | {fmt(sync, (b, w, 'prwip-opt', first))} | {fmt(sync, (b, w, 'prwip-opt/region', first))} | "
                              f"{100 * conflict_rate(f):.0f}% / {100 * conflict_rate(g):.0f}% | {pages(f)} / {pages(g)} |")
-        for i in intervals:
+        for i in measured[b]:
             for other, base in [("prwip-opt", "off"), ("prwip-opt", "blind"), ("prwip", "off"), ("prwip", "blind"), ("blind", "off"), ("prwip-opt", "prwip-opt/region")]:
                 v = [paired_speedup(rows, b, w, i, base, other) for w in workloads]
                 v = [x for x in v if not math.isnan(x)]
