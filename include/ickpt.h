@@ -317,8 +317,9 @@ typedef struct ickpt_config {
    */
   uint32_t precopy;
   /**
-   * How often the program checkpoints, in milliseconds, for pre-copy to know how much
-   * time is left; 0 (the default): learnt from the gaps between its checkpoint calls
+   * How often the program checkpoints, in milliseconds: pre-copy's guess of the time
+   * left until the gaps between its checkpoint calls are seen (they count from then on);
+   * 0 (the default): no guess, the first epoch pre-copies nothing
    * (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
    */
   uint32_t checkpoint_interval_ms;

@@ -11,7 +11,7 @@
 #    "5 10" seconds), sync checkpoints with pre-copy off (traditional incremental), blind,
 #    prwip and prwip-opt; and at the first interval, the same four with
 #    ICKPT_DISCARD_WRITES=1 (nothing written: the software overhead, Fig. 11), and async
-#    commits with pre-copy off and prwip (does pre-copy add anything to async?); those six
+#    commits with pre-copy off and prwip-opt (does pre-copy add anything to async?); those six
 #    are left out with BENCH_PRWIP_EXTRAS=0. On mprotect, whose faults give the writing
 #    function as the pages' context, also PRWIP-opt at the first interval with the region
 #    as the context (ICKPT_PRECOPY_CONTEXT=region, what the other backends use); left out
@@ -73,7 +73,7 @@ for backend in $backends; do
     done
     if [ "$extras" = 1 ]; then
       for s in off blind prwip prwip-opt; do configs+=("$s:$first:sync:1"); done
-      configs+=("off:$first:async:0" "prwip:$first:async:0")
+      configs+=("off:$first:async:0" "prwip-opt:$first:async:0")
     fi
     if [ "$region" = 1 ] && [ "$backend" = mprotect ]; then
       configs+=("prwip-opt:$first:sync:0:region")

@@ -294,18 +294,22 @@ impl Cadence {
         self.known = (self.known + 1).min(GAPS);
     }
 
-    /// The expected time from one checkpoint call to the next, in ms: the configured one, or
-    /// the mean of the last gaps; None before anything is known (no pre-copy then: the
-    /// first epoch only learns the cadence).
+    /// The expected time from one checkpoint call to the next, in ms: the mean of the last
+    /// gaps once one is known, the configured interval before; None with neither (no
+    /// pre-copy then: the first epoch only learns the cadence).
+    ///
+    /// Seen gaps win over the configured interval because a program told "every 5 s"
+    /// usually calls once 5 s have passed since the last call *returned*, at its next step
+    /// boundary: later than 5 s after the call began, by the checkpoint's duration and up to
+    /// a step. Expecting the call too early copies pages the real last step writes again.
     pub fn interval_ms(&self) -> Option<u32> {
-        if let Some(d) = self.configured {
-            return Some(d.as_millis().min(u128::from(UNKNOWN - 1)) as u32);
+        if self.known > 0 {
+            let seen = &self.gaps[GAPS - self.known..];
+            let mean = seen.iter().map(|&g| u64::from(g)).sum::<u64>() / seen.len() as u64;
+            return Some(mean.min(u64::from(UNKNOWN - 1)) as u32);
         }
-        if self.known == 0 {
-            return None;
-        }
-        let seen = &self.gaps[GAPS - self.known..];
-        Some((seen.iter().map(|&g| u64::from(g)).sum::<u64>() / seen.len() as u64) as u32)
+        self.configured
+            .map(|d| d.as_millis().min(u128::from(UNKNOWN - 1)) as u32)
     }
 
     /// Time left at `elapsed` ms since the last checkpoint; 0 when it is overdue.
@@ -463,11 +467,20 @@ mod tests {
     }
 
     #[test]
-    fn the_cadence_is_the_configured_interval_or_the_mean_of_the_last_four_gaps() {
-        let c = Cadence::new(Some(Duration::from_secs(5)));
+    fn the_cadence_is_the_mean_of_the_last_four_gaps_or_before_any_the_configured_interval() {
+        let mut c = Cadence::new(Some(Duration::from_secs(5)));
         assert_eq!(c.interval_ms(), Some(5000));
         assert_eq!(c.until_next(1200), Some(3800));
         assert_eq!(c.until_next(9000), Some(0));
+        c.called(6000);
+        assert_eq!(
+            c.interval_ms(),
+            Some(6000),
+            "calls seen 6 s apart beat the configured 5 s"
+        );
+        c.called(4000);
+        assert_eq!(c.interval_ms(), Some(5000));
+        assert_eq!(c.until_next(1200), Some(3800));
         let mut c = Cadence::new(None);
         assert_eq!(c.interval_ms(), None);
         c.called(1000);
