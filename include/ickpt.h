@@ -317,10 +317,10 @@ typedef struct ickpt_config {
    */
   uint32_t precopy;
   /**
-   * How often the program checkpoints, in milliseconds: pre-copy's guess of the time
-   * left until the gaps between its checkpoint calls are seen (they count from then on);
-   * 0 (the default): no guess, the first epoch pre-copies nothing
-   * (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
+   * How often the program checkpoints, in milliseconds: pre-copy expects the next call
+   * this long after the last one began, or the mean of the gaps seen between the calls
+   * when that is longer; 0 (the default): the gaps alone, so the first epoch pre-copies
+   * nothing (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
    */
   uint32_t checkpoint_interval_ms;
 } ickpt_config;

@@ -5,7 +5,8 @@ Every ratio is paired: a run's time over the time of the run without ickpt in th
 round (same backend, workload and steps), so drift between rounds cancels; the median over
 rounds is shown, with the smallest and largest as the error bar. Writes OUT/prwip.csv,
 OUT/prwip-<backend>.png (Figs. 5-6, 8-9: normalised run time, both intervals),
-OUT/prwip-conflicts.png (Fig. 10), OUT/prwip-overhead.png (Fig. 11) and OUT/prwip-table.md.
+OUT/prwip-conflicts.png (Fig. 10), OUT/prwip-overhead.png (Fig. 11), OUT/prwip-async.png
+(pre-copy with async commits) and OUT/prwip-table.md.
 """
 import csv
 import json
@@ -71,12 +72,14 @@ def conflict_rate(rs):
 
 
 def paired_speedup(rows, backend, workload, interval, base, other):
-    """Median over rounds of T(base)/T(other) - 1, runs of the same round paired."""
+    """Median over rounds of T(base)/T(other) - 1, runs of the same round paired. base and
+    other are strategies of sync runs, or (strategy, mode) pairs."""
     by = {}
     for r in rows:
-        if (r["backend"], r["workload"], r["interval"], r["mode"], r["discard"]) == (
-                backend, workload, interval, "sync", False):
-            by[(r["strategy"], r["rep"])] = r["run_s"]
+        if (r["backend"], r["workload"], r["interval"], r["discard"]) == (backend, workload, interval, False):
+            by[((r["strategy"], r["mode"]), r["rep"])] = r["run_s"]
+    key = lambda x: x if isinstance(x, tuple) else (x, "sync")
+    base, other = key(base), key(other)
     v = [by[(base, k)] / by[(other, k)] - 1 for (s, k) in by if s == other and (base, k) in by]
     return statistics.median(v) if v else float("nan")
 
@@ -95,6 +98,8 @@ def main():
     sync = group(rows, mode="sync", discard=False)
     discard = group(rows, mode="sync", discard=True)
     asyn = group(rows, mode="async", discard=False)
+    # The pre-copy strategy run with async commits (prwip before fca5165, prwip-opt since).
+    async_precopy = next((r["strategy"] for r in rows if r["mode"] == "async" and r["strategy"] != "off"), "prwip-opt")
 
     import matplotlib
     matplotlib.use("Agg")
@@ -154,34 +159,61 @@ def main():
         fig.savefig(out / "prwip-overhead.png", dpi=110)
         plt.close(fig)
 
+    if asyn:  # left out with BENCH_PRWIP_EXTRAS=0: does pre-copy add anything to async?
+        both = {}
+        for (b, w, st, i), rs in sync.items():
+            if st in ("off", async_precopy):
+                both[(b, w, "sync " + LABEL[st], i)] = rs
+        for (b, w, st, i), rs in asyn.items():
+            both[(b, w, "async " + LABEL[st], i)] = rs
+        names = ["sync traditional", "async traditional", f"sync {LABEL[async_precopy]}", f"async {LABEL[async_precopy]}"]
+        fig, axes = plt.subplots(1, len(backends), figsize=(6 * len(backends), 4), squeeze=False)
+        for ax, b in zip(axes[0], backends):
+            bars(ax, both, b, first, f"{b}, sync and async commits, every {first:g} s", names)
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "prwip-async.png", dpi=110)
+        plt.close(fig)
+
     lines = []
     fmt = lambda g, key: "%.3f (%.3f-%.3f)" % median_span([r["ratio"] for r in g.get(key, [])])
     for b in backends:
         lines.append(f"\n**{b}**: run time / run without ickpt, median of {max(r['rep'] for r in rows)} paired rounds (min-max)\n")
         extras = bool(discard or asyn)  # left out with BENCH_PRWIP_EXTRAS=0
-        head = "| workload | interval | traditional | blind | PRWIP | PRWIP-opt | conflicts blind / PRWIP / opt | s in the calls: trad. / blind / PRWIP / opt |"
+        # The sync strategies this backend ran (BENCH_PRWIP_STRATEGIES may leave some out).
+        ran = [s for s in STRATEGIES if any(k[0] == b and k[2] == s for k in sync)]
+        pre = [s for s in ran if s != "off"]
+        short = {"off": "trad.", "blind": "blind", "prwip": "PRWIP", "prwip-opt": "opt"}
+        heads = ["workload", "interval"] + [LABEL[s] for s in ran]
+        if pre:
+            heads.append(f"conflicts {' / '.join(short[s] for s in pre)}")
+        if ran:
+            heads.append(f"s in the calls: {' / '.join(short[s] for s in ran)}")
         if extras:
-            head += " nothing written: trad. / blind / PRWIP / opt | async: trad. / PRWIP |"
-        lines.append(head)
-        lines.append("|---" * head.count(" |") + "|")
+            heads += ["nothing written: trad. / blind / PRWIP / opt", "conflicts, nothing written: blind / PRWIP / opt",
+                      f"async: trad. / {LABEL[async_precopy]}"]
+        lines.append("| " + " | ".join(heads) + " |")
+        lines.append("|---" * len(heads) + "|")
+        rate = lambda g, key: "%.0f%%" % (100 * conflict_rate(g.get(key, [])))
         for w in workloads:
             for i in measured[b]:
-                if not any(sync.get((b, w, s, i)) for s in STRATEGIES):
+                if not any(g.get((b, w, s, i)) for g in (sync, discard, asyn) for s in STRATEGIES):
                     continue  # not run on this backend
-                cells = [fmt(sync, (b, w, s, i)) for s in STRATEGIES]
-                conf = " / ".join("%.0f%%" % (100 * conflict_rate(sync.get((b, w, s, i), [])))
-                                  for s in ["blind", "prwip", "prwip-opt"])
-                calls = " / ".join("%.2f" % median_span([r["ckpt_s"] for r in sync.get((b, w, s, i), [])])[0]
-                                   for s in STRATEGIES)
-                row = f"| {w} | {i:g} s | " + " | ".join(cells) + f" | {conf} | {calls} |"
+                cells = [w, f"{i:g} s"] + [fmt(sync, (b, w, s, i)) for s in ran]
+                if pre:
+                    cells.append(" / ".join(rate(sync, (b, w, s, i)) for s in pre))
+                if ran:
+                    cells.append(" / ".join("%.2f" % median_span([r["ckpt_s"] for r in sync.get((b, w, s, i), [])])[0]
+                                            for s in ran))
                 if extras:
                     ratio = lambda g, s: median_span([r["ratio"] for r in g.get((b, w, s, i), [])])[0]
-                    cols = ["", ""]
+                    extra = ["", "", ""]
                     if i == first:
-                        cols[0] = " / ".join("%.3f" % ratio(discard, s) for s in STRATEGIES)
-                        cols[1] = " / ".join("%.3f" % ratio(asyn, s) for s in ["off", "prwip"])
-                    row += f" {cols[0]} | {cols[1]} |"
-                lines.append(row)
+                        extra[0] = " / ".join("%.3f" % ratio(discard, s) for s in STRATEGIES)
+                        extra[1] = " / ".join(rate(discard, (b, w, s, i)) for s in ["blind", "prwip", "prwip-opt"])
+                        extra[2] = " / ".join("%.3f" % ratio(asyn, s) for s in ["off", async_precopy])
+                    cells += extra
+                lines.append("| " + " | ".join(cells) + " |")
         region = [w for w in workloads if sync.get((b, w, "prwip-opt/region", first))]
         if region:
             lines.append(f"\nPRWIP-opt every {first:g} s with the region as the context (`ICKPT_PRECOPY_CONTEXT=region`) beside the writing function (the default):\n")
@@ -198,6 +230,15 @@ def main():
                 v = [x for x in v if not math.isnan(x)]
                 if v:
                     lines.append(f"- {b}, every {i:g} s: {LABEL[other]} over {LABEL[base]}: mean speed-up "
+                                 f"{100 * statistics.mean(v):+.1f}% (per workload {', '.join('%+.0f%%' % (100 * x) for x in v)})")
+            pairs = [(("off", "async"), "off", "async traditional", "sync traditional"),
+                     ((async_precopy, "async"), ("off", "async"), f"async {LABEL[async_precopy]}", "async traditional"),
+                     ((async_precopy, "async"), async_precopy, f"async {LABEL[async_precopy]}", f"sync {LABEL[async_precopy]}")]
+            for other, base, lo, lb in pairs:
+                v = [paired_speedup(rows, b, w, i, base, other) for w in workloads]
+                v = [x for x in v if not math.isnan(x)]
+                if v:
+                    lines.append(f"- {b}, every {i:g} s: {lo} over {lb}: mean speed-up "
                                  f"{100 * statistics.mean(v):+.1f}% (per workload {', '.join('%+.0f%%' % (100 * x) for x in v)})")
     (out / "prwip-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

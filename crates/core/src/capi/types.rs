@@ -183,10 +183,10 @@ pub struct ickpt_config {
     /// checkpoints so a checkpoint has less left to write (paper 004, docs/precopy.md);
     /// ICKPT_PRECOPY ("off", "blind", "prwip", "prwip-opt") overrides.
     pub precopy: u32,
-    /// How often the program checkpoints, in milliseconds: pre-copy's guess of the time
-    /// left until the gaps between its checkpoint calls are seen (they count from then on);
-    /// 0 (the default): no guess, the first epoch pre-copies nothing
-    /// (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
+    /// How often the program checkpoints, in milliseconds: pre-copy expects the next call
+    /// this long after the last one began, or the mean of the gaps seen between the calls
+    /// when that is longer; 0 (the default): the gaps alone, so the first epoch pre-copies
+    /// nothing (ICKPT_CHECKPOINT_INTERVAL, e.g. "5s", sets it when 0).
     pub checkpoint_interval_ms: u32,
 }
 

@@ -122,10 +122,10 @@ pub struct Config {
     /// (a page whose predicted next write falls after the next checkpoint), `PrwipOpt`.
     /// `ICKPT_PRECOPY` (`off`, `blind`, `prwip`, `prwip-opt`) overrides.
     pub precopy: crate::policy::prwip::Strategy,
-    /// How often the application checkpoints: pre-copy's guess of the time left until the
-    /// gaps between checkpoint calls are seen, which count from then on (a program asked
-    /// for 5 s calls 5 s after the last call *returned*, at its next step). None: no
-    /// guess; the first epoch pre-copies nothing.
+    /// How often the application checkpoints: pre-copy expects the next call this long
+    /// after the last one began, or the mean of the gaps seen between calls when that is
+    /// longer (a program asked for 5 s calls 5 s after the last call *returned*, at its
+    /// next step). None: the gaps alone; the first epoch pre-copies nothing.
     /// `ICKPT_CHECKPOINT_INTERVAL` (e.g. `5s`, `500ms`) sets it when the program does not.
     pub checkpoint_interval: Option<std::time::Duration>,
     /// What pre-copy keeps a page's rewrite intervals per (paper 004's execution context):

@@ -294,22 +294,26 @@ impl Cadence {
         self.known = (self.known + 1).min(GAPS);
     }
 
-    /// The expected time from one checkpoint call to the next, in ms: the mean of the last
-    /// gaps once one is known, the configured interval before; None with neither (no
-    /// pre-copy then: the first epoch only learns the cadence).
+    /// The expected time from one checkpoint call to the next, in ms: the larger of the
+    /// configured interval and the mean of the last gaps seen; either alone when only it is
+    /// known; None with neither (no pre-copy then: the first epoch only learns the cadence).
     ///
-    /// Seen gaps win over the configured interval because a program told "every 5 s"
-    /// usually calls once 5 s have passed since the last call *returned*, at its next step
-    /// boundary: later than 5 s after the call began, by the checkpoint's duration and up to
-    /// a step. Expecting the call too early copies pages the real last step writes again.
+    /// The configured interval is a floor, not the answer: a program told "every 5 s"
+    /// calls once 5 s have passed since the last call *returned*, at its next step
+    /// boundary, so later than 5 s after the call began, by the checkpoint's duration and
+    /// up to a step. Expecting the call too early copies pages the real last step writes
+    /// again. Gaps shorter than the interval (an extra call) do not lower it.
     pub fn interval_ms(&self) -> Option<u32> {
-        if self.known > 0 {
+        let configured = self.configured.map(|d| d.as_millis());
+        let seen = (self.known > 0).then(|| {
             let seen = &self.gaps[GAPS - self.known..];
-            let mean = seen.iter().map(|&g| u64::from(g)).sum::<u64>() / seen.len() as u64;
-            return Some(mean.min(u64::from(UNKNOWN - 1)) as u32);
-        }
-        self.configured
-            .map(|d| d.as_millis().min(u128::from(UNKNOWN - 1)) as u32)
+            u128::from(seen.iter().map(|&g| u64::from(g)).sum::<u64>() / seen.len() as u64)
+        });
+        let ms = match (configured, seen) {
+            (Some(c), Some(s)) => c.max(s),
+            (c, s) => c.or(s)?,
+        };
+        Some(ms.min(u128::from(UNKNOWN - 1)) as u32)
     }
 
     /// Time left at `elapsed` ms since the last checkpoint; 0 when it is overdue.
@@ -467,20 +471,27 @@ mod tests {
     }
 
     #[test]
-    fn the_cadence_is_the_mean_of_the_last_four_gaps_or_before_any_the_configured_interval() {
+    fn the_cadence_is_the_mean_of_the_last_four_gaps_never_below_the_configured_interval() {
         let mut c = Cadence::new(Some(Duration::from_secs(5)));
         assert_eq!(c.interval_ms(), Some(5000));
         assert_eq!(c.until_next(1200), Some(3800));
         assert_eq!(c.until_next(9000), Some(0));
         c.called(6000);
+        c.called(7000);
         assert_eq!(
             c.interval_ms(),
-            Some(6000),
-            "calls seen 6 s apart beat the configured 5 s"
+            Some(6500),
+            "calls seen 6 and 7 s apart beat the configured 5 s"
         );
-        c.called(4000);
-        assert_eq!(c.interval_ms(), Some(5000));
-        assert_eq!(c.until_next(1200), Some(3800));
+        assert_eq!(c.until_next(1200), Some(5300));
+        for g in [10, 20, 30, 40] {
+            c.called(g);
+        }
+        assert_eq!(
+            c.interval_ms(),
+            Some(5000),
+            "extra calls do not lower the configured floor"
+        );
         let mut c = Cadence::new(None);
         assert_eq!(c.interval_ms(), None);
         c.called(1000);

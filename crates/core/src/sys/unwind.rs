@@ -28,7 +28,11 @@ fn find_enclosing() -> Option<FindEnclosing> {
 }
 
 /// The first instruction of the function holding the instruction at `ip`, if the unwind
-/// tables know it. Not signal-safe (it takes the loader's lock).
+/// tables know it. Not signal-safe: libgcc walks the loaded objects with `dl_iterate_phdr`,
+/// under glibc's `dl_load_write_lock`. The pre-copier calls it holding the engine lock, which
+/// cannot deadlock with a checkpoint called from a `dlopen` constructor: `dlopen` holds that
+/// lock only while it links the new object into the list, not while constructors run (they
+/// run under `dl_load_lock`, which `dl_iterate_phdr` does not take).
 pub fn enclosing_function(ip: usize) -> Option<usize> {
     if ip == 0 {
         return None;
