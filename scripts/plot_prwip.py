@@ -224,21 +224,17 @@ def main():
                 pages = lambda rs: "%.0f" % statistics.mean([r["precopy_pages"] for r in rs]) if rs else "-"
                 lines.append(f"| {w} | {fmt(sync, (b, w, 'prwip-opt', first))} | {fmt(sync, (b, w, 'prwip-opt/region', first))} | "
                              f"{100 * conflict_rate(f):.0f}% / {100 * conflict_rate(g):.0f}% | {pages(f)} / {pages(g)} |")
+        # (other, base) pairs: sync strategies, or (strategy, mode) for the async runs.
+        name = lambda x: f"{x[1]} {LABEL[x[0]]}" if isinstance(x, tuple) else LABEL[x]
+        pairs = [("prwip-opt", "off"), ("prwip-opt", "blind"), ("prwip", "off"), ("prwip", "blind"), ("blind", "off"),
+                 ("prwip-opt", "prwip-opt/region"), (("off", "async"), ("off", "sync")),
+                 ((async_precopy, "async"), ("off", "async")), ((async_precopy, "async"), (async_precopy, "sync"))]
         for i in measured[b]:
-            for other, base in [("prwip-opt", "off"), ("prwip-opt", "blind"), ("prwip", "off"), ("prwip", "blind"), ("blind", "off"), ("prwip-opt", "prwip-opt/region")]:
+            for other, base in pairs:
                 v = [paired_speedup(rows, b, w, i, base, other) for w in workloads]
                 v = [x for x in v if not math.isnan(x)]
                 if v:
-                    lines.append(f"- {b}, every {i:g} s: {LABEL[other]} over {LABEL[base]}: mean speed-up "
-                                 f"{100 * statistics.mean(v):+.1f}% (per workload {', '.join('%+.0f%%' % (100 * x) for x in v)})")
-            pairs = [(("off", "async"), "off", "async traditional", "sync traditional"),
-                     ((async_precopy, "async"), ("off", "async"), f"async {LABEL[async_precopy]}", "async traditional"),
-                     ((async_precopy, "async"), async_precopy, f"async {LABEL[async_precopy]}", f"sync {LABEL[async_precopy]}")]
-            for other, base, lo, lb in pairs:
-                v = [paired_speedup(rows, b, w, i, base, other) for w in workloads]
-                v = [x for x in v if not math.isnan(x)]
-                if v:
-                    lines.append(f"- {b}, every {i:g} s: {lo} over {lb}: mean speed-up "
+                    lines.append(f"- {b}, every {i:g} s: {name(other)} over {name(base)}: mean speed-up "
                                  f"{100 * statistics.mean(v):+.1f}% (per workload {', '.join('%+.0f%%' % (100 * x) for x in v)})")
     (out / "prwip-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
