@@ -16,6 +16,9 @@
 #    function as the pages' context, also PRWIP-opt at the first interval with the region
 #    as the context (ICKPT_PRECOPY_CONTEXT=region, what the other backends use); left out
 #    with BENCH_PRWIP_REGION=0.
+# BENCH_PRWIP_BANDWIDTH (ICKPT_BANDWIDTH's syntax, e.g. 100M; default 0, unlimited) emulates a
+# store that slow for every run with ickpt, pre-copy's writes included: the paper's setting,
+# where the checkpoint calls are a larger share of the run.
 # The store is a directory on this machine's disk ($work/store), each version fsynced as
 # always; it is emptied before each run. Writes OUT/prwip.jsonl, one line a run: the
 # settings, then the program's --json line. scripts/plot_prwip.py makes the figures, the CSV
@@ -31,6 +34,7 @@ extras=${BENCH_PRWIP_EXTRAS:-1}
 region=${BENCH_PRWIP_REGION:-1}
 # The strategies run at each interval (a subset re-measures a change to one of them).
 strategies=${BENCH_PRWIP_STRATEGIES:-"off blind prwip prwip-opt"}
+bandwidth=${BENCH_PRWIP_BANDWIDTH:-0}
 . "$(dirname "$0")/bench-start.sh"
 bench_start bench-prwip "$out"
 store=$work/store
@@ -44,7 +48,7 @@ first=${intervals%% *}
 
 # run BACKEND WORKLOAD STEPS REP CONFIG: one run; CONFIG is plain, or
 # STRATEGY:INTERVAL:MODE:DISCARD[:CONTEXT] (CONTEXT: ICKPT_PRECOPY_CONTEXT, function when
-# left out). Appends {"backend":..,"config":..,"rep":..,"run":{...}}.
+# left out). Appends {"backend":..,"config":..,"rep":..,"bandwidth":..,"run":{...}}.
 run() {
   local backend=$1 w=$2 steps=$3 rep=$4 config=$5 line
   rm -rf "$store"
@@ -55,11 +59,11 @@ run() {
     IFS=: read -r s i m d c <<<"$config"
     line=$(env ICKPT_BACKEND="$backend" ICKPT_PRECOPY="$s" ICKPT_MODE="$m" \
       ICKPT_DISCARD_WRITES="$d" ICKPT_CHECKPOINT_INTERVAL="${i}s" \
-      ICKPT_PRECOPY_CONTEXT="${c:-function}" \
+      ICKPT_PRECOPY_CONTEXT="${c:-function}" ICKPT_BANDWIDTH="$bandwidth" \
       "$bin" "$w" --steps "$steps" --interval "$i" --dir "$store" --json)
   fi
-  printf '{"backend":"%s","config":"%s","rep":%s,"run":%s}\n' \
-    "$backend" "$config" "$rep" "$line" >>"$jsonl"
+  printf '{"backend":"%s","config":"%s","rep":%s,"bandwidth":"%s","run":%s}\n' \
+    "$backend" "$config" "$rep" "$bandwidth" "$line" >>"$jsonl"
 }
 
 for backend in $backends; do
