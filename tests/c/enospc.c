@@ -26,7 +26,7 @@ static int committed_files(const char *dir) {
         if (e->d_name[0] == 'v' && l > 6 && strcmp(e->d_name + l - 6, ".ickpt") == 0)
             n++;
         else if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-                 strcmp(e->d_name, "ickpt-store"))
+                 strcmp(e->d_name, "ickpt-store") && strcmp(e->d_name, "ickpt-lock"))
             printf("note: %s left in the store after the failed checkpoint\n", e->d_name);
     }
     closedir(d);

@@ -112,8 +112,8 @@ static inline void cli_verify(const char *store) {
     printf("ickpt verify --dir %s: every version verifies\n", store);
 }
 
-/* The committed version files in the store; anything else but the marker (a temporary a
- * checkpoint left behind) is named and counted in *leftovers. */
+/* The committed version files in the store; anything else but the marker and the lock file
+ * (a temporary a checkpoint left behind) is named and counted in *leftovers. */
 static inline int store_versions(const char *store, int *leftovers) {
     DIR *d = opendir(store);
     CHECK_MSG(d != NULL, "%s: %s", store, strerror(errno));
@@ -125,7 +125,7 @@ static inline int store_versions(const char *store, int *leftovers) {
         if (e->d_name[0] == 'v' && l > 6 && strcmp(e->d_name + l - 6, ".ickpt") == 0) {
             n++;
         } else if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-                   strcmp(e->d_name, "ickpt-store")) {
+                   strcmp(e->d_name, "ickpt-store") && strcmp(e->d_name, "ickpt-lock")) {
             printf("left in %s: %s\n", store, e->d_name);
             ++*leftovers;
         }

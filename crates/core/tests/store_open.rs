@@ -55,7 +55,11 @@ fn the_marker_is_format_2_and_records_the_identity_atomically() {
         format!("ickpt checkpoint store, format 2\nid {id}\n")
     );
     assert_eq!(store.identity().unwrap(), Some(id));
-    assert_eq!(names(&dir), vec!["ickpt-store"], "no temporary left");
+    assert_eq!(
+        names(&dir),
+        vec!["ickpt-lock", "ickpt-store"],
+        "no temporary left"
+    );
     drop(store);
     let again = DirStore::open_write(&dir).unwrap();
     assert_eq!(again.identity().unwrap(), Some(id));
@@ -93,7 +97,12 @@ fn a_store_that_lost_its_marker_still_opens() {
     assert_eq!(store.identity().unwrap(), None);
     assert_eq!(
         names(&dir),
-        vec!["ickpt-store", "v00000001.ickpt", "v00000002.ickpt"]
+        vec![
+            "ickpt-lock",
+            "ickpt-store",
+            "v00000001.ickpt",
+            "v00000002.ickpt"
+        ]
     );
     let report = ickpt::read::verify::verify_store(&store, &mut |_, _| {}).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
@@ -158,6 +167,7 @@ fn temporaries_of_a_crashed_writer_are_removed_but_not_directories() {
         names(&dir),
         vec![
             ".tmp-x",
+            "ickpt-lock",
             "ickpt-store",
             "v00000001.ickpt",
             "v00000002.ickpt"

@@ -182,7 +182,7 @@ fn a_full_shared_tier_fails_wait_drained_not_the_checkpoint() {
     assert!(err.to_string().contains("shared tier"), "{err}");
     assert_eq!(
         only_files(&shared),
-        vec!["ickpt-store".to_string()],
+        vec!["ickpt-lock".to_string(), "ickpt-store".to_string()],
         "a partial copy is visible"
     );
     // Once the faults are spent, a round copies it.
@@ -274,7 +274,10 @@ fn a_drain_cut_off_by_closing_leaves_nothing_partial_and_resumes_at_the_next_sta
         versions_in(&shared).is_empty(),
         "a version reached the shared tier"
     );
-    assert_eq!(only_files(&shared), vec!["ickpt-store".to_string()]);
+    assert_eq!(
+        only_files(&shared),
+        vec!["ickpt-lock".to_string(), "ickpt-store".to_string()]
+    );
     let e = Engine::open(config(&local, &shared)).unwrap();
     e.wait_drained().unwrap();
     drop(e);

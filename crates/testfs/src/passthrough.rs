@@ -459,9 +459,14 @@ impl Filesystem for Passthrough {
         let r = (|| {
             let path = st.child(parent, name)?;
             let mut o = open_options(flags);
-            o.create(true).mode(mode & !umask & 0o7777);
-            if flags & libc::O_EXCL != 0 {
+            o.mode(mode & !umask & 0o7777);
+            if flags & libc::O_ACCMODE == libc::O_RDONLY {
+                // The kernel creates files opened read-only; std's `create` refuses them.
+                o.custom_flags(libc::O_NOFOLLOW | libc::O_CREAT | (flags & libc::O_EXCL));
+            } else if flags & libc::O_EXCL != 0 {
                 o.create_new(true);
+            } else {
+                o.create(true);
             }
             if flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY {
                 o.truncate(true);

@@ -280,7 +280,8 @@ impl FsDir for CrashDir {
         })
     }
 
-    fn try_lock(&self) -> io::Result<Option<LockGuard>> {
+    /// Simulated apart from the files: the lock file is no file of the simulated disk.
+    fn try_lock(&self, _name: &str) -> io::Result<Option<LockGuard>> {
         let mut st = self.fs.lock();
         st.powered()?;
         if st.locked {

@@ -16,6 +16,8 @@ use std::sync::Arc;
 /// Marks a directory as an ickpt store, so ickpt never writes into or deletes from a
 /// directory that holds something else.
 pub const MARKER: &str = "ickpt-store";
+/// What writers lock: a file only the owner can open, so no other user can block the store.
+pub const LOCK: &str = "ickpt-lock";
 /// Format 1 had only the first line (with "format 1"); format 2 adds the store's identity.
 pub(crate) const MARKER_HEAD: &str = "ickpt checkpoint store, format 2\n";
 /// Markers are a few lines; more is not ickpt's.
@@ -57,9 +59,10 @@ impl DirStore {
         Self::open_read_on(&RealFs, dir)
     }
 
-    /// Open or create `dir` for writing: refuses a directory others could write to, takes
-    /// the store's lock, checks the directory is writable, creates the marker if the store
-    /// is new (or lost it), and removes temporaries a crashed writer left behind.
+    /// Open or create `dir` for writing: refuses a directory others could write to or that
+    /// holds what is not ickpt's, takes the store's lock, checks the directory is writable,
+    /// creates the marker if the store is new (or lost it), and removes temporaries a
+    /// crashed writer left behind.
     /// `ICKPT_RENAME` chooses how versions get their names (see [`RenameMode`]).
     pub fn open_write(dir: &Path) -> Result<Self, OpenError> {
         Self::open_write_on(&RealFs, dir, crate::config::env::rename()?)
@@ -86,16 +89,28 @@ impl DirStore {
         let d = fs.open_dir(dir, true).map_err(|e| open_dir_error(dir, e))?;
         let mut s = DirStore::new(d, dir, rename);
         s.check_ownership()?;
-        s.lock = s.shared.dir.try_lock().map_err(|e| s.io_error("", e))?;
+        // has_versions refuses a directory holding anything but versions and ickpt's own
+        // files, before anything, even the lock file or the probe, is written into it.
+        if !s.has_marker()? {
+            s.has_versions()?;
+        }
+        s.lock = s
+            .shared
+            .dir
+            .try_lock(LOCK)
+            .map_err(|e| match e.raw_os_error() {
+                // The lock file could not be created: the directory is read-only to us.
+                Some(libc::EROFS | libc::EACCES | libc::EPERM) => OpenError::NotWritable {
+                    dir: s.shown(),
+                    source: e,
+                },
+                _ => s.io_error(LOCK, e),
+            })?;
         if s.lock.is_none() {
             return Err(OpenError::Locked { dir: s.shown() });
         }
-        // has_versions refuses a directory holding anything but versions and temporaries,
-        // before anything, even the probe, is written into it.
+        // Asked again under the lock: a writer that held it may have written it meanwhile.
         let has_marker = s.has_marker()?;
-        if !has_marker {
-            s.has_versions()?;
-        }
         s.check_writable()?;
         if !has_marker {
             s.write_marker(None).map_err(|e| s.io_error(MARKER, e))?;
@@ -224,6 +239,10 @@ impl DirStore {
             {
                 continue;
             }
+            // The marker too: another writer may have written it since it was looked for.
+            if e.kind == FileKind::File && (name == LOCK || name == MARKER) {
+                continue;
+            }
             if e.kind == FileKind::File && self.is_store_file(name) {
                 versions = true;
                 continue;
@@ -344,7 +363,7 @@ impl Store for DirStore {
             .entries()?
             .into_iter()
             .filter_map(|e| e.name.into_string().ok())
-            .filter(|n| !n.starts_with(TMP_PREFIX) && n != MARKER)
+            .filter(|n| !n.starts_with(TMP_PREFIX) && n != MARKER && n != LOCK)
             .collect();
         names.sort();
         Ok(names)

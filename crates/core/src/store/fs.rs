@@ -42,9 +42,14 @@ pub trait StoreFs: Send + Sync {
 /// An open directory; every operation is relative to it.
 pub trait FsDir: Send + Sync {
     fn meta(&self) -> io::Result<DirMeta>;
-    /// Take an exclusive lock on the directory itself, held until the guard returned is
-    /// dropped (or the process dies); None when another holder has it.
-    fn try_lock(&self) -> io::Result<Option<LockGuard>>;
+    /// Take an exclusive lock on the regular file `name` in the directory, created owner-only
+    /// (0600) if missing and made owner-only if it is not, held until the guard returned is
+    /// dropped (or the process dies); None when another holder has it. Only a process that
+    /// can open the file can lock it, so a file only the owner can open keeps other users
+    /// from blocking the store (a lock on the directory itself could be taken by anyone who
+    /// can read it). A link or anything but a regular file of the effective user's is an
+    /// error, never followed.
+    fn try_lock(&self, name: &str) -> io::Result<Option<LockGuard>>;
     fn entries(&self) -> io::Result<Vec<Entry>>;
     /// What `name` is, not following a link; None when it does not exist.
     fn kind_of(&self, name: &str) -> io::Result<Option<FileKind>>;

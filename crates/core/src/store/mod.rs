@@ -40,7 +40,7 @@ mod throttled;
 mod tiered;
 
 pub use crash_fs::{CrashFs, CrashOptions};
-pub use dir::{DirStore, OpenError, MARKER};
+pub use dir::{DirStore, OpenError, LOCK, MARKER};
 pub use discard::DiscardStore;
 pub use faulty::{Fault, FaultPlan, FaultTarget, FaultyStore};
 pub use fs::StoreFs;

@@ -1,7 +1,7 @@
 //! Why a directory could not be opened as a store. Each message names the path and says
 //! what to do.
 
-use super::dir::MARKER;
+use super::dir::{LOCK, MARKER};
 use std::io;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +41,7 @@ pub enum OpenError {
         "{path} {what}, not ickpt's marker file; remove it if this directory is an ickpt store"
     )]
     BadMarker { path: String, what: &'static str },
-    #[error("{dir} is in use by another ickpt process (its lock is held); give each process its own directory")]
+    #[error("{dir} is in use by another ickpt process of yours (it holds {dir}/{LOCK}); give each process its own directory")]
     Locked { dir: String },
     /// `ickpt prune` or `ickpt rm` on a store an application has open.
     #[error("{dir} is in use by a running application (it holds the store's lock): stop it before removing versions by hand; while it runs, its own retention (keep_chains, keep_versions, keep_within) collects")]

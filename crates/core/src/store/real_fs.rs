@@ -103,15 +103,35 @@ impl FsDir for RealDir {
         })
     }
 
-    fn try_lock(&self) -> io::Result<Option<LockGuard>> {
+    fn try_lock(&self, name: &str) -> io::Result<Option<LockGuard>> {
         // A descriptor of its own, so that the lock goes with the store, not with a writer
-        // that outlives it.
+        // that outlives it. O_NONBLOCK: a FIFO at the name cannot hold the open. Read-write,
+        // though nothing is written: some FUSE file systems refuse to create a file opened
+        // read-only.
         let file = sys::open_at(
             &self.dir,
-            OsStr::new("."),
-            libc::O_RDONLY | libc::O_DIRECTORY,
-            0,
+            OsStr::new(name),
+            libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+            FILE_MODE,
         )?;
+        let m = file.metadata()?;
+        if !m.is_file() || m.uid() != sys::effective_uid() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "the lock file {name} is {} (owner uid {}): remove it",
+                    if m.is_file() {
+                        "not yours"
+                    } else {
+                        "not a regular file"
+                    },
+                    m.uid()
+                ),
+            ));
+        }
+        if m.mode() & 0o077 != 0 {
+            file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+        }
         if !sys::try_lock_exclusive(&file)? {
             return Ok(None);
         }

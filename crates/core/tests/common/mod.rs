@@ -3,6 +3,7 @@
 
 pub mod garage;
 pub mod hook_store;
+pub mod other_user;
 mod scratch;
 
 pub use scratch::{scratch_dir, Scratch};
