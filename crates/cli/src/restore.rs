@@ -3,7 +3,7 @@ use ickpt::read::catalog::{Catalog, OpenVersion};
 use ickpt::read::reverse_scan::{reverse_scan, ScanReport, Sink};
 use ickpt::store::Store;
 use serde_json::json;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -80,15 +80,11 @@ fn restore_region(
         .into());
     };
     let length = entry.length;
-    // The application's memory: as private as the store it came from (0600), whatever the
-    // umask, when the file is new.
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(out)
-        .map_err(|e| format!("{}: {e}", out.display()))?;
+    // The application's memory: owner-only, never through a link or into another user's
+    // file, and the file given is replaced only once every byte is in (a failed restore
+    // leaves it as it was).
+    let output = ickpt::private_file::PrivateFile::create(out)?;
+    let file = output.file();
     file.set_len(length)
         .map_err(|e| format!("{}: {e}", out.display()))?;
     let pb = progress::bytes_bar("restoring");
@@ -109,8 +105,7 @@ fn restore_region(
         },
     )?;
     pb.finish_and_clear();
-    file.sync_all()
-        .map_err(|e| format!("{}: {e}", out.display()))?;
+    output.commit()?;
     Ok((length, report))
 }
 

@@ -23,6 +23,7 @@ pub mod fuzzing;
 pub mod io;
 pub mod maintain;
 pub mod policy;
+pub mod private_file;
 pub mod read;
 pub mod store;
 // Not API: public only with the `raw-sys` feature, for ickpt's benchmarks and tests.

@@ -7,6 +7,10 @@ use std::process::{Command, Output};
 #[path = "../../../core/tests/common/scratch.rs"]
 mod scratch_dirs;
 pub use scratch_dirs::Scratch;
+#[path = "../../../core/tests/common/other_user.rs"]
+mod other;
+#[allow(unused_imports)]
+pub use other::{as_other, as_other_ok, other_user};
 
 pub fn scratch(name: &str) -> Scratch {
     scratch_dirs::scratch_dir(&format!("cli-{name}"))

@@ -569,7 +569,7 @@ fn read_code(e: &ReadError) -> ickpt_result {
 fn file_code(e: &FileError) -> ickpt_result {
     match e {
         FileError::NoSpace { .. } => ickpt_result::ICKPT_ERR_NO_SPACE,
-        FileError::Io { .. } => ickpt_result::ICKPT_ERR_IO,
+        FileError::Io { .. } | FileError::Refused { .. } => ickpt_result::ICKPT_ERR_IO,
     }
 }
 

@@ -15,6 +15,10 @@ pub enum FileError {
         #[source]
         source: io::Error,
     },
+    /// Nothing was done to the file: what is at its name is not ickpt's to write
+    /// (`private_file`).
+    #[error("{file}: refused: {why}")]
+    Refused { file: String, why: String },
 }
 
 impl FileError {

@@ -57,9 +57,8 @@ pub struct Merged {
 }
 
 /// Merge the delta files `a` then `b` (later wins, word by word) into `out`: written whole
-/// under a temporary name, owner-only (it holds application memory), synced and renamed, so
-/// it never exists half written; it may be `a` or `b`, and a symbolic link is refused rather
-/// than replaced.
+/// as [`crate::private_file`] writes (owner-only: it holds application memory; never half
+/// written; never through a link or into another user's file); it may be `a` or `b`.
 pub fn merge_files(a: &Path, b: &Path, out: &Path) -> Result<Merged, MergeFilesError> {
     let (da, db) = (read(a)?, read(b)?);
     let delta = da.merge(&db).map_err(|source| MergeFilesError::Layout {
@@ -75,63 +74,11 @@ pub fn merge_files(a: &Path, b: &Path, out: &Path) -> Result<Merged, MergeFilesE
             bytes: bytes.len() as u64,
         });
     }
-    write_private(out, &bytes)?;
+    crate::private_file::write_private(out, &bytes)?;
     let words = |d: &DeltaFile| d.regions.iter().map(|r| r.words.len() as u64).sum();
     Ok(Merged {
         inputs: [words(&da), words(&db)],
         bytes: bytes.len() as u64,
         delta,
     })
-}
-
-/// Write `bytes` as the file `out`, owner-only, atomically (temporary name, fsync, rename,
-/// directory fsync); a symbolic link at `out` is refused.
-pub fn write_private(out: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = out.display().to_string();
-    let fail = |op, e| FileError::new(&file, op, e);
-    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(fail(
-            "replace",
-            std::io::Error::other("a symbolic link; name the file itself"),
-        ));
-    }
-    let dir = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = out
-        .file_name()
-        .ok_or_else(|| fail("name", std::io::Error::other("not a file name")))?;
-    let tmp = dir.join(format!(
-        ".tmp-{}.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        // One a crash left behind under this process's number goes first (never followed:
-        // unlink removes a link itself).
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, out)
-    };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail("write", e));
-    }
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| {
-            fail(
-                "sync its directory (written, but a crash now may lose it)",
-                e,
-            )
-        })
 }
