@@ -7,6 +7,17 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(a: &Path, b: &Path, out: &Path, json: bool) -> CmdResult {
+    for (input, which) in [(a, "first"), (b, "second")] {
+        if same_file(input, out) {
+            return Err(format!(
+                "{}: the output is the {which} input, which the merge would replace: write it \
+                 to a new file (and rename it over {} yourself if that is what you want)",
+                out.display(),
+                input.display()
+            )
+            .into());
+        }
+    }
     let m = ickpt::read::delta_file::merge_files(a, b, out)?;
     let words: u64 = m.delta.regions.iter().map(|r| r.words.len() as u64).sum();
     if json {
@@ -29,4 +40,14 @@ pub fn run(a: &Path, b: &Path, out: &Path, json: bool) -> CmdResult {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the two paths name one file (the same path spelt otherwise, a hard link, or a link
+/// to it); false when either does not exist.
+fn same_file(x: &Path, y: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(x), std::fs::metadata(y)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
