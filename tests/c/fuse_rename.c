@@ -1,7 +1,7 @@
 /*
  * A store on a file system without RENAME_NOREPLACE (NFS, many FUSE file systems): the store
- * is on an ickpt-testfs mount with the options run.sh passes (--no-rename-flags, alone or
- * with --no-link). Seven checkpoints, full and incremental, must commit, and garbage
+ * is on an ickpt-testfs mount with the options run.sh passes (--no-rename-flags, alone, with
+ * --no-link, or with --link-erofs as fusepy's file systems answer link(2)). Seven checkpoints, full and incremental, must commit, and garbage
  * collection must delete the versions older than the two newest chains; afterwards the
  * store holds only the marker and the kept versions, `ickpt verify` passes, and a new
  * process restores each kept version to exactly the bytes written.

@@ -276,6 +276,7 @@ for name in "${built[@]}"; do
         fuse_rename)
             run_mount_test fuse-no-rename-flags fuse "$bin" --no-rename-flags
             run_mount_test fuse-no-rename-flags-no-link fuse "$bin" --no-rename-flags --no-link
+            run_mount_test fuse-no-rename-flags-link-erofs fuse "$bin" --no-rename-flags --link-erofs
             ;;
         fuse_faults)
             # The test gives each option its byte count (version 1 fits, version 2 does not).

@@ -8,6 +8,9 @@ pub struct Faults {
     pub no_rename_flags: bool,
     /// link(2) fails with EPERM, as on file systems without hard links.
     pub no_link: bool,
+    /// link(2) fails with EROFS, as on fusepy's file systems (its default for operations
+    /// they do not implement).
+    pub link_erofs: bool,
     /// Writes fail with EIO once they would take the bytes written past this.
     pub eio_after: Option<u64>,
     /// Writes fail with ENOSPC once they would take the bytes written past this.
@@ -42,6 +45,9 @@ impl Faults {
     }
 
     pub fn link_error(&self) -> Option<Errno> {
+        if self.link_erofs {
+            return Some(Errno::EROFS);
+        }
         self.no_link.then_some(Errno::EPERM)
     }
 }

@@ -33,6 +33,9 @@ struct Args {
     /// link(2) fails with EPERM.
     #[arg(long)]
     no_link: bool,
+    /// link(2) fails with EROFS, as on fusepy's file systems.
+    #[arg(long)]
+    link_erofs: bool,
     /// Writes fail with EIO once they would take the total written through the mount past
     /// BYTES.
     #[arg(long, value_name = "BYTES")]
@@ -53,6 +56,7 @@ impl Args {
         Faults {
             no_rename_flags: self.no_rename_flags,
             no_link: self.no_link,
+            link_erofs: self.link_erofs,
             eio_after: self.eio_after,
             enospc_after: self.enospc_after,
             eio_fsync_after: self.eio_fsync_after.or(self.eio_fsync.then_some(0)),

@@ -53,11 +53,13 @@ fn no_noreplace(e: &io::Error) -> bool {
     )
 }
 
-/// The file system lacks hard links.
+/// The file system lacks hard links. EROFS too: fusepy's file systems answer it for every
+/// operation they do not implement (link among them), as do some read-only overlays, on a
+/// directory where creating and renaming files works (the store checked that at open).
 fn no_links(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
-        Some(libc::EPERM | libc::ENOSYS | libc::EOPNOTSUPP)
+        Some(libc::EPERM | libc::ENOSYS | libc::EOPNOTSUPP | libc::EROFS)
     )
 }
 
