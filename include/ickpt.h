@@ -307,7 +307,8 @@ typedef struct ickpt_config {
    */
   uint32_t compression;
   /**
-   * The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; ignored otherwise.
+   * The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; must be 0 with any other setting
+   * (ICKPT_ERR_INVALID_ARGUMENT otherwise: it would be ignored).
    */
   int32_t compress_level;
   /**

@@ -1,8 +1,9 @@
 /*
  * Compression through the C API: each cfg.compression setting (and ICKPT_COMPRESS_LEVEL with
  * a level) writes versions that restore byte for byte in a fresh init, zero pages and
- * compressible pages alike; a level out of range and an unknown setting are refused with
- * ICKPT_ERR_INVALID_ARGUMENT, naming the field.
+ * compressible pages alike; a level out of range, a level given with another setting (where
+ * it would be ignored) and an unknown setting are refused with ICKPT_ERR_INVALID_ARGUMENT,
+ * naming the field.
  */
 #include "check.h"
 
@@ -19,7 +20,7 @@ int main(void) {
         OK(ickpt_config_init(&cfg));
         cfg.dir = dir;
         cfg.compression = settings[s];
-        cfg.compress_level = 5;
+        cfg.compress_level = settings[s] == ICKPT_COMPRESS_LEVEL ? 5 : 0;
         OK(ickpt_init(&cfg));
         OK(ickpt_protect(1, mem, sizeof mem));
         /* A quarter of the pages zero, a quarter text, half noise; then one of each rewritten. */
@@ -72,6 +73,14 @@ int main(void) {
     cfg.compress_level = 42;
     CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(ickpt_last_error(), "compress_level") != NULL, "%s", ickpt_last_error());
+    /* A level with another setting would be ignored: refused instead. */
+    cfg.compression = ICKPT_COMPRESS_FAST;
+    cfg.compress_level = 5;
+    CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(ickpt_last_error(), "cfg->compress_level") != NULL &&
+                  strstr(ickpt_last_error(), "ICKPT_COMPRESS_LEVEL") != NULL,
+              "%s", ickpt_last_error());
+    cfg.compress_level = 0;
     cfg.compression = 99;
     CHECK_RC(ickpt_init(&cfg), ICKPT_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(ickpt_last_error(), "cfg->compression") != NULL, "%s", ickpt_last_error());

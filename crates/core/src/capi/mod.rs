@@ -298,6 +298,17 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
                 }
                 x => return Err(setting("cfg->compression", x)),
             };
+            // A level with any other setting would be ignored: the program meant something
+            // else than it gets.
+            if cfg.compression != ICKPT_COMPRESS_LEVEL && cfg.compress_level != 0 {
+                return Err(SettingError::new(
+                    "cfg->compress_level",
+                    cfg.compress_level.to_string(),
+                    "0 unless cfg->compression is ICKPT_COMPRESS_LEVEL, the one setting that \
+                     uses it (set that to compress at this level)",
+                )
+                .into());
+            }
             c.precopy = crate::policy::prwip::Strategy::from_code(cfg.precopy)
                 .ok_or_else(|| setting("cfg->precopy", cfg.precopy))?;
             c.checkpoint_interval = (cfg.checkpoint_interval_ms != 0)

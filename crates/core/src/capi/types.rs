@@ -177,7 +177,8 @@ pub struct ickpt_config {
     /// raw); ICKPT_COMPRESS ("auto", "off", "fast", "high" or a level) overrides. In async
     /// mode compression runs on the committer thread, off the application's path.
     pub compression: u32,
-    /// The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; ignored otherwise.
+    /// The zstd level for ICKPT_COMPRESS_LEVEL, -7 to 19; must be 0 with any other setting
+    /// (ICKPT_ERR_INVALID_ARGUMENT otherwise: it would be ignored).
     pub compress_level: i32,
     /// ICKPT_PRECOPY_* (default ICKPT_PRECOPY_OFF): write dirty pages out between
     /// checkpoints so a checkpoint has less left to write (paper 004, docs/precopy.md);
