@@ -8,7 +8,24 @@ STAGE    := $(abspath $(BUILD)/prefix)
 RELEASE  := target/release
 CFLAGS   ?= -O2 -g -Wall -Wextra -Werror
 
-.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
+# rustup's cargo looks for its toolchain under $HOME (~/.rustup, ~/.cargo). Run with another
+# HOME (a batch job, a container), it finds none ("could not choose a version of rustup to
+# run"): take the toolchain the set-up installed in the user's own home, from the password
+# database, unless RUSTUP_HOME says where it is.
+OWN_HOME := $(shell getent passwd "$$(id -u)" | cut -d: -f6)
+ifeq ($(origin RUSTUP_HOME),undefined)
+ifeq ($(wildcard $(HOME)/.rustup/toolchains),)
+ifneq ($(wildcard $(OWN_HOME)/.rustup/toolchains),)
+export RUSTUP_HOME := $(OWN_HOME)/.rustup
+ifeq ($(origin CARGO_HOME),undefined)
+export CARGO_HOME := $(OWN_HOME)/.cargo
+endif
+export PATH := $(OWN_HOME)/.cargo/bin:$(PATH)
+endif
+endif
+endif
+
+.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi test-install lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -94,7 +111,11 @@ test-c: stage testfs
 test-mpi: build
 	tests/mpi/run.sh
 
-test: lint test-rust test-c test-mpi
+# `make install` as a batch job runs it: with a HOME of its own (tests/install_home.sh).
+test-install: build
+	tests/install_home.sh
+
+test: lint test-rust test-c test-mpi test-install
 	@echo "make test: all suites passed"
 
 demo: stage

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# tests/install_home.sh: `make install` run with a HOME of its own (as batch jobs and
+# containers run it) finds the Rust toolchain the set-up installed in the user's own home,
+# installs, and a program builds and runs against the installed library through pkg-config.
+# Exits 0 on success; prints what failed otherwise.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$root/build/install-home
+rm -rf "$work"
+mkdir -p "$work/home"
+log=$work/make.log
+# The environment a job gets: another HOME, and none of rustup's variables.
+if ! env -u RUSTUP_HOME -u CARGO_HOME -u RUSTUP_TOOLCHAIN HOME="$work/home" \
+    timeout -k 10 900 make -C "$root" install PREFIX="$work/prefix" >"$log" 2>&1; then
+    echo "FAIL install-home: make install with HOME=$work/home failed; its output:"
+    tail -n 20 "$log" | sed 's/^/    | /'
+    exit 1
+fi
+cat >"$work/app.c" <<'C'
+#include <ickpt.h>
+#include <stdio.h>
+int main(void) {
+    ickpt_config cfg;
+    if (ickpt_config_init(&cfg) != ICKPT_OK)
+        return 1;
+    printf("linked %s\n", ickpt_result_name(ICKPT_OK));
+    return 0;
+}
+C
+export PKG_CONFIG_PATH=$work/prefix/lib/pkgconfig
+# shellcheck disable=SC2046
+if ! cc -Wall -Werror "$work/app.c" -o "$work/app" $(pkg-config --cflags --libs ickpt) >>"$log" 2>&1 ||
+    ! "$work/app" | grep -qx 'linked ICKPT_OK'; then
+    echo "FAIL install-home: a program did not build or run against $work/prefix; see $log"
+    exit 1
+fi
+echo "PASS install-home"
