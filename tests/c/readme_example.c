@@ -2,8 +2,8 @@
  * The README's first example ("Using it from C"), compiled as printed, so the README cannot
  * drift from a program that works. run.sh copies the section's fenced C block into
  * readme_example.inc (in the build directory); this file supplies only what the excerpt
- * leaves to the reader: the includes, `struct state`, `step`, `n` and `iters`, and a store
- * directory of the test's own (the README's /scratch path is an example).
+ * leaves to the reader: the includes, `struct state`, `step`, `n` and `iters`. Its store is
+ * the relative directory it names, so the program runs in the test's own directory.
  *
  * run.sh runs it twice on one store:
  *   readme_example crash K     step() kills the process (SIGKILL) at iteration K, after
@@ -15,6 +15,8 @@
  * crashed ickpt_restore with SIGSEGV before ickpt gave such threads an alternate signal stack.
  */
 #include "check.h"
+
+#include <errno.h>
 
 struct state {
     long iter;
@@ -37,9 +39,11 @@ static void step(double *grid, struct state *st) {
     st->sum += grid[st->iter % 5000];
 }
 
-/* The README's directory is an example: point its config at this test's store. */
+/* The README's store directory is relative: it lands in the test's directory. */
 static int readme_init(ickpt_config *cfg) {
-    cfg->dir = test_dir();
+    CHECK_MSG(chdir(test_dir()) == 0, "chdir %s: %s", test_dir(), strerror(errno));
+    CHECK_MSG(cfg->dir != NULL && cfg->dir[0] != '/', "the README's store is not relative: %s",
+              cfg->dir ? cfg->dir : "(NULL)");
     return ickpt_init(cfg);
 }
 #define ickpt_init(cfg) readme_init(cfg)
