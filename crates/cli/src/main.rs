@@ -150,7 +150,20 @@ fn main() -> ExitCode {
     // `ickpt ls --json | head` must end quietly rather than panic in println! when the
     // reader goes away.
     ickpt::sys::signal::default_sigpipe();
-    let mut cli = Cli::parse();
+    let mut cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Scripts that asked for JSON read stdout, whatever went wrong: a misspelt command
+        // or option too. Help and --version are answers, not errors.
+        Err(e) if e.use_stderr() && json_asked() => {
+            let text = e.render().to_string();
+            println!(
+                "{}",
+                serde_json::json!({ "error": text.trim_end(), "usage": true })
+            );
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let json = cli.json;
     cli.cmd.set_json(json);
     let r = match cli.cmd {
@@ -202,6 +215,15 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `--json` is anywhere on the command line (before `--`), for errors found before
+/// the line could be parsed.
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
 }
 
 impl Cmd {

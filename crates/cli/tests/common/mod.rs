@@ -38,3 +38,12 @@ pub fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Run the `ickpt` binary without `ICKPT_DIR` in its environment.
+pub fn ickpt_no_dir(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ickpt"))
+        .args(args)
+        .env_remove("ICKPT_DIR")
+        .output()
+        .unwrap()
+}
