@@ -42,17 +42,23 @@ const COLUMNS: [&str; 13] = [
     "COMMIT", "CREATED", "STATUS",
 ];
 
+/// What STATUS says was checked: a version's header, metadata and chain links, never its
+/// pages (`ickpt verify` reads those).
+const CHECKED: &str =
+    "headers, metadata and chain links (not pages: 'ickpt verify' reads every page)";
+
 pub fn run(s: &StoreArgs) -> CmdResult {
-    // With --shared or --object: the tiers, opened once, read as one and listed each.
+    // With --shared or --object: the tiers, opened once, read as one and listed each, with
+    // each tier's copies' metadata checked.
     let (store, tiers): (Box<dyn Store>, _) = if s.shared.is_some() || s.object.is_some() {
         let tiers = crate::open_tiers(s, false)?;
-        let listing = crate::tier_listing(&tiers)?;
-        (Box::new(TieredStore::new(tiers)), Some(listing))
+        let copies = crate::tier_copies(&tiers)?;
+        (Box::new(TieredStore::new(tiers)), Some(copies))
     } else {
         (open_store(s)?, None)
     };
     let catalog = Catalog::new(&store)?;
-    let all = catalog.survey(None)?;
+    let all = catalog.survey()?;
     // Global versions of a coordinated (MPI) job this store holds a part of, by version. A
     // record that cannot be read is reported, not allowed to hide the versions.
     let (globals, records_error) = match ickpt::read::global_records::records(&catalog) {
@@ -67,14 +73,33 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             .map(|r| r.global)
     };
     let newest = all.iter().rev().find(|v| v.restorable()).map(|v| v.version);
-    // With tiers: where each version's file is, fastest tier first.
+    // With tiers: where each version's file is, fastest tier first, and which copies' own
+    // metadata fails.
     let held_by = |v: u64| -> Option<Vec<&'static str>> {
-        let name = ickpt::store::version_name(v);
+        tiers
+            .as_ref()
+            .map(|t| t.holding(v).map(|(tier, _)| tier).collect())
+    };
+    let damaged_on = |v: u64| -> Option<Vec<&'static str>> {
         tiers.as_ref().map(|t| {
-            t.iter()
-                .filter(|(_, names)| names.contains(&name))
-                .map(|(tier, _)| *tier)
+            t.holding(v)
+                .filter(|&(_, whole)| !whole)
+                .map(|(tier, _)| tier)
                 .collect()
+        })
+    };
+    let tiers_shown = |v: u64| -> String {
+        tiers.as_ref().map_or_else(String::new, |t| {
+            t.holding(v)
+                .map(|(tier, whole)| {
+                    if whole {
+                        tier.to_string()
+                    } else {
+                        format!("{tier}(DAMAGED)")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("+")
         })
     };
     let mut rows = Vec::new();
@@ -86,13 +111,14 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             .as_ref()
             .map(|p| json!({"file": p.file, "offset": p.offset, "what": p.what}));
         let status = match (&sv.summary, &sv.problem) {
-            (_, None) => "ok",
+            (_, None) => "metadata ok",
             (Some(_), Some(_)) => "broken chain",
             (None, Some(_)) => "damaged",
         };
         let Some(m) = &sv.summary else {
-            items.push(json!({"version": v, "ok": false, "restorable": false,
-                              "status": status, "problem": problem, "tiers": held_by(v)}));
+            items.push(json!({"version": v, "metadata_ok": false, "status": status,
+                              "problem": problem, "tiers": held_by(v),
+                              "damaged_on": damaged_on(v)}));
             let what = sv
                 .problem
                 .as_ref()
@@ -114,8 +140,8 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             "pages": m.footer.page_count, "bytes": sv.bytes,
             "created_unix_ns": h.created_unix_ns, "format_version": h.format_version,
             "stats": st.map(|s| stats_json(&s, after)),
-            "ok": sv.restorable(), "restorable": sv.restorable(), "status": status,
-            "problem": problem, "tiers": held_by(v),
+            "metadata_ok": sv.restorable(), "status": status,
+            "problem": problem, "tiers": held_by(v), "damaged_on": damaged_on(v),
         }));
         let dash = || "-".to_string();
         rows.push(vec![
@@ -141,7 +167,7 @@ pub fn run(s: &StoreArgs) -> CmdResult {
             st.map_or_else(dash, |s| human::nanos(s.commit_ns)),
             human::utc(h.created_unix_ns),
             match &sv.problem {
-                None => "ok".into(),
+                None => "metadata ok".into(),
                 Some(p) => format!("BROKEN: {}", p.what),
             },
         ]);
@@ -150,7 +176,8 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "dir": s.dir()?, "shared": s.shared, "object": s.object, "newest_restorable": newest,
+                "dir": s.dir()?, "shared": s.shared, "object": s.object, "checked": CHECKED,
+                "newest_by_metadata": newest,
                 "versions": items,
                 "newest_global": globals.last().map(|r| json!({"global": r.global, "version": r.version})),
                 "global_records_error": records_error,
@@ -167,15 +194,15 @@ pub fn run(s: &StoreArgs) -> CmdResult {
     if tiers.is_some() {
         columns.insert(COLUMNS.len() - 1, "TIERS");
         for (row, sv) in rows.iter_mut().zip(&all) {
-            let held = held_by(sv.version).unwrap_or_default();
-            row.insert(COLUMNS.len() - 1, held.join("+"));
+            row.insert(COLUMNS.len() - 1, tiers_shown(sv.version));
         }
     }
     human::table(&columns, &rows);
     let bad = all.iter().filter(|v| !v.restorable()).count();
+    println!("STATUS checks {CHECKED}");
     match newest {
-        Some(n) => println!("newest restorable: {n}"),
-        None => println!("no version can be restored"),
+        Some(n) => println!("newest version whose metadata and chain pass: {n}"),
+        None => println!("no version's metadata and chain pass: none can be restored"),
     }
     if let Some(e) = &records_error {
         println!("global-commit records could not be read: {e}");
@@ -187,7 +214,19 @@ pub fn run(s: &StoreArgs) -> CmdResult {
         );
     }
     if bad > 0 {
-        println!("{bad} version(s) cannot be restored; 'ickpt verify' checks every page too");
+        println!("{bad} version(s) cannot be restored; 'ickpt verify' says why, page by page");
+    }
+    if let Some(t) = &tiers {
+        let damaged: usize = all
+            .iter()
+            .map(|sv| t.holding(sv.version).filter(|&(_, whole)| !whole).count())
+            .sum();
+        if damaged > 0 {
+            println!(
+                "{damaged} copy(ies) on a tier fail their metadata checks (DAMAGED in TIERS): \
+                 'ickpt verify' says which versions each tier alone restores"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

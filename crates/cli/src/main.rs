@@ -320,21 +320,42 @@ fn open_tiers(
     Ok(tiers)
 }
 
-/// Each tier's name and the names it holds, fastest first.
-type TierListing = Vec<(&'static str, Vec<String>)>;
+/// The version files each tier holds, fastest tier first, and whether each copy's own
+/// metadata passes (`looks_whole`, what a restore through the tiers checks to choose a copy).
+struct TierCopies(Vec<(&'static str, std::collections::HashMap<u64, bool>)>);
+
+impl TierCopies {
+    /// The tiers holding version `v`, fastest first, each with whether its copy looks whole.
+    fn holding(&self, v: u64) -> impl Iterator<Item = (&'static str, bool)> + '_ {
+        self.0
+            .iter()
+            .filter_map(move |(tier, copies)| copies.get(&v).map(|&whole| (*tier, whole)))
+    }
+}
 
 /// What each tier holds; a tier that cannot be listed is an error naming it (a TIERS column
 /// that hid it would say a version is on fewer tiers than it is).
-fn tier_listing(tiers: &[ickpt::store::Tier]) -> Result<TierListing, Box<dyn std::error::Error>> {
-    tiers
-        .iter()
-        .map(|t| {
-            let names = t.store.list().map_err(|e| {
-                format!("listing the {} tier {}: {e}", t.name, t.store.describe(""))
-            })?;
-            Ok((t.name, names))
-        })
-        .collect()
+fn tier_copies(tiers: &[ickpt::store::Tier]) -> Result<TierCopies, Box<dyn std::error::Error>> {
+    let mut out = Vec::new();
+    for t in tiers {
+        let names = t
+            .store
+            .list()
+            .map_err(|e| format!("listing the {} tier {}: {e}", t.name, t.store.describe("")))?;
+        let copies = names
+            .iter()
+            .filter_map(|n| {
+                let v = ickpt::store::parse_version_name(n)?;
+                let whole = t
+                    .store
+                    .open(n)
+                    .is_ok_and(|f| ickpt::store::looks_whole(n, &*f));
+                Some((v, whole))
+            })
+            .collect();
+        out.push((t.name, copies));
+    }
+    Ok(TierCopies(out))
 }
 
 /// The version named, or the newest one a restore accepts; versions passed over on the way

@@ -1,7 +1,7 @@
-use crate::{human, open_store, progress, CmdResult, StoreArgs};
+use crate::{human, open_tiers, progress, CmdResult, StoreArgs};
 use ickpt::read::catalog::{Catalog, OpenVersion};
 use ickpt::read::reverse_scan::{reverse_scan, ScanReport, Sink};
-use ickpt::store::Store;
+use ickpt::store::{retry_other_copies, DirStore, Store, TieredStore};
 use serde_json::json;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -9,8 +9,22 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdResult {
-    let store = open_store(s)?;
-    let catalog = Catalog::new(&store)?;
+    // With tiers, a copy found damaged is read again from another tier's, as the library's
+    // restore does.
+    let tiered = if s.shared.is_some() || s.object.is_some() {
+        Some(TieredStore::new(open_tiers(s, false)?))
+    } else {
+        None
+    };
+    let dir;
+    let store: &dyn Store = match &tiered {
+        Some(t) => t,
+        None => {
+            dir = DirStore::open_read(s.dir()?)?;
+            &dir
+        }
+    };
+    let catalog = Catalog::new(store)?;
     let started = Instant::now();
     // A named version is restored or refused; without one, the newest that restores
     // completely, passing over (and reporting) versions that fail on the way.
@@ -26,10 +40,12 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
     }
     let mut newest_error = None;
     for &v in &candidates {
-        let attempt = catalog
-            .chain(v)
-            .map_err(Box::<dyn std::error::Error>::from)
-            .and_then(|chain| restore_region(&catalog, &chain, region, out));
+        let attempt = retry_other_copies(tiered.as_ref(), damaged_file, || {
+            catalog
+                .chain(v)
+                .map_err(Box::<dyn std::error::Error>::from)
+                .and_then(|chain| restore_region(&catalog, &chain, region, out))
+        });
         match attempt {
             Ok((length, report)) => {
                 return report_done(s, v, region, out, length, &report, started);
@@ -47,6 +63,14 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
         newest: newest_error.unwrap_or_default(),
     }
     .into())
+}
+
+/// The file a restore found damaged, for another tier's copy to be read instead.
+// The error type the attempts return is the Box: `retry_other_copies` hands that.
+#[allow(clippy::borrowed_box)]
+fn damaged_file(e: &Box<dyn std::error::Error>) -> Option<&str> {
+    e.downcast_ref::<ickpt::ReadError>()
+        .and_then(|e| e.damaged_file())
 }
 
 fn is_damage(e: &(dyn std::error::Error + 'static)) -> bool {

@@ -38,7 +38,7 @@ struct Held<'a> {
 
 impl<'a> Held<'a> {
     fn of(tier: &'a Tier) -> Result<Held<'a>, MaintainError> {
-        let surveyed = Catalog::new(&*tier.store)?.survey(None)?;
+        let surveyed = Catalog::new(&*tier.store)?.survey()?;
         Ok(Held { tier, surveyed })
     }
 

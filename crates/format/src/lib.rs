@@ -31,7 +31,7 @@ pub use layout::{
     STATS_LEN_V2, STATS_LEN_V4,
 };
 pub use reader::{read_each_piece, read_meta, Piece, PlacedFrame, ReadAt, VersionMeta};
-pub use verify::{check_pages, verify_data, VerifyProgress};
+pub use verify::{check_pages, page_damage, verify_data, PageDamage, VerifyProgress};
 pub use writer::{NewVersion, VersionLayout};
 
 /// CRC-32C (Castagnoli), hardware-accelerated where the CPU has it.

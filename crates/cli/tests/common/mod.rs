@@ -39,6 +39,42 @@ pub fn text(out: &Output) -> String {
     )
 }
 
+/// Page size and pages of the region [`four_versions`] writes.
+pub const PS: usize = 4096;
+pub const PAGES: usize = 16;
+
+/// Versions 1 (full), 2 (pages 2, 3), 3 (page 5), 4 (pages 2, 9) of region 1 in the store
+/// `cfg` opens, drained to its lower tiers; region 1's bytes at each.
+pub fn four_versions(cfg: ickpt::Config) -> Vec<Vec<u8>> {
+    let e = ickpt::Engine::open(cfg).unwrap();
+    let p = e.alloc(1, PAGES * PS).unwrap();
+    // SAFETY: alloc returned PAGES*PS bytes, live while `e` lives.
+    let mem = unsafe { std::slice::from_raw_parts_mut(p, PAGES * PS) };
+    let mut snaps = Vec::new();
+    for (i, pages) in [vec![], vec![2usize, 3], vec![5], vec![2, 9]]
+        .iter()
+        .enumerate()
+    {
+        if i == 0 {
+            mem.iter_mut().enumerate().for_each(|(k, b)| *b = k as u8);
+        }
+        for &pg in pages {
+            mem[pg * PS..(pg + 1) * PS].fill(0x10 * i as u8 + pg as u8);
+        }
+        e.checkpoint().unwrap();
+        snaps.push(mem.to_vec());
+    }
+    e.wait_drained().unwrap();
+    snaps
+}
+
+/// Flip a bit of the byte at `at` of the file.
+pub fn flip(path: &std::path::Path, at: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize] ^= 0x40;
+    std::fs::write(path, b).unwrap();
+}
+
 /// Run the `ickpt` binary without `ICKPT_DIR` in its environment.
 pub fn ickpt_no_dir(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ickpt"))

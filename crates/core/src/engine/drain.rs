@@ -428,13 +428,4 @@ impl super::Engine {
     pub fn drained_version(&self) -> Option<u64> {
         self.drain.as_ref().map(|d| d.drained())
     }
-
-    /// A restore met damage in the file `described`: read it from another tier's copy from
-    /// now on. True when one is left to try.
-    pub(super) fn blame(&self, described: Option<&str>) -> bool {
-        match (&self.tiered, described) {
-            (Some(t), Some(file)) => t.blame(file),
-            _ => false,
-        }
-    }
 }

@@ -36,7 +36,7 @@ pub(super) fn collect(
     head: impl IntoIterator<Item = u64>,
     undrained_after: u64,
 ) -> Result<Vec<u64>, GcError> {
-    let surveyed = catalog.survey(None)?;
+    let surveyed = catalog.survey()?;
     let doomed = plan(catalog, &surveyed, retention, head, |v| v > undrained_after)?;
     let store = catalog.store();
     for &v in &doomed {

@@ -8,6 +8,7 @@ use super::{Engine, RestoreInfo};
 use crate::error::RestoreError;
 use crate::policy::Head;
 use crate::read::reverse_scan::{reverse_scan, Sink};
+use crate::store::retry_other_copies;
 use crate::track::protocol::committer::give_back;
 use std::time::Instant;
 
@@ -18,12 +19,9 @@ impl Engine {
     ///
     /// With lower tiers, a file found damaged is read again from another tier's copy.
     pub fn restore(&self, version: u64) -> Result<RestoreInfo, RestoreError> {
-        loop {
-            match self.restore_once(version) {
-                Err(RestoreError::Read(e)) if e.is_damage() && self.blame(e.file()) => {}
-                r => return r,
-            }
-        }
+        retry_other_copies(self.tiered.as_deref(), RestoreError::damaged_file, || {
+            self.restore_once(version)
+        })
     }
 
     fn restore_once(&self, version: u64) -> Result<RestoreInfo, RestoreError> {

@@ -22,7 +22,7 @@ impl Engine {
     /// Every version file in the store, oldest first, with what keeps it from being restored
     /// (its own file, or its chain), if anything. Page data is not read: `verify` does that.
     pub fn versions(&self) -> Result<Vec<Surveyed>, ReadError> {
-        self.catalog().survey(None)
+        self.catalog().survey()
     }
 
     /// The tag `version` was checkpointed with ([`Engine::checkpoint_tagged`]; 0 when none

@@ -67,6 +67,12 @@ impl ReadError {
         )
     }
 
+    /// The file found damaged, when this is damage in a file: another tier's copy of it may
+    /// be whole (`store::retry_other_copies`).
+    pub fn damaged_file(&self) -> Option<&str> {
+        self.file().filter(|_| self.is_damage())
+    }
+
     /// The file the error is about, as the store described it; None when it is about a
     /// store or a version rather than a file.
     pub fn file(&self) -> Option<&str> {

@@ -24,4 +24,12 @@ impl RestoreError {
     pub fn is_damage(&self) -> bool {
         matches!(self, RestoreError::Read(e) if e.is_damage())
     }
+
+    /// The file found damaged, if that is what failed ([`ReadError::damaged_file`]).
+    pub fn damaged_file(&self) -> Option<&str> {
+        match self {
+            RestoreError::Read(e) => e.damaged_file(),
+            _ => None,
+        }
+    }
 }

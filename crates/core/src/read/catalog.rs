@@ -3,8 +3,9 @@
 //! This is the one acceptance check for a version. A version is **restorable** when its own
 //! file passes [`Catalog::open`] (metadata checksums and rules, the number in its name, the
 //! store it belongs to) and every link of its chain down to a full version passes
-//! [`check_link`]; the page checksums a restore checks as it reads are what `verify` reads in
-//! full. Restore, `verify`, `ls`, the newest-restorable search and garbage collection all
+//! [`check_link`], and every page its reverse scan reads passes its checksum as it is read.
+//! Restore, `verify` (which walks each version's chain and its reverse scan's plan through
+//! these, `read/verify.rs`), `ls`, the newest-restorable search and garbage collection all
 //! decide through these functions, so "verify OK" means a restore succeeds with these bytes.
 
 use crate::error::{FileError, ReadError};
@@ -34,6 +35,11 @@ impl OpenVersion {
     /// The file, while it is held open.
     pub fn file(&self) -> Option<&dyn StoreFile> {
         self.file.as_deref()
+    }
+
+    /// Close the file, keeping the checked metadata ([`Catalog::reopen`] opens it again).
+    pub fn close(&mut self) {
+        self.file = None;
     }
 
     /// Its size, as its footer says and as checked against the file.
@@ -354,12 +360,11 @@ impl<'a> Catalog<'a> {
         Ok(None)
     }
 
-    /// Every version with what is wrong with it, oldest first, reading one file at a time
-    /// (a store of thousands of versions never holds more than one open). `check_data`:
-    /// also read every page of every version whose metadata passed, reporting progress as
-    /// (bytes checked, bytes to check) — `verify`. Versions a running writer removed (its
+    /// Every version with what is wrong with it, oldest first, by metadata and links alone
+    /// (`verify` reads the pages too), reading one file at a time (a store of thousands of
+    /// versions never holds more than one open). Versions a running writer removed (its
     /// garbage collection) while the survey ran are left out, not reported as missing.
-    pub fn survey(&self, check_data: Option<&mut dyn FnMut(u64, u64)>) -> Result<Vec<Surveyed>> {
+    pub fn survey(&self) -> Result<Vec<Surveyed>> {
         let mut out = Vec::new();
         for v in self.versions()? {
             let (bytes, r) = match self.open(v) {
@@ -372,9 +377,6 @@ impl<'a> Catalog<'a> {
                 summary: r.as_ref().ok().cloned(),
                 problem: r.err(),
             });
-        }
-        if let Some(progress) = check_data {
-            self.check_pages(&mut out, progress);
         }
         self.check_chains(&mut out);
         if out.iter().any(|s| !s.restorable()) {
@@ -392,32 +394,6 @@ impl<'a> Catalog<'a> {
             }
         }
         Ok(out)
-    }
-
-    /// Read every page of every version whose metadata passed, against its checksum.
-    fn check_pages(&self, out: &mut [Surveyed], progress: &mut dyn FnMut(u64, u64)) {
-        let data_bytes = |s: &Summary| s.footer.page_count * s.header.page_size as u64;
-        let total: u64 = out
-            .iter()
-            .filter_map(|s| s.summary.as_ref())
-            .map(data_bytes)
-            .sum();
-        let mut before = 0u64;
-        for s in out.iter_mut() {
-            let Some(summary) = &s.summary else { continue };
-            let n = data_bytes(summary);
-            let checked = self.open(s.version).and_then(|ov| {
-                let file = ov.file().expect("open holds the file");
-                ickpt_format::verify_data(&ov.meta, file, &mut |d, _| progress(before + d, total))
-                    .map_err(|e| ReadError::format(self.describe(s.version), e))
-            });
-            before += n;
-            progress(before, total);
-            if let Err(e) = checked {
-                s.problem = Some(Problem::of(&e, self.describe(s.version)));
-                s.summary = None;
-            }
-        }
     }
 
     /// A version whose own file passed is restorable when its parent is and the link

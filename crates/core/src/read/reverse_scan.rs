@@ -40,7 +40,15 @@ pub enum Sink<'a, E> {
     /// bytes), only with bytes whose checksum was checked. Its error (a tool's writing files)
     /// ends the scan and is returned.
     Copy(Deliver<'a, E>),
+    /// Nothing is read: called with (version, first index in its page-CRC table, pages) for
+    /// each stretch of pages the scan would read, so that a check of the store (`verify`)
+    /// follows exactly the pages a restore reads. Its error ends the scan.
+    Plan(Visit<'a, E>),
 }
+
+/// Takes the stretches of pages a scan would read: (version, first index in its page-CRC
+/// table, pages).
+pub type Visit<'a, E> = &'a mut dyn FnMut(u64, usize, usize) -> Result<(), E>;
 
 /// Takes checked bytes: (index into the newest version's region table, byte offset in the
 /// region, bytes).
@@ -113,16 +121,6 @@ pub fn reverse_scan<E: From<ReadError>>(
         }
         let meta = &ov.meta;
         let file = catalog.store().describe(&version_name(ov.version));
-        let reopened;
-        let reader = match ov.file() {
-            Some(f) => f,
-            None => {
-                reopened = catalog.reopen(ov)?;
-                &*reopened
-            }
-        };
-        // Each file is read once, front to back (a hint: readahead grows).
-        reader.advise_sequential();
         if meta.page_size() as usize != ps {
             return Err(ReadError::format(
                 &file,
@@ -209,6 +207,26 @@ pub fn reverse_scan<E: From<ReadError>>(
             }
         }
         let read_here = plan.pages(ps);
+        if let Sink::Plan(visit) = &mut sink {
+            for p in plan.windows.iter().flat_map(|w| &w.parts) {
+                if let Some(g) = p.pages {
+                    visit(ov.version, g.crc_at, p.len / ps)?;
+                }
+            }
+            report.pages_per_version.push((ov.version, read_here));
+            report.pages += read_here;
+            continue;
+        }
+        let reopened;
+        let reader = match ov.file() {
+            Some(f) => f,
+            None => {
+                reopened = catalog.reopen(ov)?;
+                &*reopened
+            }
+        };
+        // Each file is read once, front to back (a hint: readahead grows).
+        reader.advise_sequential();
         // Pages where the run index puts them, whatever the frames store (format 6).
         let view = PageView::new(meta, reader);
         let ctx = Ctx {
@@ -240,6 +258,7 @@ pub fn reverse_scan<E: From<ReadError>>(
                     progress(delivered, total);
                 }
             }
+            Sink::Plan(_) => unreachable!("a plan reads nothing"),
         }
         report.pages_per_version.push((ov.version, read_here));
         report.pages += read_here;

@@ -51,7 +51,7 @@ pub use publish::{RenameMode, RENAME_VAR};
 pub use real_fs::RealFs;
 use std::io;
 pub use throttled::{parse_size, ThrottledStore, TokenBucket};
-pub use tiered::{looks_whole, Tier, TieredStore};
+pub use tiered::{looks_whole, retry_other_copies, Tier, TieredStore};
 
 /// A flat namespace of immutable objects, each created whole and then committed atomically.
 pub trait Store: Send + Sync {

@@ -85,6 +85,23 @@ impl TieredStore {
     }
 }
 
+/// Make `attempt` until it succeeds or fails for a reason no other tier's copy can mend: each
+/// time its error names a damaged file (`damaged`), that copy is blamed and the attempt made
+/// again, reading another tier's. The walk of every restore through the tiers (the engine's,
+/// `ickpt restore`'s), and of `verify` judging what a restore accepts.
+pub fn retry_other_copies<T, E>(
+    tiered: Option<&TieredStore>,
+    damaged: impl Fn(&E) -> Option<&str>,
+    mut attempt: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
+    loop {
+        match attempt() {
+            Err(e) if tiered.is_some_and(|t| damaged(&e).is_some_and(|f| t.blame(f))) => {}
+            r => return r,
+        }
+    }
+}
+
 /// Whether a copy of `name` looks whole: a version's metadata passes its checks, a
 /// global-commit record decodes. Page data is checked as a restore reads it ([`blame`]).
 ///
