@@ -81,8 +81,10 @@ enum Cmd {
     },
     /// Remove the versions a retention policy lets go, from every tier given (local first),
     /// as the library's own collection does: never one a kept version's restore reads, nor
-    /// the newest, nor one the newest global records name. Refused while an application
-    /// holds the store. Say what to keep with one or more --keep-* options.
+    /// the newest, nor one the newest global records name; and every tier's orphans
+    /// (versions left without a version their chain needs, older than one that restores:
+    /// 'ickpt verify' lists them). Refused while an application holds the store. Say what to
+    /// keep with one or more --keep-* options, or give --orphans alone.
     Prune {
         #[command(flatten)]
         store: StoreArgs,
@@ -96,6 +98,9 @@ enum Cmd {
         /// 90min).
         #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
         keep_within: Option<std::time::Duration>,
+        /// Remove the orphans (with no --keep-* option: only them).
+        #[arg(long)]
+        orphans: bool,
         /// Show what would be removed; remove nothing.
         #[arg(long)]
         dry_run: bool,
@@ -181,8 +186,16 @@ fn main() -> ExitCode {
             keep_chains,
             keep_versions,
             keep_within,
+            orphans,
             dry_run,
-        } => maintain::prune(&store, keep_chains, keep_versions, keep_within, dry_run),
+        } => maintain::prune(
+            &store,
+            keep_chains,
+            keep_versions,
+            keep_within,
+            orphans,
+            dry_run,
+        ),
         Cmd::Rm {
             store,
             versions,

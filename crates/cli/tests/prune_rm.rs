@@ -218,3 +218,58 @@ fn prune_with_shared_keeps_on_local_what_the_drain_has_not_copied() {
     assert_eq!(held(&dir), [3, 4, 5, 6].into());
     assert_eq!(held(&shared), [1, 2].into());
 }
+
+/// A version left without its chain's full version (a crashed server lost it after the
+/// drain's copy, or a hand removed it) while newer chains restore: `verify` names it as an
+/// orphan without failing the store, and `prune` removes it, with `--orphans` alone or with
+/// any retention.
+#[test]
+fn orphans_are_reported_without_failing_and_pruned() {
+    let (dir, shared) = (scratch("orphans-local"), scratch("orphans-shared"));
+    make_store(&dir, Some(&shared));
+    std::fs::remove_file(shared.join(ickpt::store::version_name(3))).unwrap();
+    let (d, s) = (dir.to_str().unwrap(), shared.to_str().unwrap());
+    // The shared tier alone, as a store of its own, and with the local tier.
+    for args in [vec!["--dir", s], vec!["--dir", d, "--shared", s]] {
+        let mut v = vec!["verify", "--json"];
+        v.extend(&args);
+        let out = ickpt(&v);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        let j = json(&out);
+        let orphans = j["orphans"].as_array().unwrap();
+        assert_eq!(orphans.len(), 1, "{j}");
+        assert_eq!(orphans[0]["version"], 4);
+        assert!(orphans[0]["file"].as_str().unwrap().starts_with(s), "{j}");
+        let mut v = vec!["verify"];
+        v.extend(&args);
+        let t = text(&ickpt(&v));
+        assert!(t.contains("orphans:") && t.contains("OK"), "{t}");
+    }
+    // Dry run, then for real; the local tier keeps everything.
+    let dry = ickpt(&[
+        "prune",
+        "--dir",
+        d,
+        "--shared",
+        s,
+        "--orphans",
+        "--dry-run",
+        "--json",
+    ]);
+    assert_eq!(removed(&dry), vec![("shared".to_string(), 4)]);
+    assert!(held(&shared).contains(&4));
+    let real = ickpt(&["prune", "--dir", d, "--shared", s, "--orphans", "--json"]);
+    assert_eq!(removed(&real), vec![("shared".to_string(), 4)]);
+    assert_eq!(held(&shared), BTreeSet::from([1, 2, 5, 6]));
+    assert_eq!(held(&dir), (1..=6).collect());
+    let out = ickpt(&["verify", "--json", "--dir", d, "--shared", s]);
+    assert!(json(&out)["orphans"].as_array().unwrap().is_empty());
+    // With a retention too: the orphan goes along with what the retention lets go.
+    std::fs::remove_file(dir.join(ickpt::store::version_name(1))).unwrap();
+    let out = ickpt(&["prune", "--dir", d, "--keep-chains", "3", "--json"]);
+    assert_eq!(removed(&out), local(&[2]));
+    // Neither option: refused, naming both.
+    let out = ickpt(&["prune", "--dir", d]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--orphans"), "{}", text(&out));
+}

@@ -6,7 +6,7 @@
 use crate::engine::gc;
 use crate::error::MaintainError;
 use crate::policy::{self, Retention};
-use crate::read::catalog::{describe_versions, Catalog, Surveyed};
+use crate::read::catalog::{describe_versions, orphans, Catalog, Surveyed};
 use crate::read::global_records::kept_versions;
 use crate::store::{version_name, Tier};
 use std::collections::{BTreeSet, HashMap};
@@ -66,12 +66,17 @@ impl<'a> Held<'a> {
     }
 }
 
-/// What `retention` lets go from each tier, fastest first. A version stays on a tier while
-/// a faster one keeps it (as the drain's own collection does), and while it is newer than
-/// anything a slower tier holds (not drained there yet; the drain copies oldest first, so a
-/// version missing below a slower tier's newest was collected there, not left behind): what
-/// a restore falls back on is never removed first.
-pub fn plan_prune(tiers: &[Tier], retention: &Retention) -> Result<Vec<Removal>, MaintainError> {
+/// What `retention` lets go from each tier, fastest first, and each tier's orphans
+/// (`catalog::orphans`: versions left without a version their chain needs, which no restore
+/// from that tier can use). A version stays on a tier while a faster one keeps it (as the
+/// drain's own collection does), and while it is newer than anything a slower tier holds
+/// (not drained there yet; the drain copies oldest first, so a version missing below a
+/// slower tier's newest was collected there, not left behind): what a restore falls back on
+/// is never removed first. Without a retention, only orphans go.
+pub fn plan_prune(
+    tiers: &[Tier],
+    retention: Option<&Retention>,
+) -> Result<Vec<Removal>, MaintainError> {
     let held: Vec<Held> = tiers.iter().map(Held::of).collect::<Result<_, _>>()?;
     let newest: Vec<u64> = held
         .iter()
@@ -83,7 +88,15 @@ pub fn plan_prune(tiers: &[Tier], retention: &Retention) -> Result<Vec<Removal>,
         let (faster, slower) = (&kept[..i], &newest[i + 1..]);
         let pinned =
             |v: u64| faster.iter().any(|k| k.contains(&v)) || slower.iter().any(|&n| v > n);
-        let doomed = gc::plan(&h.catalog()?, &h.surveyed, retention, None, pinned)?;
+        let mut doomed = match retention {
+            Some(r) => gc::plan(&h.catalog()?, &h.surveyed, r, None, pinned)?,
+            None => Vec::new(),
+        };
+        for v in orphans(&h.surveyed).into_iter().rev() {
+            if !doomed.contains(&v) {
+                doomed.push(v);
+            }
+        }
         for &v in &doomed {
             kept[i].remove(&v);
         }

@@ -7,10 +7,10 @@
 mod common;
 use common::garage::{self, Garage};
 use common::{scratch_dir, spin_until, watchdog, Buf};
-use ickpt::store::{version_name, ObjectTier, Store};
+use ickpt::store::{version_name, DirStore, ObjectTier, Store, Tier};
 use ickpt::{Config, Engine};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const PS: usize = 4096;
 
@@ -176,4 +176,104 @@ fn a_malformed_object_url_is_refused_naming_it() {
         ickpt::capi::code_of(&err.into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
     );
+}
+
+/// What a server that crashed mid-run leaves in the bucket: the drain's upload of a version
+/// cut off by the kill, and increments whose full version is gone (the server lost some of
+/// the removals and writes it had acknowledged). Such orphans are reported by verify without
+/// failing the store, collected by the drain's next round, and by `prune` (`plan_prune`).
+#[test]
+fn a_server_killed_mid_run_leaves_orphans_that_verify_names_and_the_drain_collects() {
+    let Some(bin) = garage::binary() else { return };
+    let _env = ENV.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch_dir("s3-orphans-server");
+    let mut server = Garage::start(&bin, &dir);
+    server.export();
+    // wait_drained has no bound of its own.
+    let _hang = watchdog("the orphans test", 120);
+    let local = scratch_dir("s3-orphans-local");
+    let url = format!("s3://{}/orphans-test", garage::BUCKET);
+    // 12 MiB: a full version goes up in three parts, 1.5 s each at 8 MiB/s.
+    let len = 3072 * PS;
+    let mut buf = Buf::new(len);
+    let mut cfg = config(&local, &url);
+    cfg.full_every = 2;
+    cfg.keep_chains = 1;
+    cfg.drain_bandwidth = Some(8 << 20);
+    let e = Engine::open(cfg.clone()).unwrap();
+    // SAFETY: `buf` outlives the engine (dropped first).
+    unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
+    // Full versions rewrite everything, increments one page.
+    let step = |e: &Engine, buf: &mut Buf, v: u64| {
+        if v % 2 == 1 {
+            fill(buf, v);
+        } else {
+            buf.slice_mut()[..PS].fill(v as u8);
+        }
+        assert_eq!(e.checkpoint().unwrap().version, v);
+    };
+    for v in 1..=4 {
+        step(&e, &mut buf, v);
+    }
+    e.wait_drained().unwrap();
+    assert_eq!(object_versions(&url), vec![3, 4]);
+    let leftover = object_bytes(&url, &version_name(4));
+    // A new chain, and the server killed while the drain uploads its full version (a part
+    // of it stored).
+    let data = dir.join("data");
+    let before = dir_bytes(&data);
+    step(&e, &mut buf, 5);
+    spin_until("garage to store a part of version 5", || {
+        dir_bytes(&data) >= before + (1 << 20)
+    });
+    server.kill();
+    assert!(e.wait_drained().is_err(), "the server is down");
+    server.run(&bin);
+    step(&e, &mut buf, 6);
+    e.wait_drained().unwrap();
+    assert_eq!(object_versions(&url), vec![5, 6]);
+    // The crash's leftovers: version 4 back, its full version 3 not.
+    let tier = ObjectTier::open(&url).unwrap();
+    let mut w = tier.create(&version_name(4)).unwrap();
+    w.write_all(&leftover).unwrap();
+    w.commit().unwrap();
+    let tiers = || {
+        vec![
+            Tier {
+                name: "local",
+                store: Arc::new(DirStore::open_read(&local).unwrap()),
+            },
+            Tier {
+                name: "object",
+                store: Arc::new(ObjectTier::open(&url).unwrap()),
+            },
+        ]
+    };
+    let report = ickpt::read::verify::verify_tiers(&tiers(), &mut |_, _| {}).unwrap();
+    assert!(report.ok(), "orphans fail the store: {:?}", report.problems);
+    let orphans: Vec<(&str, u64)> = report
+        .orphans
+        .iter()
+        .map(|p| (p.tier.as_str(), p.version))
+        .collect();
+    assert!(orphans.contains(&("object", 4)), "{:?}", report.orphans);
+    assert_eq!(report.newest_restorable(), Some(6));
+    // prune's plan names it; the drain's next round removes it.
+    let plan = ickpt::maintain::plan_prune(&tiers(), None).unwrap();
+    assert_eq!(
+        plan.iter().map(|r| (r.tier, r.version)).collect::<Vec<_>>(),
+        vec![("object", 4)]
+    );
+    step(&e, &mut buf, 7);
+    e.wait_drained().unwrap();
+    drop(e);
+    assert!(
+        !object_versions(&url).contains(&4),
+        "the orphan is still there"
+    );
+    // The bucket alone still restores the newest version whole.
+    std::fs::remove_dir_all(&*local).unwrap();
+    let (v, got) = restore(cfg, len);
+    assert_eq!(v, 7);
+    assert!(got == buf.slice(), "restored bytes differ");
 }

@@ -315,6 +315,8 @@ impl Shared {
         let catalog = Catalog::with_identity(store, Some(self.id));
         gc::collect(&catalog, &self.retention, local.iter().copied(), u64::MAX)
             .map_err(|e| DrainError::collect(tier.name, e))?;
+        gc::collect_orphans(&catalog, |v| local.binary_search(&v).is_ok())
+            .map_err(|e| DrainError::collect(tier.name, e))?;
         // Records the first tier dropped (it keeps the newest two and the pinned one) go
         // too, once older than every record it still holds.
         if let Some(&(oldest_kept, _)) = records.first() {

@@ -45,6 +45,25 @@ pub(super) fn collect(
     Ok(doomed)
 }
 
+/// Delete the orphans of a lower tier (`catalog::orphans`): versions left without a version
+/// their chain needs, which the first tier no longer holds whole either (the drain copies
+/// what a tier lacks before it collects), so nothing will complete them. A server that
+/// crashed after acknowledging writes and removals leaves such files; they would otherwise
+/// stay for ever, since retention counts only versions that restore. Those `kept` says the
+/// first tier still holds stay (the drain would copy them again). Newest first.
+pub(super) fn collect_orphans(
+    catalog: &Catalog<'_>,
+    kept: impl Fn(u64) -> bool,
+) -> Result<Vec<u64>, GcError> {
+    let mut orphans = crate::read::catalog::orphans(&catalog.survey()?);
+    orphans.retain(|&v| !kept(v));
+    let store = catalog.store();
+    for &v in orphans.iter().rev() {
+        remove(store, &version_name(v))?;
+    }
+    Ok(orphans)
+}
+
 /// What [`collect`] would delete, deleting nothing (`ickpt prune --dry-run` shows it): of the
 /// versions `surveyed` (the catalog's survey), those `retention` lets go, keeping those
 /// `pinned` says to and what global records name.

@@ -161,6 +161,9 @@ pub struct Surveyed {
     /// Why it cannot be restored: its own file, or its chain. None: restorable (as far as
     /// metadata goes; `verify` also reads every page).
     pub problem: Option<Problem>,
+    /// The version its chain needs that is not in the store, when that is why it cannot be
+    /// restored (its own file passed).
+    pub missing: Option<u64>,
 }
 
 impl Surveyed {
@@ -376,6 +379,7 @@ impl<'a> Catalog<'a> {
                 bytes,
                 summary: r.as_ref().ok().cloned(),
                 problem: r.err(),
+                missing: None,
             });
         }
         self.check_chains(&mut out);
@@ -412,6 +416,10 @@ impl<'a> Catalog<'a> {
             if parent == 0 {
                 continue;
             }
+            out[i].missing = match index.get(&parent).map(|&p| &out[p]) {
+                None => Some(parent),
+                Some(p) => p.missing,
+            };
             let problem = match index.get(&parent).map(|&p| &out[p]) {
                 None => Some(Problem {
                     file: self.describe(parent),
@@ -447,6 +455,24 @@ impl<'a> Catalog<'a> {
             out[i].problem = problem;
         }
     }
+}
+
+/// The orphans among `surveyed` (a [`Catalog::survey`]): versions whose own file passes but
+/// whose chain reaches a version missing from the store, older than a version that passes.
+/// No restore can use them and none will ever complete them (a writer never leaves a hole
+/// in a chain; a crashed server that lost a version, or a hand, does). Judged by metadata
+/// and links; `verify` reports the same kind by the pages a restore reads too. Oldest first.
+pub fn orphans(surveyed: &[Surveyed]) -> Vec<u64> {
+    let newest = surveyed
+        .iter()
+        .rev()
+        .find(|s| s.restorable())
+        .map_or(0, |s| s.version);
+    surveyed
+        .iter()
+        .filter(|s| s.version < newest && s.summary.is_some() && s.missing.is_some())
+        .map(|s| s.version)
+        .collect()
 }
 
 /// The rules between a version and its parent. With the parent's own rules and, in turn,
