@@ -4,6 +4,7 @@ use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
+    crate::job::one_store_only(s)?;
     let store = open_store(s)?;
     let catalog = Catalog::new(&store)?;
     let v = pick_version(&catalog, version)?;

@@ -44,10 +44,13 @@ const COLUMNS: [&str; 13] = [
 
 /// What STATUS says was checked: a version's header, metadata and chain links, never its
 /// pages (`ickpt verify` reads those).
-const CHECKED: &str =
+pub const CHECKED: &str =
     "headers, metadata and chain links (not pages: 'ickpt verify' reads every page)";
 
 pub fn run(s: &StoreArgs) -> CmdResult {
+    if let Some(n) = crate::job::ranks(s.dir()?)? {
+        return crate::job::ls(s, n);
+    }
     // With --shared or --object: the tiers, opened once, read as one and listed each, with
     // each tier's copies' metadata checked.
     let (store, tiers): (Box<dyn Store>, _) = if s.shared.is_some() || s.object.is_some() {

@@ -3,6 +3,7 @@
 mod bench;
 mod human;
 mod inspect;
+mod job;
 mod ls;
 mod maintain;
 mod merge;

@@ -35,6 +35,9 @@ pub fn prune(
         let plan = maintain::plan_prune(&tiers, retention.as_ref())?;
         carry_out(s, &tiers, &plan, dry_run)
     };
+    if let Some(n) = crate::job::ranks(s.dir()?)? {
+        return crate::job::prune(s, n, prune_one);
+    }
     let answer = prune_one(s)?;
     if s.json {
         println!("{}", serde_json::to_string_pretty(&answer)?);
@@ -43,6 +46,7 @@ pub fn prune(
 }
 
 pub fn rm(s: &StoreArgs, versions: &[u64], options: RmOptions, dry_run: bool) -> CmdResult {
+    crate::job::one_store_only(s)?;
     let tiers = open_tiers(s, !dry_run)?;
     let plan = maintain::plan_rm(&tiers, versions, options)?;
     let answer = carry_out(s, &tiers, &plan, dry_run)?;

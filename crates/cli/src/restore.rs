@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdResult {
+    crate::job::one_store_only(s)?;
     // With tiers, a copy found damaged is read again from another tier's, as the library's
     // restore does.
     let tiered = if s.shared.is_some() || s.object.is_some() {

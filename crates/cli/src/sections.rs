@@ -9,6 +9,7 @@ use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(s: &StoreArgs) -> CmdResult {
+    crate::job::one_store_only(s)?;
     let store = open_store(s)?;
     let (sections, stale) = survey(&*store)?;
     let mut rows = Vec::new();

@@ -8,6 +8,9 @@ use serde_json::{json, Value};
 use std::process::ExitCode;
 
 pub fn run(s: &StoreArgs) -> CmdResult {
+    if let Some(n) = crate::job::ranks(s.dir()?)? {
+        return crate::job::verify(s, n);
+    }
     let pb = progress::bytes_bar("verifying");
     let report = report(s, &mut |done, total| {
         pb.set_length(total);
