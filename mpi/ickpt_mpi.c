@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "ickpt_mpi.h"
+#include "ickpt_mpi_recv.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -613,6 +614,9 @@ ickpt_result ickpt_mpi_checkpoint(uint64_t tag) {
     ickpt_checkpoint_info info;
     memset(&info, 0, sizeof info);
     ickpt_result local = local_error(ickpt_checkpoint_tagged(tag, &info), "checkpoint");
+    /* The checkpoint protected the buffers of pending receives again; the agreement below
+     * runs MPI's progress engine, which may write into them from the kernel. */
+    ickpt_mpi_recv_reopen_pending();
     if (st.mode == ICKPT_MODE_SYNC)
         return make_global(local, info.version);
     rc = agree(local);

@@ -14,7 +14,10 @@
  * serial calls of ickpt.h (ickpt_protect, ickpt_malloc), rank by rank.
  *
  * Link with `pkg-config --cflags --libs ickpt-mpi`, built with the MPI compiler wrapper of
- * the MPI this library was built with (docs/mpi.md).
+ * the MPI this library was built with (docs/mpi.md). The library also defines MPI's receive,
+ * collective and completion calls (MPI_Recv, PMPI_Recv, ...), which take the first writes of
+ * a receive buffer's protected pages before calling MPI's own: MPI may then receive straight
+ * into protected memory on every backend (docs/mpi.md, "Memory written by MPI itself").
  */
 #ifndef ICKPT_MPI_H
 #define ICKPT_MPI_H

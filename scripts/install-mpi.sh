@@ -17,9 +17,13 @@ which_mpi=$("$mpicc" -show 2>/dev/null | grep -o -E 'openmpi|mpich' | head -n1 |
 which_mpi=${which_mpi:-an unknown MPI}
 install -d "$dest/lib/pkgconfig" "$dest/include"
 install -m 0644 "$root/mpi/ickpt_mpi.h" "$dest/include/ickpt_mpi.h"
+# ickpt_mpi_recv.c defines MPI's receive, collective and completion calls, under their MPI_
+# and PMPI_ names, so that MPI may write into protected memory (docs/mpi.md): a program picks
+# them up when -lickpt_mpi comes before the MPI library on its link line, as mpicc with
+# `pkg-config --libs ickpt-mpi` puts it. They find MPI's own with dlsym (-ldl before glibc 2.34).
 "$mpicc" -O2 -g -Wall -Wextra -Werror -fPIC -shared -I"$dest/include" \
-  "$root/mpi/ickpt_mpi.c" -o "$dest/lib/libickpt_mpi.so" \
-  -L"$dest/lib" -Wl,-rpath,"$prefix/lib" -lickpt
+  "$root/mpi/ickpt_mpi.c" "$root/mpi/ickpt_mpi_recv.c" -o "$dest/lib/libickpt_mpi.so" \
+  -L"$dest/lib" -Wl,-rpath,"$prefix/lib" -lickpt -ldl
 cat > "$dest/lib/pkgconfig/ickpt-mpi.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib

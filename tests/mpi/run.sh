@@ -4,6 +4,11 @@
 # build/prefix-MPI, build the examples, tests/mpi/protocol.c and a C++ program through
 # pkg-config as a user would, then:
 #   - heat_ickpt uninterrupted prints heat's checksum;
+#   - MPI_Recv, a strided MPI_Sendrecv, MPI_Allreduce, MPI_Bcast, and an MPI_Irecv and a
+#     persistent receive pending across a checkpoint, straight into protected memory under the
+#     mprotect backend (tests/mpi/recv_protected.c; in Fortran recv_protected.f90; and over
+#     TCP): the bytes received, and after a restart the same bytes restored, with no EFAULT
+#     reported by MPI (libickpt_mpi's receive wrappers, mpi/ickpt_mpi_recv.c);
 #   - CAPE's parallel Markov loop (examples/cape/markov_mpi.c) on 2 and 4 ranks prints the
 #     sequential run's checksum; tests/mpi/sections.f90 saves and replays sections in Fortran;
 #   - heat_ickpt killed whole (SIGKILL to every process) at random moments (a random number
@@ -143,6 +148,24 @@ resumes() {
     fi
 }
 
+# receives T PROG: tests/mpi/PROG (recv_protected.c or .f90) run, then restarted, on 2 ranks:
+# each prints that it checked the bytes, and no MPI message reports EFAULT (Open MPI reports
+# "errno = 14" and goes on).
+receives() {
+    local t=$1 prog=$2 mode
+    for mode in run restart; do
+        if ! mpi_run "$run" 2 "$bin/$prog" $mode >"$bin/out" 2>&1 ||
+            ! grep -q "^$prog: $mode: ok" "$bin/out"; then
+            fail "$t" "the $mode failed" "$bin/out"
+            return
+        elif grep -qE "errno = 14|Bad address" "$bin/out"; then
+            fail "$t" "MPI reported EFAULT in the $mode" "$bin/out"
+            return
+        fi
+    done
+    pass "$t"
+}
+
 # crashes T POINT STEPS: ICKPT_MPI_CRASH=POINT kills one rank of a 4-rank protocol run; the
 # job must not finish, and the restart must resume every rank at one of the steps STEPS (a
 # regex: after a kill at `committed:3` only global version 2 exists anywhere, so only step 2
@@ -200,14 +223,16 @@ for impl in openmpi mpich; do
     if ! { $cc "$root/examples/mpi/heat.c" -o "$bin/heat" &&
         $cc "$root/examples/mpi/heat_ickpt.c" -o "$bin/heat_ickpt" $flags &&
         $cc "$root/tests/mpi/protocol.c" -o "$bin/protocol" $flags &&
+        $cc "$root/tests/mpi/recv_protected.c" -o "$bin/recv_protected" $flags &&
         $cc "$root/examples/cape/markov.c" -o "$bin/markov" $flags &&
         $cc "$root/examples/cape/markov_mpi.c" -o "$bin/markov_mpi" $flags &&
         mpicxx.$impl -O2 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX \
             "$root/tests/mpi/cxx_header.cpp" -o "$bin/cxx_header" $flags &&
         $fc "$root/examples/mpi/heat.f90" -o "$bin/heat_f" &&
         $fc "$root/examples/mpi/heat_ickpt.f90" -o "$bin/heat_ickpt_f" $fflags &&
-        $fc "$root/tests/mpi/sections.f90" -o "$bin/sections_f" $fflags; } >"$log" 2>&1; then
-        fail "$impl: build" "an example, protocol.c or cxx_header.cpp did not compile" "$log"
+        $fc "$root/tests/mpi/sections.f90" -o "$bin/sections_f" $fflags &&
+        $fc "$root/tests/mpi/recv_protected.f90" -o "$bin/recv_protected_f" $fflags; } >"$log" 2>&1; then
+        fail "$impl: build" "an example or a test program (protocol.c, recv_protected.c or .f90, cxx_header.cpp) did not compile" "$log"
         continue
     fi
     pass "$impl: build (pkg-config ickpt-mpi, ickpt-mpi-fortran; C, C++, Fortran)"
@@ -225,6 +250,24 @@ for impl in openmpi mpich; do
             expect "$impl: CAPE's parallel Markov loop on $n ranks equals the sequential run" \
                 "checksum $want\$" mpi_run "$run" $n "$bin/markov_mpi" 600 30
         done
+    )
+
+    (
+        # With the mprotect backend a clean protected page is read-only, and MPI writing it from
+        # the kernel (single-copy shared memory's process_vm_readv, a TCP socket's read) fails
+        # with EFAULT (MPICH aborts, Open MPI reports it and falls back, or hangs on TCP) unless
+        # libickpt_mpi's wrappers took the page's first write before the call. From C, and
+        # from Fortran, whose bindings reach the wrappers by the MPI_ or the PMPI_ names.
+        export ICKPT_BACKEND=mprotect
+        for prog in recv_protected recv_protected_f; do
+            job "$prog-job" # not $prog: that is the program
+            receives "$impl: $prog: MPI receives and collectives into protected memory (mprotect), restored after a restart" $prog
+        done
+        # Over TCP, as between nodes.
+        if [ $impl = openmpi ]; then tcp=OMPI_MCA_btl=tcp,self; else tcp=UCX_TLS=tcp,self; fi
+        export "$tcp"
+        job recv-tcp
+        receives "$impl: recv_protected over TCP ($tcp)" recv_protected
     )
 
     (
