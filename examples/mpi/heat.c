@@ -11,9 +11,8 @@
  *   ICKPT_DIR=$HOME/heat-job mpirun --oversubscribe -np 4 ./heat_ickpt [STEPS [CELLS [EVERY]]]
  *
  * Each rank owns CELLS cells of a rod (default 1,000,000) and exchanges one halo cell with
- * each neighbour per step, received into local variables rather than straight into the
- * arrays (with ickpt's mprotect backend a system call may not write protected memory; see
- * docs/mpi.md); heat_ickpt checkpoints every EVERY steps (default 100). Two arrays
+ * each neighbour per step, received into local variables (receiving straight into the
+ * protected arrays works too: libickpt_mpi prepares receive buffers, docs/mpi.md); heat_ickpt checkpoints every EVERY steps (default 100). Two arrays
  * alternate: after step `it` the temperatures are in a[] when it is odd, b[] when even, so
  * the step count alone says where the state is. At the end rank 0 prints a checksum of the
  * whole rod, bit-identical run after run.
