@@ -10,9 +10,11 @@
 use crate::error::ReadError;
 use crate::read::catalog::Catalog;
 use crate::read::reverse_scan::{reverse_scan, Sink};
-use crate::store::{retry_other_copies, version_name, Store, Tier, TieredStore};
+use crate::store::{
+    parse_version_name, retry_other_copies, version_name, Store, Tier, TieredStore,
+};
 use ickpt_format::PageDamage;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// What a problem is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,9 +275,13 @@ fn tier_view(
         .iter()
         .map(|(&v, d)| (store.describe(&version_name(v)), d))
         .collect();
+    let clear = clear_without_walk(&catalog, &damage.keys().copied().collect())?;
     let verdicts: Vec<_> = versions
         .iter()
-        .map(|&v| (v, walk(&catalog, v, &|f| lookup.get(f).copied())))
+        .map(|&v| match clear.contains(&v) {
+            true => (v, Ok(())),
+            false => (v, walk(&catalog, v, &|f| lookup.get(f).copied())),
+        })
         .collect();
     drop(lookup);
     view.versions = versions;
@@ -324,8 +330,17 @@ fn together_view(
     let all = TieredStore::new(tiers.to_vec());
     let catalog = Catalog::new(&all)?;
     view.versions = catalog.versions()?;
+    let damaged = damage_by_file
+        .keys()
+        .filter_map(|f| parse_version_name(f.rsplit('/').next()?))
+        .collect();
+    let clear = clear_without_walk(&catalog, &damaged)?;
     let mut verdicts = Vec::new();
     for &v in &view.versions {
+        if clear.contains(&v) {
+            verdicts.push((v, Ok(())));
+            continue;
+        }
         let tiered = TieredStore::new(tiers.to_vec());
         let catalog = Catalog::with_identity(&tiered, catalog.identity());
         let r = retry_other_copies(Some(&tiered), ReadError::damaged_file, || {
@@ -336,6 +351,29 @@ fn together_view(
     let verdicts = still_there(&catalog, &mut view, verdicts, &mut HashMap::new());
     settle(&mut view, verdicts, &catalog)?;
     Ok(view)
+}
+
+/// The versions whose walk cannot fail: their metadata and links pass (`Catalog::survey`,
+/// one ascending pass, which decides as `Catalog::chain` does) and no version of their chain
+/// has a damaged page (`damaged`, by number), so every page their reverse scan reads passes
+/// (the catalog's rules put every page of every region in the chain). Only the others are
+/// walked: a store of one chain of thousands of versions is checked in linear time.
+fn clear_without_walk(
+    catalog: &Catalog<'_>,
+    damaged: &HashSet<u64>,
+) -> Result<HashSet<u64>, ReadError> {
+    let mut clear = HashSet::new();
+    for s in catalog.survey()? {
+        let Some(m) = s.summary.as_ref().filter(|_| s.restorable()) else {
+            continue;
+        };
+        let parent = m.header.parent;
+        // Parents are older: settled before their children.
+        if !damaged.contains(&s.version) && (parent == 0 || clear.contains(&parent)) {
+            clear.insert(s.version);
+        }
+    }
+    Ok(clear)
 }
 
 /// Walk version `v` as a restore of it would, reading no page: its chain, then the pages its
