@@ -1,12 +1,12 @@
 use crate::CmdResult;
-use ickpt::track;
+use ickpt::probe;
 use serde_json::json;
 use std::process::ExitCode;
 
 pub fn run(as_json: bool, list: bool) -> CmdResult {
-    let f = track::features()?;
-    let available: Vec<&str> = track::available()?.iter().map(|b| b.as_str()).collect();
-    let auto = track::auto_choice()?.as_str();
+    let f = probe::features()?;
+    let available: Vec<&str> = probe::available()?.iter().map(|b| b.as_str()).collect();
+    let auto = probe::auto_choice()?.as_str();
     if list && as_json {
         return Err(crate::UsageError(
             "--list and --json are two formats: give one (--json has the list as 'backends')",

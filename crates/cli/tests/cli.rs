@@ -450,7 +450,7 @@ fn bench_tracking_runs_every_case_and_reports_exact_pages() {
     assert!(out.status.success(), "{}", text(&out));
     let j = json(&out);
     let first = j["first_write"].as_array().unwrap();
-    let available = ickpt::track::available().unwrap();
+    let available = ickpt::probe::available().unwrap();
     for b in &available {
         for order in ["sequential", "random"] {
             assert!(

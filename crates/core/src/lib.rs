@@ -24,6 +24,7 @@ pub mod io;
 pub mod maintain;
 pub mod policy;
 pub mod private_file;
+pub mod probe;
 pub mod read;
 pub mod store;
 // Not API: public only with the `raw-sys` feature, for ickpt's benchmarks and tests.
@@ -45,8 +46,8 @@ pub use engine::{
 };
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, InjectError,
-    MaintainError, MergeFilesError, ProtectError, RangeProblem, ReadError, RegionError,
-    RestoreError, SectionError, VERIFY_HINT,
+    MaintainError, MergeFilesError, ProtectError, ReadError, RegionError, RestoreError,
+    SectionError, VERIFY_HINT,
 };
 pub use ickpt_format as format;
-pub use track::{Backend, Granularity};
+pub use track::{Backend, Granularity, RangeProblem};

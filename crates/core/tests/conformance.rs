@@ -60,7 +60,7 @@ fn check_and_run(case: fn(Backend), b: Backend) {
             forced.as_str()
         ));
     }
-    if !ickpt::track::available().unwrap().contains(&b) {
+    if !ickpt::probe::available().unwrap().contains(&b) {
         return skip("this kernel does not offer it (see 'ickpt probe')".into());
     }
     case(b)
@@ -110,7 +110,7 @@ for_every_backend!(
 #[test]
 fn auto_is_the_probed_backend_or_the_forced_one() {
     let _shared = ALONE.read().unwrap_or_else(|e| e.into_inner());
-    let want = forced_backend().unwrap_or_else(|| ickpt::track::auto_choice().unwrap());
+    let want = forced_backend().unwrap_or_else(|| ickpt::probe::auto_choice().unwrap());
     let (e, dir) = engine("conf-auto", Backend::Auto);
     assert_eq!(e.backend(), want);
     drop(e);

@@ -19,7 +19,6 @@ fn refused(var: &str, value: impl AsRef<std::ffi::OsStr>) -> SettingError {
     };
     let s = match &err {
         InitError::Setting(s) => s.clone(),
-        InitError::Store(ickpt::store::OpenError::Setting(s)) => s.clone(),
         other => panic!("{var}={value:?}: not a setting error: {other:?}"),
     };
     assert_eq!(s.name, var, "{err}");

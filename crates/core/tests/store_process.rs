@@ -3,7 +3,7 @@
 
 mod common;
 use common::{scratch_dir, Scratch};
-use ickpt::store::{DirStore, OpenError, RenameMode, Store, StoreId};
+use ickpt::store::{DirStore, RenameMode, Store, StoreId};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -38,10 +38,10 @@ fn files_are_owner_only(umask: u32) {
     );
 }
 
-fn rename_setting(value: &str) -> (Scratch, Result<DirStore, OpenError>) {
+fn rename_setting(value: &str) -> (Scratch, Result<ickpt::Engine, ickpt::InitError>) {
     std::env::set_var("ICKPT_RENAME", value);
     let dir = scratch_dir("rename-env");
-    let r = DirStore::open_write(&dir);
+    let r = ickpt::Engine::open(ickpt::Config::new(&*dir));
     std::env::remove_var("ICKPT_RENAME");
     (dir, r)
 }
@@ -56,17 +56,28 @@ fn process_wide_settings() {
     files_are_owner_only(0);
     set_umask(old as u32);
 
-    let err = rename_setting("hardlink").1.unwrap_err();
-    assert!(matches!(err, OpenError::Setting { .. }), "{err}");
+    // ICKPT_RENAME is the engine's setting (config::env), refused when malformed before the
+    // directory is touched; the store itself takes the mode as a value.
+    let (dir, r) = rename_setting("hardlink");
+    let err = r.err().expect("refused");
+    assert!(matches!(err, ickpt::InitError::Setting { .. }), "{err}");
     assert!(err.to_string().contains("ICKPT_RENAME"), "{err}");
     assert_eq!(
-        ickpt::capi::code_of(&ickpt::InitError::Store(err).into()),
+        ickpt::capi::code_of(&err.into()),
         ickpt::capi::ickpt_result::ICKPT_ERR_INVALID_ARGUMENT
     );
-    let (_dir, store) = rename_setting("link");
-    let store = store.unwrap();
+    assert!(!dir.exists(), "the directory was touched");
+    let (_dir, e) = rename_setting("link");
+    let e = e.unwrap();
+    e.alloc(1, 4096).unwrap();
+    assert_eq!(e.checkpoint().unwrap().version, 1);
+    std::env::set_var("ICKPT_RENAME", "hardlink");
+    let plain = scratch_dir("rename-env-store");
+    let store = DirStore::open_write(&plain);
+    std::env::remove_var("ICKPT_RENAME");
+    let store = store.expect("a store opened directly reads no variable");
     let mut w = store.create("v00000001.ickpt").unwrap();
     w.write_all(b"x").unwrap();
     w.commit().unwrap();
-    assert_eq!(store.rename_method(), Some(RenameMode::Link));
+    assert_eq!(store.rename_method(), Some(RenameMode::NoReplace));
 }

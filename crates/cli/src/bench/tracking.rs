@@ -121,7 +121,7 @@ pub fn run(a: &Args) -> CmdResult {
         println!("{v}");
         return Ok(ExitCode::SUCCESS);
     }
-    let available_owned: Vec<String> = ickpt::track::available()?
+    let available_owned: Vec<String> = ickpt::probe::available()?
         .iter()
         .map(|b| b.as_str().to_string())
         .collect();

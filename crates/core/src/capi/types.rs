@@ -3,11 +3,10 @@
 use crate::engine::{CheckpointInfo, Stats};
 use crate::error::{
     CheckpointError, DrainError, Error, FileError, GcError, GlobalError, InitError, InjectError,
-    MergeFilesError, ProtectError, RangeProblem, ReadError, RegionError, RestoreError,
-    SectionError,
+    MergeFilesError, ProtectError, ReadError, RegionError, RestoreError, SectionError,
 };
 use crate::store::dir::OpenError;
-use crate::track::TrackError;
+use crate::track::{RangeProblem, TrackError};
 use ickpt_format::{CommitMode, Kind};
 use std::ffi::{c_char, CStr};
 
@@ -448,7 +447,6 @@ fn drain_code(e: &DrainError) -> ickpt_result {
 fn open_code(e: &OpenError) -> ickpt_result {
     use ickpt_result::*;
     match e {
-        OpenError::Setting(_) => ICKPT_ERR_INVALID_ARGUMENT,
         OpenError::NotAStore { .. }
         | OpenError::Missing { .. }
         | OpenError::NoSuchDir { .. }

@@ -9,7 +9,7 @@
 use super::SettingError;
 use crate::store::{parse_size, Fault, FaultTarget, RenameMode};
 use crate::sys::uffd::Hidden;
-use crate::track::{Backend, Granularity};
+use crate::track::{Backend, Granularity, UffdSpin};
 use ickpt_format::{CommitMode, FlushOrder};
 use std::path::PathBuf;
 
@@ -169,18 +169,6 @@ pub(crate) fn backend() -> Result<Option<Backend>, SettingError> {
         "auto, mprotect, uffd or uffd-async",
         Backend::parse,
     )
-}
-
-/// When the uffd backend's handler thread polls instead of sleeping (`ICKPT_UFFD_SPIN`, for
-/// measuring the difference, docs/benchmarks.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UffdSpin {
-    Never,
-    /// While a commit runs.
-    Commit,
-    /// While a commit runs, and for a short burst after each fault (the default).
-    Burst,
-    Always,
 }
 
 /// `ICKPT_UFFD_SPIN`: never | commit | burst (default) | always.

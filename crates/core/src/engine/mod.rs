@@ -27,8 +27,7 @@ pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 use crate::config::env::{CommitSwitches, TestSwitches};
 use crate::config::Config;
 use crate::error::{
-    CheckpointError, DrainError, FileError, ForkedChild, InitError, ProtectError, RangeProblem,
-    RegionError,
+    CheckpointError, DrainError, FileError, ForkedChild, InitError, ProtectError, RegionError,
 };
 use crate::policy::Head;
 use crate::read::catalog;
@@ -38,6 +37,7 @@ use crate::store::{
 };
 use crate::sys::mem::{Mapping, TrackedPages};
 use crate::sys::page_size;
+use crate::track::RangeProblem;
 use crate::track::{self, Backend, Granularity, OwnBytes, Protocol, TrackedRegion, Tracker};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -28,7 +28,7 @@ pub use global::GlobalError;
 pub use init::InitError;
 pub use inject::{InjectError, MergeFilesError};
 pub use maintain::MaintainError;
-pub use protect::{ProtectError, RangeProblem};
+pub use protect::ProtectError;
 pub use read::ReadError;
 pub use region::RegionError;
 pub use restore::RestoreError;

@@ -1,8 +1,9 @@
 //! Pure decisions, testable without memory tricks or I/O.
 
+mod access;
 pub mod prwip;
 
-use crate::track::Access;
+pub use access::Access;
 use ickpt_format::Kind;
 use std::collections::HashMap;
 
@@ -556,7 +557,7 @@ mod tests {
 
     #[test]
     fn adaptive_priority_is_wait_cow_avoided_after_each_by_first_write() {
-        use crate::track::Access::*;
+        use crate::policy::Access::*;
         let pages = [
             (After, 1, 'a'),
             (Avoided, 2, 'b'),

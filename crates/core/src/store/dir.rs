@@ -3,6 +3,7 @@
 //! opened once (see `fs.rs`), so no link in the store is ever followed.
 
 use super::fs::{FileKind, FsDir, FsFile, LockGuard, StoreFs};
+use super::marker::{marker_identity, marker_text, MARKER, MARKER_MAX};
 pub use super::open_error::OpenError;
 use super::publish::{Publisher, RenameMode};
 use super::real_fs::RealFs;
@@ -13,15 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Marks a directory as an ickpt store, so ickpt never writes into or deletes from a
-/// directory that holds something else.
-pub const MARKER: &str = "ickpt-store";
 /// What writers lock: a file only the owner can open, so no other user can block the store.
 pub const LOCK: &str = "ickpt-lock";
-/// Format 1 had only the first line (with "format 1"); format 2 adds the store's identity.
-pub(crate) const MARKER_HEAD: &str = "ickpt checkpoint store, format 2\n";
-/// Markers are a few lines; more is not ickpt's.
-pub(crate) const MARKER_MAX: u64 = 4096;
 const TMP_PREFIX: &str = ".tmp-";
 /// Names tried before giving up when temporary names are taken (each try is a new name).
 const TEMP_ATTEMPTS: u32 = 64;
@@ -62,10 +56,10 @@ impl DirStore {
     /// Open or create `dir` for writing: refuses a directory others could write to or that
     /// holds what is not ickpt's, takes the store's lock, checks the directory is writable,
     /// creates the marker if the store is new (or lost it), and removes temporaries a
-    /// crashed writer left behind.
-    /// `ICKPT_RENAME` chooses how versions get their names (see [`RenameMode`]).
+    /// crashed writer left behind. Versions get their names as `auto` finds best (an
+    /// engine passes `ICKPT_RENAME`'s choice to [`open_write_on`](Self::open_write_on)).
     pub fn open_write(dir: &Path) -> Result<Self, OpenError> {
-        Self::open_write_on(&RealFs, dir, crate::config::env::rename()?)
+        Self::open_write_on(&RealFs, dir, RenameMode::Auto)
     }
 
     /// [`open_read`](Self::open_read) on any file system.
@@ -484,21 +478,4 @@ impl Drop for DirWriter {
             let _ = self.shared.dir.unlink(tmp);
         }
     }
-}
-
-/// The marker's text (format 2), with the store's identity when it has one; every tier writes
-/// this (`object.rs` too).
-pub(crate) fn marker_text(id: Option<StoreId>) -> String {
-    let mut text = MARKER_HEAD.to_string();
-    if let Some(id) = id {
-        text.push_str(&format!("id {id}\n"));
-    }
-    text
-}
-
-/// The identity a marker's first `MARKER_MAX` bytes record, if any.
-pub(crate) fn marker_identity(text: &[u8]) -> Option<StoreId> {
-    String::from_utf8_lossy(text)
-        .lines()
-        .find_map(|l| l.strip_prefix("id ").and_then(StoreId::from_hex))
 }

@@ -31,6 +31,7 @@ pub(crate) mod dir;
 mod discard;
 mod faulty;
 pub mod fs;
+mod marker;
 #[cfg(feature = "s3")]
 mod object;
 mod open_error;
@@ -40,11 +41,12 @@ mod throttled;
 mod tiered;
 
 pub use crash_fs::{CrashFs, CrashOptions};
-pub use dir::{DirStore, OpenError, LOCK, MARKER};
+pub use dir::{DirStore, OpenError, LOCK};
 pub use discard::DiscardStore;
 pub use faulty::{Fault, FaultPlan, FaultTarget, FaultyStore};
 pub use fs::StoreFs;
 use ickpt_format::ReadAt;
+pub use marker::MARKER;
 #[cfg(feature = "s3")]
 pub use object::{parse_object_url, ObjectTier};
 pub use publish::{RenameMode, RENAME_VAR};

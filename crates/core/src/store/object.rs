@@ -7,8 +7,8 @@
 //! `AWS_REGION`, `AWS_ALLOW_HTTP` for a server on plain HTTP). Its calls are async; each runs
 //! to the end on a one-worker runtime of this store's own, so callers stay synchronous.
 
-use super::dir::{marker_identity, marker_text, MARKER_MAX};
-use super::{Store, StoreFile, StoreId, StoreWriter, MARKER};
+use super::marker::{marker_identity, marker_text, MARKER, MARKER_MAX};
+use super::{Store, StoreFile, StoreId, StoreWriter};
 use ickpt_format::Piece;
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;

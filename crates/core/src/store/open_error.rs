@@ -1,7 +1,8 @@
 //! Why a directory could not be opened as a store. Each message names the path and says
 //! what to do.
 
-use super::dir::{LOCK, MARKER};
+use super::dir::LOCK;
+use super::marker::MARKER;
 use std::io;
 
 #[derive(Debug, thiserror::Error)]
@@ -46,8 +47,6 @@ pub enum OpenError {
     /// `ickpt prune` or `ickpt rm` on a store an application has open.
     #[error("{dir} is in use by a running application (it holds the store's lock): stop it before removing versions by hand; while it runs, its own retention (keep_chains, keep_versions, keep_within) collects")]
     InUse { dir: String },
-    #[error(transparent)]
-    Setting(#[from] crate::config::SettingError),
 }
 
 fn unsafe_dir(dir: &str, owner: u32, mode: u32, uid: u32) -> String {

@@ -16,8 +16,8 @@
 //! neighbour's bytes, whose tracking this region cannot speak for).
 
 use crate::track::memory::own_mem::OwnSlice;
-use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::first_write::Catch;
+use crate::track::region::TrackedRegion;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 

@@ -6,19 +6,21 @@ mod backends;
 mod huge;
 pub(crate) mod memory;
 pub(crate) mod protocol;
+mod range_problem;
+pub(crate) mod region;
+pub(crate) mod registry;
+pub(crate) mod stack;
 
-use crate::config::env::UffdSpin;
-use crate::config::SettingError;
 use crate::sys::uffd::{Features, Hidden};
-pub use backends::{MprotectTracker, UffdAsyncTracker, UffdTracker};
+pub use backends::{MprotectTracker, UffdAsyncTracker, UffdSpin, UffdTracker};
 pub(crate) use memory::bitmap;
 pub(crate) use memory::own_mem::OwnBytes;
-pub(crate) use memory::region::TrackedRegion;
-pub(crate) use memory::stack::{before_protect, on_this_stack};
 #[doc(hidden)]
 pub use protocol::first_write::test_pause;
-pub(crate) use protocol::pages::Access;
 pub(crate) use protocol::Protocol;
+pub use range_problem::RangeProblem;
+pub(crate) use region::TrackedRegion;
+pub(crate) use stack::{before_protect, on_this_stack};
 use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
@@ -88,7 +90,7 @@ pub enum TrackError {
     /// The range cannot be tracked (overlap, ickpt's own memory, the signal stack): the
     /// engine reports it as the protect call's `BadRange`.
     #[error("the memory {0}")]
-    Refused(crate::error::RangeProblem),
+    Refused(RangeProblem),
     #[error("allocating tracking memory failed: {0}")]
     OwnAlloc(#[source] std::io::Error),
     #[error("changing page protection failed: {0}")]
@@ -234,11 +236,10 @@ fn kernel_features() -> &'static Features {
     F.get_or_init(crate::sys::uffd::probe)
 }
 
-/// What this kernel offers for tracking, less what the `ICKPT_NO_UFFD` and
-/// `ICKPT_NO_PAGEMAP_SCAN` switches hide now (a malformed switch is an error). The kernel is
-/// probed once; the switches are read at each call, as `Engine::open` reads them.
-pub fn features() -> Result<Features, SettingError> {
-    Ok(kernel_features().hiding(crate::config::env::hidden_features()?))
+/// What this kernel offers for tracking, less what `hide` hides (the `ICKPT_NO_UFFD` and
+/// `ICKPT_NO_PAGEMAP_SCAN` switches, which `crate::probe` reads). The kernel is probed once.
+pub fn features(hide: Hidden) -> Features {
+    kernel_features().hiding(hide)
 }
 
 /// The backends `f` offers.
@@ -253,14 +254,14 @@ fn offered(f: &Features) -> Vec<Backend> {
     v
 }
 
-/// The backends this kernel offers (less what the ICKPT_NO_* switches hide).
-pub fn available() -> Result<Vec<Backend>, SettingError> {
-    Ok(offered(&features()?))
+/// The backends this kernel offers, less what `hide` hides.
+pub fn available(hide: Hidden) -> Vec<Backend> {
+    offered(&features(hide))
 }
 
-/// What `auto` takes on this kernel (see [`select`]).
-pub fn auto_choice() -> Result<Backend, SettingError> {
-    Ok(auto_of(&features()?))
+/// What `auto` takes on this kernel, less what `hide` hides (see [`select`]).
+pub fn auto_choice(hide: Hidden) -> Backend {
+    auto_of(&features(hide))
 }
 
 fn auto_of(f: &Features) -> Backend {

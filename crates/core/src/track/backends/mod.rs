@@ -9,5 +9,5 @@ mod uffd_shared;
 
 pub(crate) use mprotect::collect_pages_by_protection;
 pub use mprotect::MprotectTracker;
-pub use uffd::UffdTracker;
+pub use uffd::{UffdSpin, UffdTracker};
 pub use uffd_async::UffdAsyncTracker;

@@ -7,9 +7,9 @@
 
 use crate::sys::mem::Protection;
 use crate::sys::{page_size, signal, thread};
-use crate::track::memory::region::TrackedRegion;
-use crate::track::memory::registry;
 use crate::track::protocol::first_write::{self, Outcome};
+use crate::track::region::TrackedRegion;
+use crate::track::registry;
 use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::sync::Arc;
 

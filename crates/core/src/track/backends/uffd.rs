@@ -16,20 +16,31 @@
 // memory.
 #![allow(unsafe_code)]
 
-use crate::config::env::UffdSpin;
 use crate::sys::pagemap::Pagemap;
 use crate::sys::userfault::{wait_readable, UffdMsg, Userfault, Wakeup, WriteFault};
 use crate::sys::{page_size, thread};
 use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
 use crate::track::memory::bitmap;
 use crate::track::memory::own_mem::{OwnArray, OwnBytes, OwnSlice};
-use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::first_write::{self, Catch, Outcome};
 use crate::track::protocol::{Protocol, WaitTicket};
+use crate::track::region::TrackedRegion;
 use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
+
+/// When the handler thread polls instead of sleeping (`ICKPT_UFFD_SPIN`, for measuring the
+/// difference, docs/benchmarks.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UffdSpin {
+    Never,
+    /// While a commit runs.
+    Commit,
+    /// While a commit runs, and for a short burst after each fault (the default).
+    Burst,
+    Always,
+}
 
 /// Faults the handler can hold at once: at most one per application thread is outstanding.
 const PARKED: usize = 4096;

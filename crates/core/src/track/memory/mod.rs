@@ -1,9 +1,5 @@
-//! The memory tracking works on: a tracked region and its dirty bitmap, the lock-free
-//! registry the fault path finds regions in, the mappings ickpt keeps for itself (which no
-//! region may cover), and the alternate signal stack a thread protecting its own stack needs.
+//! The memory tracking is built on, depending on nothing else of tracking: a dirty bitmap
+//! that lives in ickpt's own mappings, and those mappings (which no region may cover).
 
 pub(crate) mod bitmap;
 pub(crate) mod own_mem;
-pub(crate) mod region;
-pub(crate) mod registry;
-pub(crate) mod stack;

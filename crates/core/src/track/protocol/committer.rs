@@ -6,8 +6,8 @@
 use super::{AccessCounts, Protocol};
 use crate::sys::thread;
 use crate::track::memory::bitmap;
-use crate::track::memory::region::TrackedRegion;
 use crate::track::protocol::pages::PageState;
+use crate::track::region::TrackedRegion;
 use crate::track::{Guard, Tracker};
 use std::sync::Arc;
 

@@ -10,12 +10,13 @@
 // raw pointers, and fills a copy-on-write slot from the application's page.
 #![allow(unsafe_code)]
 
-use super::pages::{Access, PageState};
+use super::pages::PageState;
 use super::{Protocol, C_IN_PROGRESS, C_ORPHANED};
+use crate::policy::Access;
 use crate::sys::{page_size, thread};
 use crate::track::acck;
-use crate::track::memory::region::TrackedRegion;
-use crate::track::memory::registry;
+use crate::track::region::TrackedRegion;
+use crate::track::registry;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// What a first write to a page does before the page opens, by the page's state: the whole

@@ -29,12 +29,12 @@ pub(crate) mod first_write;
 pub(crate) mod pages;
 pub(crate) mod schedule;
 
+use crate::policy::Access;
 use crate::sys::thread;
 use crate::track::huge::HugeQueue;
 use crate::track::memory::own_mem::OwnSlice;
-use crate::track::memory::region::TrackedRegion;
+use crate::track::region::TrackedRegion;
 use cow::CowPool;
-use pages::Access;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 

@@ -2,6 +2,7 @@
 //! each page was first written in the current epoch (for the next flush order).
 //! Both live in ickpt's own mappings: the fault handler updates them.
 
+use crate::policy::Access;
 use crate::track::memory::own_mem::OwnSlice;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering::SeqCst};
@@ -44,30 +45,14 @@ impl PageState {
     }
 }
 
-/// How a page was first written in an epoch (paper 000 §3.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[repr(u8)]
-pub enum Access {
-    Untouched = 0,
-    /// Copied into a copy-on-write slot while scheduled.
-    Cow = 1,
-    /// Waited for the committer to take it.
-    Wait = 2,
-    /// Written during the commit, after the committer had taken it.
-    Avoided = 3,
-    /// Written after the commit finished.
-    After = 4,
-}
-
-impl Access {
-    fn from_code(c: u32) -> Access {
-        match c {
-            1 => Access::Cow,
-            2 => Access::Wait,
-            3 => Access::Avoided,
-            4 => Access::After,
-            _ => Access::Untouched,
-        }
+/// The access type from the low bits of an access word.
+fn access_of(c: u32) -> Access {
+    match c {
+        1 => Access::Cow,
+        2 => Access::Wait,
+        3 => Access::Avoided,
+        4 => Access::After,
+        _ => Access::Untouched,
     }
 }
 
@@ -179,10 +164,7 @@ impl PageStates {
             return (Access::Untouched, 0);
         }
         let w = a.swap(0, SeqCst);
-        (
-            Access::from_code(w & ((1 << TYPE_BITS) - 1)),
-            w >> TYPE_BITS,
-        )
+        (access_of(w & ((1 << TYPE_BITS) - 1)), w >> TYPE_BITS)
     }
 
     pub fn spans(&self) -> [(usize, usize); 2] {

@@ -3,9 +3,9 @@
 //! learning. The engine calls this with the gate closed, between taking the region's dirty
 //! bits and re-arming it, so no write meets a re-armed page whose state is stale.
 
+use crate::policy::Access;
 use crate::track::memory::bitmap;
-use crate::track::memory::region::TrackedRegion;
-use crate::track::Access;
+use crate::track::region::TrackedRegion;
 
 /// How a page was first written in the ending epoch, as (access, order, (region index,
 /// page)): what the adaptive flush order learns from.

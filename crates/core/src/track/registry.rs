@@ -12,9 +12,9 @@
 // a raw pointer.
 #![allow(unsafe_code)]
 
-use crate::error::RangeProblem;
 use crate::track::memory::own_mem::OwnSlice;
-use crate::track::memory::region::TrackedRegion;
+use crate::track::region::TrackedRegion;
+use crate::track::RangeProblem;
 use crate::track::TrackError;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -12,8 +12,8 @@
 //! Memory on *another* thread's stack is that thread's business: it needs an alternate
 //! signal stack of its own (it protected something on its own stack, or called sigaltstack).
 
-use crate::error::RangeProblem;
 use crate::sys::altstack::{self, AltStack};
+use crate::track::RangeProblem;
 use crate::track::TrackError;
 use std::cell::RefCell;
 
