@@ -5,7 +5,7 @@
  * writes open them, splitting the mapping), then one mprotect(PROT_READ) over the whole
  * region, which merges the pieces back. Not part of the build or the tests; run by hand:
  *     cc -O2 scripts/fence-cost.c -o /tmp/fence-cost && /tmp/fence-cost
- * Output kept in docs/benchmarks/issue11-fence-cost/.
+ * Output kept in docs/benchmarks/fence-cost/.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
