@@ -25,7 +25,7 @@ endif
 endif
 endif
 
-.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi test-install lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -76,6 +76,7 @@ testfs: core-deps
 	$(CARGO) build --release -p ickpt-testfs
 
 lint: core-deps
+	scripts/check-commits.sh
 	$(CARGO) fmt --all -- --check
 	rustfmt --edition 2021 --check fuzz/fuzz_targets/*.rs
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
@@ -110,6 +111,16 @@ test-c: stage testfs
 # protocol (tests/mpi/run.sh; each mpirun bounded).
 test-mpi: build
 	tests/mpi/run.sh
+
+# The inner loop: the Rust tests and the C tests once (auto's backend), with nothing
+# installed beyond the Rust toolchain and a C compiler: no apt-get, no S3 server, no MPI.
+# What needs more (the S3 tier's tests, the FUSE mounts, the cffi example) says SKIPPED;
+# `make test` runs everything.
+check:
+	ICKPT_ALLOW_NO_S3=1 $(BOUNDED) $(CARGO) test --release --workspace
+	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-testfs
+	scripts/install.sh "$(STAGE)" "$(STAGE)"
+	ICKPT_ALLOW_NO_FUSE=1 ICKPT_ALLOW_NO_CFFI=1 tests/c/run.sh "$(STAGE)"
 
 # `make install` as a batch job runs it: with a HOME of its own (tests/install_home.sh).
 test-install: build
