@@ -38,10 +38,6 @@ extern "C" {
  */
 #define ICKPT_BACKEND_UFFD_ASYNC 3
 
-#define ICKPT_KIND_FULL 0
-
-#define ICKPT_KIND_INCREMENTAL 1
-
 /**
  * `ickpt_checkpoint` returns once the version is committed.
  */
@@ -131,6 +127,10 @@ extern "C" {
  * PRWIP, raising a page's predicted rewrite interval after two conflict-free rounds.
  */
 #define ICKPT_PRECOPY_PRWIP_OPT 3
+
+#define ICKPT_KIND_FULL 0
+
+#define ICKPT_KIND_INCREMENTAL 1
 
 /**
  * Result of every ickpt call. 0 is success; `ickpt_last_error()` explains a failure.
@@ -773,15 +773,15 @@ enum ickpt_result ickpt_get_stats(struct ickpt_stats *out);
 enum ickpt_result ickpt_get_phases_sized(struct ickpt_phases *out, size_t size);
 
 /**
+ * A constant name for a result code ("ICKPT_ERR_IO"); "unknown" for other values.
+ */
+const char *ickpt_result_name(int32_t r);
+
+/**
  * The message of the last failed call on this thread ("" if none). Valid until the next
  * ickpt call on this thread.
  */
 const char *ickpt_last_error(void);
-
-/**
- * A constant name for a result code ("ICKPT_ERR_IO"); "unknown" for other values.
- */
-const char *ickpt_result_name(int32_t r);
 
 /**
  * The library version ("0.1.0").

@@ -1,7 +1,7 @@
 //! The edge between C and Rust: panics stop here, errors become result codes and messages.
 
 use super::engine_lock::EngineLock;
-use super::types::{code_of, ickpt_result};
+use super::{code_of, ickpt_result};
 use crate::engine::Engine;
 use crate::error::{Error, ForkedChild};
 use std::cell::RefCell;

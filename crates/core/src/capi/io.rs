@@ -3,7 +3,7 @@
 //! so they can replace `read`, `pread` and `recv` in place (docs/abi.md, rule 10).
 
 use super::boundary::guard;
-use super::types::ickpt_result;
+use super::ickpt_result;
 use crate::error::Error;
 use std::ffi::c_void;
 

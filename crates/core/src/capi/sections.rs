@@ -1,7 +1,7 @@
 //! Program sections, word deltas, merge and inject from C (paper 003; docs/sections.md).
 
 use super::boundary::{guard, with_engine};
-use super::types::ickpt_result;
+use super::ickpt_result;
 use super::{c_path, out_ptr, ENGINE};
 use crate::error::{Error, InjectError};
 use crate::SectionSave;
