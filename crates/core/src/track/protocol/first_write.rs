@@ -20,10 +20,7 @@ use crate::track::registry;
 use std::sync::atomic::Ordering::SeqCst;
 
 /// What a first write to a page does before the page opens, by the page's state: the whole
-/// of the decision, in one table ([`action`]). Two more are coming and belong here: a twin
-/// copy of the page before the write, for word-level deltas (CAPE: for a region kept as
-/// deltas, on a page the commit does not need); and a conflict with a page pre-copied ahead
-/// of its checkpoint (PRWIP: a state of its own, whose first write schedules the page again).
+/// of the decision, in one table ([`action`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
     /// The running commit does not need the page's bytes (any more): record the write and

@@ -14,9 +14,11 @@
 //! | `taken` | Flushing or Copied → Taken | the committer | `committer.rs` |
 //! | `abandon`, then `leave_out` | Scheduled → Idle, then any → Idle | a failed commit | `committer.rs` (`Drain`) |
 //!
-//! A first write's action by state is `first_write::action`: the one place to add the two
-//! that are coming (a twin copy before the write for word-level deltas; a conflict with a
-//! page pre-copied ahead of its checkpoint).
+//! A first write's action by state is `first_write::action`, the whole of that decision.
+//! Program sections and pre-copy add no action of their own: a section's twins are copied
+//! whole when it starts (`engine/section/twins.rs`), and a page pre-copied ahead of its
+//! checkpoint is armed again before it is copied, so a rewrite shows as a written page at the
+//! next pass or at the checkpoint, which copy it again (`engine/precopy`).
 //!
 //! Files: `mod.rs` the shared state (`Protocol`): gate, waits, counters; `pages.rs` the
 //! states; `schedule.rs` marking pages for a commit; `first_write.rs` the decision and the
