@@ -171,3 +171,93 @@ impl PageStates {
         [self.state.span(), self.access.span()]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PageState::{self, *};
+    use super::PageStates;
+    use crate::policy::Access;
+
+    const ALL: [PageState; 6] = [Idle, Scheduled, Flushing, Copying, Copied, Taken];
+
+    /// Each named transition from each state: the state it leaves, and what a conditional one
+    /// answers (None for the unconditional ones). The table in `protocol/mod.rs` says who
+    /// makes each; this is what each does, whatever state it meets.
+    type Step = fn(&PageStates, usize) -> Option<bool>;
+
+    fn expected(t: &str, from: PageState) -> (PageState, Option<bool>) {
+        match (t, from) {
+            ("schedule", _) => (Scheduled, None),
+            ("leave_out", _) => (Idle, None),
+            ("abandon", Scheduled) => (Idle, None),
+            ("abandon", s) => (s, None),
+            ("start_copy", Scheduled) => (Copying, Some(true)),
+            ("start_copy", s) => (s, Some(false)),
+            ("copied", _) => (Copied, None),
+            ("claim", Scheduled) => (Flushing, Some(true)),
+            ("claim", s) => (s, Some(false)),
+            ("taken", _) => (Taken, None),
+            _ => unreachable!("{t}"),
+        }
+    }
+
+    #[test]
+    fn every_transition_from_every_state_does_what_the_table_says() {
+        let steps: [(&str, Step); 7] = [
+            ("schedule", |p, i| {
+                p.schedule(i);
+                None
+            }),
+            ("leave_out", |p, i| {
+                p.leave_out(i);
+                None
+            }),
+            ("abandon", |p, i| {
+                p.abandon(i);
+                None
+            }),
+            ("start_copy", |p, i| Some(p.start_copy(i))),
+            ("copied", |p, i| {
+                p.copied(i);
+                None
+            }),
+            ("claim", |p, i| Some(p.claim(i))),
+            ("taken", |p, i| {
+                p.taken(i);
+                None
+            }),
+        ];
+        let p = PageStates::new(2).unwrap();
+        for (name, step) in steps {
+            for from in ALL {
+                p.set(1, from);
+                p.set(0, Idle);
+                let answer = step(&p, 1);
+                let (to, said) = expected(name, from);
+                assert_eq!((p.get(1), answer), (to, said), "{name} from {from:?}");
+                assert_eq!(p.get(0), Idle, "{name} from {from:?} touched another page");
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_record_of_an_epoch_stands_until_taken() {
+        let p = PageStates::new(1).unwrap();
+        assert_eq!(p.take_access(0), (Access::Untouched, 0));
+        assert!(p.record(0, Access::Wait, 7));
+        assert!(
+            !p.record(0, Access::Cow, 9),
+            "a later writer replaced the first record"
+        );
+        assert_eq!(p.take_access(0), (Access::Wait, 7));
+        assert_eq!(
+            p.take_access(0),
+            (Access::Untouched, 0),
+            "taken records are cleared"
+        );
+        for a in [Access::Cow, Access::Wait, Access::Avoided, Access::After] {
+            assert!(p.record(0, a, u64::MAX));
+            assert_eq!(p.take_access(0), (a, super::MAX_ORDER as u32), "{a:?}");
+        }
+    }
+}
