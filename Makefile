@@ -95,12 +95,6 @@ test-rust: core-deps s3-deps
 	@echo "== auto, with the kernel features hidden (each fallback of auto)"
 	ICKPT_NO_UFFD=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
 	ICKPT_NO_PAGEMAP_SCAN=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
-	@echo "== auto, sync commits fenced as before issue 11 (ICKPT_SYNC_FENCE)"
-	ICKPT_SYNC_FENCE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test sync_unfenced --test race --test conformance --test owner_heap --test stack
-	@echo "== auto, fences lifted only when a commit ends, as before issue 11 (ICKPT_FENCE_WHOLE)"
-	ICKPT_FENCE_WHOLE=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test async_commit --test race --test conformance --test owner_heap --test stack
-	@echo "== auto, sync commits with a writing thread (ICKPT_WRITE_THREAD, off by default)"
-	ICKPT_WRITE_THREAD=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test acceptance --test restore_large
 
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"

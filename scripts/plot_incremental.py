@@ -20,7 +20,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 CHECKPOINT = [
     ("sync_checkpoint", "sync / write+fsync", "#4c72b0"),
     ("sync_checkpoint_vs_writeback", "sync / write+fsync with writeback", "#8fa8d6"),
-    ("sync_checkpoint_writing_thread", "sync with a writing thread / sync", "#c9d4ea"),
     ("async_call", "async call / write+fsync", "#55a868"),
     ("async_call_and_wait", "async call + wait / write+fsync", "#a5d6a7"),
 ]

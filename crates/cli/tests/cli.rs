@@ -609,7 +609,6 @@ fn bench_incremental_reports_paired_ratios() {
         for name in [
             "sync_checkpoint",
             "sync_checkpoint_vs_writeback",
-            "sync_checkpoint_writing_thread",
             "async_call",
             "async_call_and_wait",
         ] {

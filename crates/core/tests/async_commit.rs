@@ -369,8 +369,7 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
     // Reported as such (issue 9: it read "a thread wrote to a protected page"), with the
     // version and the panic's message, as ICKPT_ERR_INTERNAL; in sync mode too, where the
     // panic used to unwind through `checkpoint`. A commit of 4 pages panics in its first
-    // write; one of 2048 (the fewest a sync commit with `write_thread` writes on its writing
-    // thread) in its third, a batch that thread writes.
+    // write; one of 2048 (32 batches) in its third, with pages still to take.
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     for (mode, pages) in [
         (CommitMode::Async, 4),
@@ -379,7 +378,7 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         (CommitMode::Sync, 2048),
     ] {
         let ctx = format!("{mode:?}, {pages} pages");
-        // A writing thread that never hands back, or is never joined, hangs the commit.
+        // A commit that never ends hangs the test.
         let _watchdog = common::watchdog("a commit that panics", 120);
         let dir = scratch_dir("async-panic");
         // Writes left until the one that panics; 0: none does.
@@ -403,7 +402,6 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
         });
         let mut c = async_config(&dir, 4, FlushOrder::Address);
         c.mode = mode;
-        c.write_thread = true;
         // The buffer first: it is dropped after the engine, also when the test panics.
         let mut buf = Buf::new(pages * PS);
         let e = Engine::with_store(c, store).unwrap();
@@ -433,12 +431,11 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
             other => panic!("{ctx}: {other:?}"),
         }
         assert_eq!(left.load(SeqCst), 0, "{ctx}: the store panicked");
-        // The thread serves sync commits of 8 MiB or more (2048 pages of 4 KiB) only.
-        let writing_thread = mode == CommitMode::Sync && pages > 4;
+        // A sync commit runs on the caller, an async one on the committer's thread.
         let ran_on = on.lock().unwrap().clone();
         assert_eq!(
-            ran_on == "ickpt-write",
-            writing_thread,
+            Some(ran_on.as_str()) == std::thread::current().name(),
+            mode == CommitMode::Sync,
             "{ctx}: the panicking write ran on {ran_on:?}"
         );
         let msg = err.to_string();
@@ -468,9 +465,9 @@ fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
 }
 
 /// Whether this run's commits lift a fenced region chunk by chunk behind themselves: on
-/// uffd-async, unless `ICKPT_FENCE_WHOLE=1` keeps the fence up to the end.
+/// uffd-async.
 fn lifts_behind(e: &Engine) -> bool {
-    e.backend() == Backend::UffdAsync && common::env_knob("ICKPT_FENCE_WHOLE", 0u8) != 1
+    e.backend() == Backend::UffdAsync
 }
 
 /// Start an async checkpoint held at the gate after its first batch: its prefix passes,

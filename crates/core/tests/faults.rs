@@ -11,15 +11,12 @@ use std::sync::Arc;
 
 const PS: usize = 4096;
 
-/// With `write_thread`, sync commits of 8 MiB or more (2048 pages of 4 KiB) write on their
-/// writing thread.
-fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>, write_thread: bool) -> Engine {
+fn open(dir: &std::path::Path, plan: &Arc<FaultPlan>) -> Engine {
     let store: Arc<dyn Store> = Arc::new(FaultyStore::new(
         DirStore::open_write(dir).unwrap(),
         plan.clone(),
     ));
     let mut c = Config::new(dir);
-    c.write_thread = write_thread;
     // Raw pages: the faults are placed by byte offset within the file's page data, which
     // compression would shrink past them.
     c.compression = ickpt::Compression::Off;
@@ -44,20 +41,19 @@ fn check_fault(fault: Fault, expect: fn(&CheckpointError) -> bool, first_fails: 
 }
 
 /// A region of `pages` pages; above 64 (a batch) every page is written before the failing
-/// checkpoint, so a sync commit writes it in many batches, from 32 on its writing thread
-/// (which the engine then has).
+/// checkpoint, so a sync commit writes it in many batches.
 fn check_fault_in(
     fault: Fault,
     expect: fn(&CheckpointError) -> bool,
     first_fails: bool,
     pages: usize,
 ) {
-    // A writing thread that never hands back, or is never joined, hangs the commit.
+    // A commit that never ends hangs the test.
     let _watchdog = common::watchdog("a store fault", 120);
     let dir = scratch_dir("faults");
     let plan = FaultPlan::new();
     let mut buf = Buf::new(pages * PS);
-    let e = open(&dir, &plan, pages > 64);
+    let e = open(&dir, &plan);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
     buf.slice_mut().fill(1);
@@ -167,9 +163,9 @@ fn eio_and_failed_fsync() {
 }
 
 #[test]
-fn a_failure_while_batches_are_written_on_the_writing_thread() {
-    // 2048 pages (the fewest a sync commit writes on a writing thread) are 32 batches
-    // after a one-page header: fail in an early one (the fourth), and in the last.
+fn a_failure_in_a_commit_of_many_batches() {
+    // 2048 pages are 32 batches after a one-page header: fail in an early one (the fourth),
+    // and in the last.
     let early = 4 * (256 << 10) + 100;
     check_fault_in(Fault::NoSpaceAfter(early), no_space, false, 2048);
     check_fault_in(Fault::NoSpaceAfter(early), no_space, true, 2048);
@@ -178,7 +174,7 @@ fn a_failure_while_batches_are_written_on_the_writing_thread() {
     // Later writes succeed: only a commit that stops at the first error fails.
     check_fault_in(Fault::IoErrorOnceAt(early), io, false, 2048);
     check_fault_in(Fault::IoErrorOnceAt(early), io, true, 2048);
-    // The last batch: only the end of the commit, once the writing thread is done, sees it.
+    // The last batch: written as the commit ends.
     check_fault_in(Fault::IoErrorOnceAt(2048 * PS as u64), io, false, 2048);
     check_fault_in(Fault::CrashAfter(early), io, false, 2048);
     check_fault_in(Fault::CommitFails, io, false, 2048);

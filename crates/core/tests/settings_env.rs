@@ -62,9 +62,6 @@ fn a_malformed_variable_is_an_error_naming_it() {
     }
     refused("ICKPT_NO_UFFD", "yes");
     refused("ICKPT_NO_PAGEMAP_SCAN", "on");
-    refused("ICKPT_SYNC_FENCE", "yes");
-    refused("ICKPT_FENCE_WHOLE", "on");
-    refused("ICKPT_WRITE_THREAD", "yes");
     // Not UTF-8: an error too, never read as unset.
     use std::os::unix::ffi::OsStrExt;
     let s = refused("ICKPT_MODE", std::ffi::OsStr::from_bytes(b"sy\xffnc"));

@@ -15,10 +15,9 @@ const PS: usize = 4096;
 /// More pages than a sync commit fences anyway (small regions are always fenced).
 const PAGES: usize = 64;
 
-/// Whether `b` takes sync commits without a fence (and so must retry some): uffd-async,
-/// unless `ICKPT_SYNC_FENCE=1` fences them.
+/// Whether `b` takes sync commits without a fence (and so must retry some): uffd-async.
 fn unfenced(b: Backend) -> bool {
-    b == Backend::UffdAsync && common::env_knob("ICKPT_SYNC_FENCE", 0u8) != 1
+    b == Backend::UffdAsync
 }
 
 /// A sync checkpoint of a region `offset` bytes into a fresh buffer (its first and last

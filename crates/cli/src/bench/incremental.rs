@@ -1,11 +1,10 @@
-//! Issue 11's side-by-side (first issue 2's benchmark): every ickpt operation against the
-//! plainest way to do the same with the same bytes on the same disk, as paired ratios.
+//! Every ickpt operation against the plainest way to do the same with the same bytes on the
+//! same disk, as paired ratios.
 //!
 //! For 1 / 10 / 50 / 100% dirty pages of a region of random bytes (nothing compresses or
 //! dedups): the sync checkpoint against a write+fsync of as many bytes to a new file in the
 //! same directory, and against the same write with early writeback every 8 MiB (as the store
-//! does); a sync engine with a writing thread (`Config::write_thread`: what overlapping copy
-//! and checksum with the write gains) against the default one; the async checkpoint's call (the pause the application sees), and the call plus `wait()`,
+//! does); the async checkpoint's call (the pause the application sees), and the call plus `wait()`,
 //! against the write+fsync. Then the restore of a full version against a plain
 //! sequential read of as many bytes, and the restore of full + 9 increments against one full,
 //! each with a warm and a cold page cache. Each repetition measures the ickpt side and its
@@ -54,10 +53,8 @@ const DIRTY_PERCENT: [usize; 4] = [1, 10, 50, 100];
 /// The baselines' labels.
 const WRITE: &str = "write+fsync";
 const WRITE_WB: &str = "write+fsync with writeback every 8 MiB";
-const THREAD: &str = "sync checkpoint() with a writing thread (ICKPT_WRITE_THREAD)";
-const DEFAULT_SYNC: &str = "sync checkpoint() writing between copies (the default)";
 const FULL: &str = "restore of full";
-/// Increments in the chain restored against one full (issue 11: full + 9).
+/// Increments in the chain restored against one full.
 const CHAIN_INCREMENTS: u64 = 9;
 
 /// One dirty share: its comparisons and what goes with them.
@@ -69,7 +66,6 @@ struct Case {
     phases: [Duration; 6],
     sync: Comparison,
     sync_writeback: Comparison,
-    sync_thread: Comparison,
     async_call: Comparison,
     async_total: Comparison,
     async_wait: Duration,
@@ -78,17 +74,10 @@ struct Case {
 }
 
 fn engine(dir: &Path, full_every: u32, mode: CommitMode) -> Res<Engine> {
-    engine_with(dir, full_every, mode, false)
-}
-
-/// With `write_thread`, an engine whose sync commits write their batches on a second thread
-/// (`Config::write_thread`), the ickpt side of `sync_checkpoint_writing_thread`.
-fn engine_with(dir: &Path, full_every: u32, mode: CommitMode, write_thread: bool) -> Res<Engine> {
     let mut c = Config::new(dir);
     c.full_every = full_every;
     c.keep_chains = 1;
     c.mode = mode;
-    c.write_thread = write_thread;
     let e = Engine::open(c)?;
     if e.config().mode != mode {
         return Err(format!(
@@ -129,10 +118,6 @@ pub fn run(a: &Args) -> CmdResult {
         return Err("--size-mib must be at least 1".into());
     }
     let reps = a.reps.max(1);
-    if std::env::var_os("ICKPT_WRITE_THREAD").is_some() {
-        // It would give both sides of sync_checkpoint_writing_thread the thread.
-        return Err("unset ICKPT_WRITE_THREAD: this benchmark pairs both ways itself".into());
-    }
     let work = WorkDir::create(&a.dir, "incremental")?;
     let baseline_dir = work.sub("baseline")?;
     let all: Vec<usize> = (0..pages).collect();
@@ -144,22 +129,17 @@ pub fn run(a: &Args) -> CmdResult {
     eprintln!("checkpoints: {} MiB, {reps} repetitions ...", a.size_mib);
     let es = engine(&work.sub("sync")?, u32::MAX, CommitMode::Sync)?;
     let ea = engine(&work.sub("async")?, u32::MAX, CommitMode::Async)?;
-    let et = engine_with(&work.sub("thread")?, u32::MAX, CommitMode::Sync, true)?;
     let backend = es.backend();
     let mem = random_region(&es, size, 1)?;
     let amem = random_region(&ea, size, 2)?;
-    let tmem = random_region(&et, size, 3)?;
     let full = es.checkpoint()?;
-    et.checkpoint()?;
     ea.checkpoint()?;
     ea.wait()?;
     let t = Checkpoints {
         sync: &es,
         asynchronous: &ea,
-        threaded: &et,
         mem,
         amem,
-        tmem,
         baseline_dir: &baseline_dir,
         pages,
         reps,
@@ -181,7 +161,7 @@ pub fn run(a: &Args) -> CmdResult {
         seq_p.push(unsafe { touch_pages(src.as_mut_ptr(), &all, v) });
     }
     let seq = [median(seq_t), median(seq_p)];
-    drop((es, ea, et));
+    drop((es, ea));
 
     eprintln!("restores ...");
     let restores = restores(&work, size, &src, reps)?;
@@ -221,11 +201,8 @@ pub fn run(a: &Args) -> CmdResult {
 struct Checkpoints<'a> {
     sync: &'a Engine,
     asynchronous: &'a Engine,
-    /// A sync engine whose commits write on a second thread.
-    threaded: &'a Engine,
     mem: *mut u8,
     amem: *mut u8,
-    tmem: *mut u8,
     baseline_dir: &'a Path,
     pages: usize,
     reps: usize,
@@ -239,23 +216,20 @@ impl Checkpoints<'_> {
         let Checkpoints {
             sync: es,
             asynchronous: ea,
-            threaded: et,
             mem,
             amem,
-            tmem,
             baseline_dir,
             pages,
             reps,
         } = *self;
         let n = (pages * pct / 100).max(1);
-        let [mut sync, mut sync_writeback, mut sync_thread, mut async_call, mut async_total] = [
+        let [mut sync, mut sync_writeback, mut async_call, mut async_total] = [
             ("sync_checkpoint", "sync checkpoint()", WRITE),
             (
                 "sync_checkpoint_vs_writeback",
                 "sync checkpoint()",
                 WRITE_WB,
             ),
-            ("sync_checkpoint_writing_thread", THREAD, DEFAULT_SYNC),
             ("async_call", "async checkpoint()", WRITE),
             ("async_call_and_wait", "async checkpoint() + wait()", WRITE),
         ]
@@ -278,21 +252,13 @@ impl Checkpoints<'_> {
                 pw.push(touch_pages(src.as_mut_ptr(), &list, v));
                 fill_random(mem, &list, seed);
                 fill_random(amem, &list, !seed);
-                fill_random(tmem, &list, seed ^ 0x5a5a);
             }
             let src: &[u8] = src;
             let mut info = None;
-            let t = interleave(rep, 4, |step| -> Res<Duration> {
+            let t = interleave(rep, 3, |step| -> Res<Duration> {
                 settle();
                 Ok(match step {
-                    // Beside the default sync checkpoint (step 1), which the thread and
-                    // the plain write are each paired with back to back.
                     0 => {
-                        let t = Instant::now();
-                        checked(et.checkpoint()?, n);
-                        t.elapsed()
-                    }
-                    1 => {
                         let t = Instant::now();
                         let i = checked(es.checkpoint()?, n);
                         let d = t.elapsed();
@@ -300,14 +266,13 @@ impl Checkpoints<'_> {
                         info = Some(i);
                         d
                     }
-                    2 => plain_write(&kept(pct, rep, "write"), bytes, src, false)?,
+                    1 => plain_write(&kept(pct, rep, "write"), bytes, src, false)?,
                     _ => plain_write(&kept(pct, rep, "writeback"), bytes, src, true)?,
                 })
             })?;
-            sync.push(&t, 1, 2, Duration::ZERO);
-            sync_writeback.push(&t, 1, 3, Duration::ZERO);
-            sync_thread.push(&t, 0, 1, Duration::ZERO);
-            let p = info.expect("step 1 ran").phases;
+            sync.push(&t, 0, 1, Duration::ZERO);
+            sync_writeback.push(&t, 0, 2, Duration::ZERO);
+            let p = info.expect("step 0 ran").phases;
             for (v, d) in ph
                 .iter_mut()
                 .zip([p.collect, p.copy, p.crc, p.release, p.write, p.commit])
@@ -336,7 +301,6 @@ impl Checkpoints<'_> {
         for c in [
             &mut sync,
             &mut sync_writeback,
-            &mut sync_thread,
             &mut async_call,
             &mut async_total,
         ] {
@@ -349,7 +313,6 @@ impl Checkpoints<'_> {
             phases: ph.map(median),
             sync,
             sync_writeback,
-            sync_thread,
             async_call,
             async_total,
             async_wait: median(waits),
@@ -486,15 +449,7 @@ impl Run {
         let mut v: Vec<&Comparison> = self
             .cases
             .iter()
-            .flat_map(|c| {
-                [
-                    &c.sync,
-                    &c.sync_writeback,
-                    &c.sync_thread,
-                    &c.async_call,
-                    &c.async_total,
-                ]
-            })
+            .flat_map(|c| [&c.sync, &c.sync_writeback, &c.async_call, &c.async_total])
             .collect();
         let r = &self.restores;
         v.extend([&r.warm, &r.cold, &r.chain_warm, &r.chain_cold]);
@@ -535,7 +490,6 @@ fn report(a: &Args, reps: usize, run: &Run, started: Instant) -> Value {
                               "commit": ms(c.phases[5])},
                 "ratio": c.sync.ratio_stats().0,
                 "ratio_writeback": c.sync_writeback.ratio_stats().0,
-                "ratio_writing_thread": c.sync_thread.ratio_stats().0,
                 "async_call_ms": c.async_call.ickpt_median(),
                 "async_wait_ms": ms(c.async_wait),
                 "async_plain_write_ms": c.async_call.baseline_median(),

@@ -207,28 +207,9 @@ pub(crate) struct TestSwitches {
     pub uffd_spin: UffdSpin,
     /// `ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: kernel features hidden from the probe.
     pub hide: Hidden,
-    /// Commit paths issue 11 added, switched to measure and test both ways.
-    pub commit: CommitSwitches,
     /// `ICKPT_DISCARD_WRITES`: versions are written nowhere, so a run measures tracking,
     /// prediction and copying without the I/O (paper 004's Fig. 11; measurements only).
     pub discard_writes: bool,
-}
-
-/// The commit paths issue 11 added, each with a switch between it and the one before.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CommitSwitches {
-    /// `ICKPT_SYNC_FENCE`: sync commits fence every region, as async ones do, instead of
-    /// checking for writes after the copy (`track::Guard`).
-    pub sync_fence: bool,
-    /// `ICKPT_FENCE_WHOLE`: a commit keeps its fences up until it ends, instead of lifting
-    /// them chunk by chunk behind itself (`committer::LiftBehind`).
-    pub fence_whole: bool,
-    /// `ICKPT_WRITE_THREAD` (or `Config::write_thread`): a sync commit writes its batches on a
-    /// second thread while it copies the next (`engine::sink`), instead of itself between
-    /// copies. Off by default: on this project's VM it gained nothing on disk and was several
-    /// times slower on tmpfs in the recorded runs (docs/benchmarks.md, "Copy and checksum
-    /// overlapped with the write").
-    pub write_thread: bool,
 }
 
 impl TestSwitches {
@@ -246,11 +227,6 @@ impl TestSwitches {
             rename: rename()?,
             uffd_spin: uffd_spin()?,
             hide: hidden_features()?,
-            commit: CommitSwitches {
-                sync_fence: switch("ICKPT_SYNC_FENCE")?,
-                fence_whole: switch("ICKPT_FENCE_WHOLE")?,
-                write_thread: switch("ICKPT_WRITE_THREAD")?,
-            },
             discard_writes: switch("ICKPT_DISCARD_WRITES")?,
         })
     }

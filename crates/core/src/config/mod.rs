@@ -69,11 +69,6 @@ pub struct Config {
     /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too,
     /// for `Engine::open`, which makes the store it can put the fault in).
     pub fault: Option<Fault>,
-    /// Sync commits of 8 MiB or more (2048 pages of 4 KiB) write their batches on a second
-    /// thread while they copy the next (experimental, off: see `docs/benchmarks.md`; benchmarks pair both ways
-    /// in one process, `ICKPT_WRITE_THREAD=1` sets it too).
-    #[doc(hidden)]
-    pub write_thread: bool,
     /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
     /// pages are scheduled, and a committer thread writes them while the application runs
     /// (paper 000). `ICKPT_MODE` overrides.
@@ -155,7 +150,6 @@ impl Config {
             keep_within: None,
             bandwidth: None,
             fault: None,
-            write_thread: false,
             mode: CommitMode::Sync,
             cow_bytes: 16 << 20,
             flush_order: FlushOrder::Adaptive,

@@ -44,7 +44,7 @@ impl Engine {
             return Err(CheckpointError::HandlerReplaced);
         }
         let _owner = self.protocol.become_owner();
-        let mut fence_all = st.fence_next > 0 || self.switches.sync_fence;
+        let mut fence_all = st.fence_next > 0;
         st.fence_next = st.fence_next.saturating_sub(1);
         let mut attempt = 1;
         let scheduled = loop {

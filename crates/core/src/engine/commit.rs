@@ -6,7 +6,7 @@
 
 use super::drain::TierDrain;
 use super::precopy::{PreFile, PrecopyInfo};
-use super::sink::{batch_bytes, Handoff, Sink, THREAD_MIN_BATCHES};
+use super::sink::Sink;
 use super::{gc, CheckpointInfo, Phases};
 use crate::error::CheckpointError;
 use crate::policy::{Head, Retention};
@@ -52,12 +52,6 @@ pub(crate) struct Job {
     pub retention: Retention,
     pub stats: CommitStats,
     pub page_size: usize,
-    /// Lift fences chunk by chunk behind the commit (`LiftBehind`); false with
-    /// `ICKPT_FENCE_WHOLE`.
-    pub lift_behind: bool,
-    /// Write batches on a second thread (`sink`): `Config::write_thread` or
-    /// `ICKPT_WRITE_THREAD`, sync commits only.
-    pub write_thread: bool,
     /// Counts batches the commit waited for the store to take (`Stats::commit_stalls`).
     pub stalls: Arc<AtomicU64>,
     /// Told of the version once committed; None without lower tiers.
@@ -106,8 +100,6 @@ pub(super) fn run(job: Job) -> Outcome {
         retention,
         mut stats,
         page_size: ps,
-        lift_behind,
-        write_thread,
         stalls,
         tiers,
         pre,
@@ -149,25 +141,17 @@ pub(super) fn run(job: Job) -> Outcome {
         Vec::new()
     };
     // Before any store I/O, which may block: chunks with nothing to take open now.
-    let mut lift = LiftBehind::start(&regions, &protocol, &*tracker, lift_behind);
+    let mut lift = LiftBehind::start(&regions, &protocol, &*tracker);
     // One commit runs at a time; a commit that panicked left nothing to mend in it.
     let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
     let staging = staging.as_mut_slice();
-    let mut batches = staging.chunks_mut(batch_bytes(ps));
-    let first = batches.next().expect("a batch buffer at least");
     let mut encoder = encoder.lock().unwrap_or_else(|e| e.into_inner());
-    let handoff = Handoff::new(batches);
-    // In bytes, not pages: a batch holds fewer pages of a larger page size.
-    let threaded = write_thread
-        && resumed.is_none()
-        && total as usize * ps >= THREAD_MIN_BATCHES * batch_bytes(ps);
     let (resumed, slots) = match resumed {
         Some((w, file, end, slots)) => (Some((w, file, end)), Some(slots)),
         None => (None, None),
     };
-    let result = std::thread::scope(|scope| {
-        // Dropped in here, also when this unwinds: the pages are released before the scope
-        // waits for the writing thread, whose exit may need a lock a waiting writer holds.
+    let (result, raced) = {
+        // Dropped in here, also when this unwinds: every scheduled page is released.
         let mut drain = drain;
         let prefix = layout.prefix();
         // The prefix first, on this thread: a commit held at its first write (tests) has
@@ -176,15 +160,12 @@ pub(super) fn run(job: Job) -> Outcome {
             Some((w, file, end)) => (Ok(w), file, end),
             None => (store.create(&name), store.describe(&name), 0),
         };
-        let mut sink = Sink::start(writer, file, written, first, &mut encoder, &stalls, ps);
+        let mut sink = Sink::start(writer, file, written, staging, &mut encoder, &stalls, ps);
         if slots.is_none() {
             sink.write(&prefix);
         }
-        if threaded {
-            sink.write_on_thread(scope, &handoff);
-        }
         // The prefix's write came before the copying began.
-        let wait_before = sink.io_wait;
+        let wait_before = sink.write_time;
         let started = Instant::now();
         let mut sel = Selector::new(&regions, priority);
         let mut done = 0u64;
@@ -250,13 +231,11 @@ pub(super) fn run(job: Job) -> Outcome {
         }
         phases.release = t.elapsed();
         sink.flush(&mut layout);
-        // A write error the writing thread met meanwhile is reported rather than the race.
-        sink.finish_batches();
         let raced = raced && sink.aborted();
         phases.crc = sink.crc_time;
         phases.copy = started
             .elapsed()
-            .saturating_sub(sink.io_wait - wait_before)
+            .saturating_sub(sink.write_time - wait_before)
             .saturating_sub(sink.crc_time)
             .saturating_sub(phases.release);
 
@@ -326,8 +305,7 @@ pub(super) fn run(job: Job) -> Outcome {
             }
         }
         (result, raced)
-    });
-    let (result, raced) = result;
+    };
     Outcome {
         result,
         head,

@@ -24,7 +24,7 @@ pub use precopy::PrecopyInfo;
 pub use section::{SectionSave, SectionStart, MAX_NAME as MAX_SECTION_NAME};
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 
-use crate::config::env::{CommitSwitches, TestSwitches};
+use crate::config::env::TestSwitches;
 use crate::config::Config;
 use crate::error::{
     CheckpointError, DrainError, FileError, ForkedChild, InitError, ProtectError, RegionError,
@@ -99,8 +99,6 @@ pub struct Engine {
     precopier: Option<precopy::Precopier>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
-    /// The issue-11 commit paths switched back (tests and measurements).
-    switches: CommitSwitches,
     /// Batches commits waited for the store to take (`Stats::commit_stalls`), counted by the
     /// commit as it runs.
     stalls: Arc<std::sync::atomic::AtomicU64>,
@@ -286,16 +284,8 @@ impl Engine {
             }
             None => None,
         };
-        let switches = CommitSwitches {
-            // Decided once: only sync commits write on a second thread (an async commit
-            // stays on one thread of ickpt's, beside the application's).
-            write_thread: (test.commit.write_thread || cfg.write_thread)
-                && cfg.mode == ickpt_format::CommitMode::Sync,
-            ..test.commit
-        };
-        // One batch buffer, or one per batch in flight with the writing thread.
-        let staging = sink::staging_buffer(page_size(), switches.write_thread)
-            .map_err(track::TrackError::OwnAlloc)?;
+        let staging =
+            OwnBytes::new(sink::batch_bytes(page_size())).map_err(track::TrackError::OwnAlloc)?;
         let encoder = frame_encoder(cfg.compression.level(cfg.mode), page_size())
             .map_err(track::TrackError::OwnAlloc)?;
         let precopy = (cfg.precopy != crate::policy::prwip::Strategy::Off)
@@ -305,7 +295,6 @@ impl Engine {
             local: store.clone(),
             drain: None,
             tiered: None,
-            switches,
             stalls: Arc::default(),
             huge_worker,
             pid: std::process::id(),

@@ -234,8 +234,6 @@ impl Engine {
                 ..CommitStats::default()
             },
             page_size: page_size(),
-            lift_behind: !self.switches.fence_whole,
-            write_thread: self.switches.write_thread,
             stalls: self.stalls.clone(),
             tiers: self.drain.clone(),
             pre,

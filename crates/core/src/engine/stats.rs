@@ -37,8 +37,7 @@ pub struct Phases {
     /// lifting the fence `collect` set (the rest of the fence's cost is in `collect`), or, for
     /// a sync commit without one, checking that no write reached its pages meanwhile.
     pub release: Duration,
-    /// Handing bytes to the store (page cache for a local directory). With a writing thread
-    /// (`ICKPT_WRITE_THREAD`) it overlaps `copy` and `crc`.
+    /// Handing bytes to the store (page cache for a local directory).
     pub write: Duration,
     /// Making the version durable and visible: fsync, rename, directory fsync.
     pub commit: Duration,
@@ -106,11 +105,8 @@ pub struct Stats {
     /// Sync commits taken again with fences because a write reached a page they had
     /// collected without one before they copied it (uffd-async; see `docs/design.md`).
     pub raced_commits: u64,
-    /// Batches of pages a commit had to wait for the store to take: every batch a commit
-    /// writes itself (the default); with a writing thread (`ICKPT_WRITE_THREAD`, sync commits
-    /// of 8 MiB or more), those for which every staging buffer was still queued (a commit
-    /// that stalls often runs at its store's speed, and copying further ahead would
-    /// not help). Counted while commits run.
+    /// Batches of pages a commit had to wait for the store to take: every batch, since the
+    /// committer writes each itself between copies. Counted while commits run.
     pub commit_stalls: u64,
     /// Pre-copy since start (paper 004; zero when off): passes, pages the checkpoints took
     /// from pre-copy, those written again before their checkpoint (conflicts), page copies

@@ -183,19 +183,17 @@ const LIFTED: u32 = u32::MAX;
 
 impl<'a> LiftBehind<'a> {
     /// Counts what each chunk of `regions` has to take and lifts the chunks with nothing
-    /// to take. Allocates: call before taking pages. `on`: false keeps every fence up to
-    /// the end (`ICKPT_FENCE_WHOLE`, for comparison).
+    /// to take. Allocates: call before taking pages.
     pub fn start(
         regions: &'a [Scheduled],
         protocol: &'a Protocol,
         tracker: &'a dyn Tracker,
-        on: bool,
     ) -> Self {
         let chunks: Vec<(usize, Vec<u32>)> = regions
             .iter()
             .map(|r| {
                 let n = r.tr.npages;
-                if !on || r.guard != Guard::Fence || !tracker.lifts_fence_early(&r.tr) {
+                if r.guard != Guard::Fence || !tracker.lifts_fence_early(&r.tr) {
                     return (0, Vec::new());
                 }
                 let size = n.div_ceil(LIFT_CHUNKS).max(LIFT_MIN_PAGES);
