@@ -25,7 +25,7 @@ endif
 endif
 endif
 
-.PHONY: all deps core-deps s3-deps build header install uninstall stage testfs test test-rust test-c test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build build-testing header install uninstall stage testfs test test-rust test-c test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -43,6 +43,13 @@ s3-deps: core-deps
 # What `make install` ships; the tests' FUSE file system (crates/testfs) is built by `testfs`.
 build: core-deps
 	$(CARGO) build --release -p ickpt -p ickpt-cli
+
+# The tests' build: the library and command with their test-only code (the `testing` feature:
+# store fault injection, ICKPT_DISCARD_WRITES, the power-loss file system, fuzz targets), with
+# the features `cargo test` gives them, so that neither build undoes the other's.
+TESTING := --features ickpt/raw-sys,ickpt/testing
+build-testing: core-deps
+	$(CARGO) build --release -p ickpt -p ickpt-cli $(TESTING)
 
 # Regenerate include/ickpt.h from the Rust C API (the header test fails when they drift).
 header:
@@ -66,8 +73,9 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-fortran.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-mpi-fortran.pc \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-static.pc $(DESTDIR)$(PREFIX)/bin/ickpt
 
-# A private install that the C tests and the demo build against, through pkg-config.
-stage: build
+# A private install of the tests' build, which the C tests, the MPI tests, the benchmarks and
+# the demo build against through pkg-config.
+stage: build-testing
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 	scripts/install-mpi.sh "$(STAGE)" "$(STAGE)" "$(MPICC)"
 
@@ -103,7 +111,7 @@ test-c: stage testfs
 
 # The MPI layer with Open MPI and MPICH, 2 and 4 ranks, kills at random and inside the
 # protocol (tests/mpi/run.sh; each mpirun bounded).
-test-mpi: build
+test-mpi: build-testing
 	tests/mpi/run.sh
 
 # The inner loop: the Rust tests and the C tests once (auto's backend), with nothing
@@ -112,7 +120,7 @@ test-mpi: build
 # `make test` runs everything.
 check:
 	ICKPT_ALLOW_NO_S3=1 $(BOUNDED) $(CARGO) test --release --workspace
-	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-testfs
+	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-testfs $(TESTING)
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 	ICKPT_ALLOW_NO_FUSE=1 ICKPT_ALLOW_NO_CFFI=1 tests/c/run.sh "$(STAGE)"
 

@@ -34,4 +34,25 @@ if ! cc -Wall -Werror "$work/app.c" -o "$work/app" $(pkg-config --cflags --libs 
     echo "FAIL install-home: a program did not build or run against $work/prefix; see $log"
     exit 1
 fi
+# What `make install` ships carries none of the test-only code (the `testing` feature: store
+# fault injection, the power-loss file system, the fuzz targets, the first-write pauses). The
+# tests' stage is built with it: finding that code there shows the check can fail.
+test_only() {
+    local n
+    n=$(nm -C "$1" 2>/dev/null |
+        grep -cE 'ickpt::(store::(crash_fs|faulty|discard)|fuzzing|track::protocol::test_pause)::')
+    strings "$1" | grep -qE 'ICKPT_DISCARD_WRITES|fault injection for tests' && n=$((n + 1))
+    echo "$n"
+}
+for f in "$work/prefix/lib/libickpt.so" "$work/prefix/bin/ickpt"; do
+    if [ "$(test_only "$f")" != 0 ]; then
+        echo "FAIL install-home: $f carries test-only code (built with the testing feature)"
+        exit 1
+    fi
+done
+stage_lib=$root/build/prefix/lib/libickpt.so
+if [ -e "$stage_lib" ] && [ "$(test_only "$stage_lib")" = 0 ]; then
+    echo "FAIL install-home: the check finds no test-only code in the tests' stage ($stage_lib) either"
+    exit 1
+fi
 echo "PASS install-home"

@@ -19,6 +19,7 @@ mod error;
 // Not API: the fuzz targets' bodies. The marker keeps its constants out of ickpt.h.
 /// cbindgen:ignore
 #[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod fuzzing;
 pub mod io;
 pub mod maintain;

@@ -7,7 +7,9 @@
 //! the rename method), kept apart so that no code path other than tests depends on them.
 
 use super::SettingError;
-use crate::store::{parse_size, Fault, FaultTarget, RenameMode};
+use crate::store::{parse_size, RenameMode};
+#[cfg(feature = "testing")]
+use crate::store::{Fault, FaultTarget};
 use crate::sys::uffd::Hidden;
 use crate::track::{Backend, Granularity, UffdSpin};
 use ickpt_format::{CommitMode, FlushOrder};
@@ -195,11 +197,14 @@ pub(crate) fn dir() -> Result<Option<PathBuf>, SettingError> {
 }
 
 /// Switches for tests only: they inject faults or hide what the kernel offers, so that
-/// tests reach paths this machine would otherwise never take.
+/// tests reach paths this machine would otherwise never take. Those that inject faults or
+/// discard versions exist only in builds with the `testing` feature; the others force a
+/// kernel feature's fallback, and ship.
 #[derive(Debug, Clone)]
 pub(crate) struct TestSwitches {
     /// `ICKPT_FAULT`: a store fault in the first checkpoint, or with `record:` in front, in
     /// the first global-commit record (the flag).
+    #[cfg(feature = "testing")]
     pub fault: Option<(Fault, FaultTarget)>,
     /// `ICKPT_RENAME`: how versions get their final names (auto probes the file system).
     pub rename: RenameMode,
@@ -209,12 +214,14 @@ pub(crate) struct TestSwitches {
     pub hide: Hidden,
     /// `ICKPT_DISCARD_WRITES`: versions are written nowhere, so a run measures tracking,
     /// prediction and copying without the I/O (paper 004's Fig. 11; measurements only).
+    #[cfg(feature = "testing")]
     pub discard_writes: bool,
 }
 
 impl TestSwitches {
     pub fn read() -> Result<TestSwitches, SettingError> {
         Ok(TestSwitches {
+            #[cfg(feature = "testing")]
             fault: parsed(
                 "ICKPT_FAULT",
                 "enospc@BYTES, eio@BYTES, eio-once@BYTES, crash@BYTES or commit-eio, optionally after \
@@ -227,6 +234,7 @@ impl TestSwitches {
             rename: rename()?,
             uffd_spin: uffd_spin()?,
             hide: hidden_features()?,
+            #[cfg(feature = "testing")]
             discard_writes: switch("ICKPT_DISCARD_WRITES")?,
         })
     }

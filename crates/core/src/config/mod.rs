@@ -5,6 +5,7 @@ pub(crate) mod env;
 
 pub use compression::Compression;
 
+#[cfg(feature = "testing")]
 use crate::store::Fault;
 use crate::track::{Backend, Granularity};
 use env::{Overrides, TestSwitches};
@@ -68,6 +69,7 @@ pub struct Config {
     pub bandwidth: Option<u64>,
     /// Inject a store fault into the first checkpoint (tests; `ICKPT_FAULT` sets it too,
     /// for `Engine::open`, which makes the store it can put the fault in).
+    #[cfg(feature = "testing")]
     pub fault: Option<Fault>,
     /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
     /// pages are scheduled, and a committer thread writes them while the application runs
@@ -149,6 +151,7 @@ impl Config {
             keep_versions: 0,
             keep_within: None,
             bandwidth: None,
+            #[cfg(feature = "testing")]
             fault: None,
             mode: CommitMode::Sync,
             cow_bytes: 16 << 20,

@@ -31,10 +31,7 @@ use crate::error::{
 };
 use crate::policy::Head;
 use crate::read::catalog;
-use crate::store::{
-    DirStore, FaultPlan, FaultTarget, FaultyStore, RealFs, Store, StoreId, ThrottledStore, Tier,
-    TieredStore,
-};
+use crate::store::{DirStore, RealFs, Store, StoreId, ThrottledStore, Tier, TieredStore};
 use crate::sys::mem::{Mapping, TrackedPages};
 use crate::sys::page_size;
 use crate::track::RangeProblem;
@@ -125,14 +122,8 @@ impl Engine {
         if let Some(rate) = cfg.bandwidth.filter(|&b| b > 0) {
             store = Box::new(ThrottledStore::new(store, rate));
         }
-        if test.discard_writes {
-            store = Box::new(crate::store::DiscardStore::new(store));
-        }
-        if let Some((f, target)) = cfg.fault.map(|f| (f, FaultTarget::Any)).or(test.fault) {
-            let plan = FaultPlan::new();
-            plan.arm_for(f, target);
-            store = Box::new(FaultyStore::new(store, plan));
-        }
+        #[cfg(feature = "testing")]
+        let store = testing_wrappers(store, &cfg, &test);
         let mut lower = Vec::new();
         if let Some(shared) = &cfg.shared_dir {
             lower.push(Tier {
@@ -673,6 +664,26 @@ fn forget_in_child(st: &mut State, tracker: &dyn Tracker) {
         // Not unmapped when the slot drops: the child keeps using it.
         std::mem::forget(slot.owned.take());
     }
+}
+
+/// The wrappers tests and measurements put around the first tier: one that keeps nothing
+/// (`ICKPT_DISCARD_WRITES`), one that injects a fault (`Config::fault`, `ICKPT_FAULT`).
+#[cfg(feature = "testing")]
+fn testing_wrappers(
+    mut store: Box<dyn Store>,
+    cfg: &Config,
+    test: &TestSwitches,
+) -> Box<dyn Store> {
+    use crate::store::{DiscardStore, FaultPlan, FaultTarget, FaultyStore};
+    if test.discard_writes {
+        store = Box::new(DiscardStore::new(store));
+    }
+    if let Some((f, target)) = cfg.fault.map(|f| (f, FaultTarget::Any)).or(test.fault) {
+        let plan = FaultPlan::new();
+        plan.arm_for(f, target);
+        store = Box::new(FaultyStore::new(store, plan));
+    }
+    store
 }
 
 /// The encoder a commit uses: zstd at `level` in a workspace of its own (never malloc on the

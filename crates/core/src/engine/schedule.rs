@@ -100,7 +100,10 @@ impl Engine {
             .collect();
 
         let unseen_are_after = !self.tracker.sees_every_write();
+        #[cfg(feature = "testing")]
         let after_collect = crate::track::test_pause::take_after_collect();
+        #[cfg(not(feature = "testing"))]
+        let after_collect: Option<fn(u64)> = None;
         let gate = self.protocol.close_gate();
         let mut ended_after = self.protocol.begin_commit();
         self.tracker.before_collect();

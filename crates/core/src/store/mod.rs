@@ -26,9 +26,12 @@ macro_rules! pass_through_to {
     };
 }
 
+#[cfg(feature = "testing")]
 pub mod crash_fs;
 pub(crate) mod dir;
+#[cfg(feature = "testing")]
 mod discard;
+#[cfg(feature = "testing")]
 mod faulty;
 pub mod fs;
 mod marker;
@@ -40,9 +43,12 @@ mod real_fs;
 mod throttled;
 mod tiered;
 
+#[cfg(feature = "testing")]
 pub use crash_fs::{CrashFs, CrashOptions};
 pub use dir::{DirStore, OpenError, LOCK};
+#[cfg(feature = "testing")]
 pub use discard::DiscardStore;
+#[cfg(feature = "testing")]
 pub use faulty::{Fault, FaultPlan, FaultTarget, FaultyStore};
 pub use fs::StoreFs;
 use ickpt_format::ReadAt;

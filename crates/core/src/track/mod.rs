@@ -16,7 +16,8 @@ pub use backends::{MprotectTracker, UffdAsyncTracker, UffdSpin, UffdTracker};
 pub(crate) use memory::bitmap;
 pub(crate) use memory::own_mem::OwnBytes;
 #[doc(hidden)]
-pub use protocol::first_write::test_pause;
+#[cfg(feature = "testing")]
+pub use protocol::test_pause;
 pub(crate) use protocol::Protocol;
 pub use range_problem::RangeProblem;
 pub(crate) use region::TrackedRegion;

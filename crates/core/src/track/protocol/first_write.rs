@@ -291,7 +291,8 @@ pub(crate) fn first_write(addr: usize, tid: u64, c: &mut impl Catch) -> Outcome 
             }
         }
     });
-    test_pause::point();
+    #[cfg(feature = "testing")]
+    super::test_pause::point();
     let outcome = match (found, stop) {
         (registry::Lookup::Retry, _) => Outcome::Retry,
         (registry::Lookup::NotOurs, _) => Outcome::NotOurs,
@@ -345,83 +346,6 @@ fn open(r: &TrackedRegion, page: usize, shared: bool, c: &mut impl Catch) -> boo
         }
     }
     opened
-}
-
-/// A pause in the first-write path, between its registry lookups, for tests: a handler held
-/// there is inside its protocols but outside the registry, the window in which dropping the engine
-/// once freed the protocol under it (issue 9). Off unless a test arms it: one atomic load per
-/// first write. Signal-safe (atomics and a futex).
-#[doc(hidden)]
-pub mod test_pause {
-    use crate::sys::thread;
-    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
-
-    const OFF: u32 = 0;
-    const ARMED: u32 = 1;
-    const PAUSED: u32 = 2;
-    /// The engine being dropped waits for the paused handler.
-    const DRAINING: u32 = 3;
-
-    static STATE: AtomicU32 = AtomicU32::new(OFF);
-
-    /// The next first write pauses until [`release`].
-    pub fn arm() {
-        STATE.store(ARMED, SeqCst);
-    }
-
-    pub fn paused() -> bool {
-        STATE.load(SeqCst) >= PAUSED
-    }
-
-    /// Whether an engine's drop is waiting for the paused handler to leave its protocol.
-    pub fn draining() -> bool {
-        STATE.load(SeqCst) == DRAINING
-    }
-
-    pub fn release() {
-        STATE.store(OFF, SeqCst);
-        thread::futex_wake_all(&STATE);
-    }
-
-    pub(crate) fn point() {
-        if STATE.load(SeqCst) == OFF
-            || STATE
-                .compare_exchange(ARMED, PAUSED, SeqCst, SeqCst)
-                .is_err()
-        {
-            return;
-        }
-        loop {
-            let s = STATE.load(SeqCst);
-            if s == OFF {
-                return;
-            }
-            thread::futex_wait(&STATE, s);
-        }
-    }
-
-    /// An engine is about to wait for handlers inside its protocol.
-    pub(crate) fn waiting_for_handlers() {
-        let _ = STATE.compare_exchange(PAUSED, DRAINING, SeqCst, SeqCst);
-    }
-
-    /// A function a checkpoint calls once, with the region's id, after it has collected a
-    /// region (gate closed): tests place another thread's writes between two regions'
-    /// collects there. 0: none.
-    static AFTER_COLLECT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-    /// The next checkpoint calls `f` after collecting each region, then forgets it.
-    pub fn after_next_collects(f: fn(u64)) {
-        AFTER_COLLECT.store(f as usize, SeqCst);
-    }
-
-    /// The function set for this checkpoint, taken (so a checkpoint that fails half-way
-    /// leaves none behind for the next).
-    pub(crate) fn take_after_collect() -> Option<fn(u64)> {
-        let f = AFTER_COLLECT.swap(0, SeqCst);
-        // SAFETY: only `after_next_collects` stores a non-zero value: a `fn(u64)`.
-        (f != 0).then(|| unsafe { std::mem::transmute::<usize, fn(u64)>(f) })
-    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,9 @@ pub(crate) mod cow;
 pub(crate) mod first_write;
 pub(crate) mod pages;
 pub(crate) mod schedule;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod test_pause;
 
 use crate::policy::Access;
 use crate::sys::thread;
@@ -376,7 +379,8 @@ impl Protocol {
     /// left the registry no handler can enter it, but one may still be leaving: `first_write`
     /// leaves after its registry lookups, so the registry's own wait does not cover it.
     pub fn wait_for_handlers(&self) {
-        first_write::test_pause::waiting_for_handlers();
+        #[cfg(feature = "testing")]
+        test_pause::waiting_for_handlers();
         while self.c[C_IN_FLIGHT].load(SeqCst) != 0 {
             std::thread::yield_now();
         }
