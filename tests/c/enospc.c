@@ -150,6 +150,7 @@ int main(int argc, char **argv) {
     OK(ickpt_restore(v2));
     CHECK_MEM_EQ(p, mem, LEN);
     OK(ickpt_finalize());
+    free(dirty);
     printf("enospc (%s): ok\n", fault);
     return 0;
 }

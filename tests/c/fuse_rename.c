@@ -58,6 +58,7 @@ int main(int argc, char **argv) {
     CHECK_MSG(full >= 2 && incremental >= 2, "%d full and %d incremental versions", full,
               incremental);
     OK(ickpt_finalize());
+    free(raw);
 
     /* Kept: the versions from the second newest full one on. */
     const int kept = ROUNDS - kept_from;

@@ -73,5 +73,7 @@ int main(int argc, char **argv) {
     CHECK_MSG(st.sum == ref.sum, "st.sum = %.17g, expected %.17g", st.sum, ref.sum);
     CHECK_MEM_EQ(grid, want, n * sizeof *grid);
     printf("readme_example: restarted at %ld, finished at %ld\n", first_iter, st.iter);
+    free(want);
+    free(grid); /* the README's excerpt leaves it to the program's exit */
     return 0;
 }

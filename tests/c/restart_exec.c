@@ -20,6 +20,7 @@
 
 struct bufs {
     unsigned char *b1, *b2, *b3;
+    void *raw2; /* the allocation b2 lies in (protect_fresh) */
 };
 
 /* The writes of round `r`: the same bytes in every process. */
@@ -54,6 +55,7 @@ static void protect_fresh(struct bufs *b, size_t off2) {
     CHECK(b->b1 != MAP_FAILED);
     unsigned char *raw = aligned_alloc(ps, 4 * ps);
     CHECK(raw != NULL);
+    b->raw2 = raw;
     b->b2 = raw + off2;
     memset(b->b2, 0, LEN2);
     OK(ickpt_protect(1, b->b1, LEN1));
@@ -61,6 +63,15 @@ static void protect_fresh(struct bufs *b, size_t off2) {
     void *p = NULL;
     OK(ickpt_malloc(3, LEN3, &p));
     b->b3 = p;
+}
+
+/* Release what expected_after and protect_fresh allocated (after ickpt_finalize). */
+static void free_bufs(struct bufs *b, struct bufs *e) {
+    munmap(b->b1, LEN1);
+    free(b->raw2);
+    free(e->b1);
+    free(e->b2);
+    free(e->b3);
 }
 
 static void check_same(const struct bufs *got, const struct bufs *want) {
@@ -131,6 +142,7 @@ static int gen1(uint64_t want_version) {
               "first checkpoint after restoring %llu: kind %u parent %llu",
               (unsigned long long)v, info.kind, (unsigned long long)info.parent);
     OK(ickpt_finalize());
+    free_bufs(&b, &e);
 
     char self[4096], ver[32];
     CHECK(self_exe(self, sizeof self) == 0);
@@ -160,6 +172,7 @@ static int gen2(uint64_t want_version) {
     expected_after(&e, ROUNDS0 + 1);
     check_same(&b, &e);
     OK(ickpt_finalize());
+    free_bufs(&b, &e);
     printf("gen 2: version %llu restored and verified\n", (unsigned long long)v);
     return 0;
 }

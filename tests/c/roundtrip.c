@@ -50,6 +50,11 @@ static void model_alloc(struct model *m) {
     CHECK(m->m1 && m->m2);
 }
 
+static void model_free(struct model *m) {
+    free(m->m1);
+    free(m->m2);
+}
+
 static void model_copy(struct model *dst, const struct model *src) {
     memcpy(dst->m1, src->m1, LEN1);
     memcpy(dst->m2, src->m2, len2);
@@ -376,5 +381,13 @@ int main(void) {
     OK(ickpt_finalize());
     printf("roundtrip: ok (versions %llu..%llu)\n", (unsigned long long)version[1],
            (unsigned long long)latest);
+    model_free(&cur);
+    for (int i = 1; i <= NCKPT; i++)
+        model_free(&snap[i]);
+    free(touched);
+    free(w.p1);
+    free(w.sp);
+    free(w2.p1);
+    free(w2.sp);
     return 0;
 }

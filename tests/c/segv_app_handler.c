@@ -94,6 +94,7 @@ int main(void) {
     OK(ickpt_restore(info.version));
     CHECK_MEM_EQ(mem, want, 8 * ps);
     CHECK(((unsigned char *)extra)[ps - 1] == 0x42);
+    free(want);
 
     const uint64_t last_ok = info.version;
 

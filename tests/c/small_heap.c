@@ -38,6 +38,10 @@ int main(void) {
     for (int i = 0; i < N; i++) CHECK(memcmp(bufs[i], expect[i], lens[i]) == 0);
     for (int i = 0; i < N; i++) OK(ickpt_unprotect((uint64_t)i + 1));
     OK(ickpt_finalize());
+    for (int i = 0; i < N; i++) {
+        free(bufs[i]);
+        free(expect[i]);
+    }
     printf("small heap buffers: ok\n");
     return 0;
 }

@@ -35,6 +35,7 @@ int main(void) {
     OK(ickpt_restore(v));
     CHECK_MEM_EQ(mem, want, len);
     OK(ickpt_finalize());
+    free(want);
     printf("static_link: ok (ickpt %s)\n", ickpt_version());
     return 0;
 }

@@ -79,6 +79,7 @@ static inline int restore_child_main(int argc, char **argv) {
                (unsigned long long)v, len);
     }
     OK(ickpt_finalize());
+    free(want);
     return 0;
 }
 
