@@ -145,6 +145,17 @@ static inline void fault_marker(void) {
         _exit(3);
 }
 
+/* Deliberate faults: `*p = v` where p may be NULL. The fault is the point, so UBSan's null
+ * check (which would stop the program before the MMU raises SIGSEGV) is left out here, and the
+ * function is not inlined (GCC would inline it with its caller's checks). */
+#define T_DELIBERATE_FAULT __attribute__((no_sanitize("null"), noinline))
+
+/* A genuine segfault (SEGV_MAPERR): a write through NULL. */
+T_DELIBERATE_FAULT __attribute__((unused)) static void write_through_null(int v) {
+    volatile int *volatile np = NULL;
+    *np = v;
+}
+
 /* First index where a and b differ, or -1. */
 static inline long first_diff(const void *a, const void *b, size_t n) {
     const unsigned char *x = a, *y = b;

@@ -33,7 +33,7 @@ static void late_handler(int sig, siginfo_t *si, void *ctx) {
 }
 
 /* Write `v` at `p`; returns 1 if the application's handler caught a fault. */
-static int faulting_write(volatile unsigned char *p, unsigned char v) {
+T_DELIBERATE_FAULT static int faulting_write(volatile unsigned char *p, unsigned char v) {
     if (sigsetjmp(jb, 1) == 0) {
         *p = v;
         return 0;

@@ -22,8 +22,7 @@ int main(void) {
     CHECK(mem[10] == 1 && mem[3 * ps + 5] == 2);
 
     fault_marker();
-    volatile int *volatile np = NULL;
-    *np = 42;
+    write_through_null(42);
 
     printf("FAIL: a write through NULL did not kill the process\n");
     return 0;
