@@ -25,7 +25,7 @@ endif
 endif
 endif
 
-.PHONY: all deps core-deps s3-deps build build-testing header install uninstall stage testfs test test-rust test-c test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build build-testing header install uninstall stage testfs test test-rust test-c test-asan test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
 
 all: build
 
@@ -108,6 +108,12 @@ test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"
 	scripts/each-backend.sh $(RELEASE)/ickpt env ICKPT_TEST_BACKEND=@ tests/c/run.sh "$(STAGE)"
 	scripts/each-backend.sh $(RELEASE)/ickpt tests/prwip.sh "$(STAGE)"
+
+# The C tests once more (auto's backend), each built with AddressSanitizer and UBSan against
+# the staged library, whose C boundary, heap and leaks they then check (tests/c/run.sh,
+# ICKPT_TEST_SANITIZE; about 45 s). ICKPT_TEST_BACKEND=mprotect picks another backend.
+test-asan: stage testfs
+	ICKPT_TEST_SANITIZE=address,undefined tests/c/run.sh "$(STAGE)"
 
 # The MPI layer with Open MPI and MPICH, 2 and 4 ranks, kills at random and inside the
 # protocol (tests/mpi/run.sh; each mpirun bounded).
