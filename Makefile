@@ -134,7 +134,7 @@ check:
 test-install: build
 	tests/install_home.sh
 
-test: lint test-rust test-c test-mpi test-install
+test: lint test-rust test-c test-asan test-mpi test-install
 	@echo "make test: all suites passed"
 
 demo: stage
