@@ -209,7 +209,7 @@ fn unsafe_code_is_allowed_only_where_named() {
         allowed,
         [
             "engine/inject.rs",
-            "engine/mod.rs",
+            "engine/regions.rs",
             "engine/restore_regions.rs",
             "track/backends/mprotect.rs",
             "track/backends/uffd.rs",
