@@ -19,52 +19,22 @@
 //! one run (`RUN_PAGES` pages) taken, copied and released.
 
 mod file;
+mod info;
+mod pages;
+mod thread;
 
 pub(crate) use file::PreFile;
+pub use info::PrecopyInfo;
+use pages::{Functions, RegionPages};
+pub(crate) use thread::{pass_if_idle, Precopier};
 
-use super::{RegionSlot, State};
-use crate::policy::prwip::{Cadence, PageHistory, Predictor, Strategy};
+use super::RegionSlot;
+use crate::policy::prwip::{Cadence, Predictor, Strategy};
 use crate::store::Store;
 use crate::track::protocol::committer::{give_back, give_back_page};
 use crate::track::{bitmap, TrackedRegion, Tracker};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-
-/// What pre-copy did for one checkpoint (`CheckpointInfo::precopy`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PrecopyInfo {
-    pub strategy: Option<Strategy>,
-    /// Pages the version holds from pre-copy (copied before the checkpoint call).
-    pub pages: u64,
-    /// Pre-copied pages written again before the checkpoint: each was copied again, in a
-    /// later pass or by the checkpoint itself.
-    pub conflicts: u64,
-    /// Bytes written more than once into the version's file (pages copied again).
-    pub rewritten_bytes: u64,
-    /// Page copies the pre-copier wrote before the checkpoint call, first and again.
-    pub copies: u64,
-    /// Passes since the checkpoint before, and the time they held the engine.
-    pub passes: u64,
-    pub pass_time: Duration,
-    /// Why pre-copy stopped before this checkpoint, if it did (a store or tracking error);
-    /// its pages went into the checkpoint.
-    pub error: Option<String>,
-}
-
-impl PrecopyInfo {
-    /// What the version file records of it (format 7).
-    pub(crate) fn stored(&self) -> ickpt_format::StoredPrecopy {
-        ickpt_format::StoredPrecopy {
-            strategy: self.strategy.map_or(0, |s| s.code() as u8),
-            pages: self.pages,
-            conflicts: self.conflicts,
-            copies: self.copies,
-            rewritten_bytes: self.rewritten_bytes,
-        }
-    }
-}
 
 /// The pre-copy state of an engine with pre-copy on.
 pub(crate) struct PreCopy {
@@ -86,72 +56,6 @@ pub(crate) struct PreCopy {
     pub totals: Totals,
     /// The function of each writing instruction seen (mprotect), looked up once.
     functions: Functions,
-}
-
-/// The execution context of a page's write (paper 004 keeps a page's history per context):
-/// the function holding the instruction that wrote it first in the epoch, where tracking
-/// reported one (`TrackedRegion::writer`: mprotect's faults; regions of other backends report
-/// none), the instruction itself where the unwind tables do not cover it, the region
-/// otherwise. The paper ids the whole call stack (`backtrace()`, not signal-safe); the
-/// writing function is what a handler can afford to record, and what tells the phases of a
-/// time step apart. Lookups are cached: a program writes from a few hundred instructions.
-#[derive(Default)]
-struct Functions {
-    by_ip: HashMap<usize, u64>,
-}
-
-/// Instructions whose function is remembered; past that the cache starts again (a program
-/// that writes from more places than this gains nothing from the cache anyway).
-const FUNCTIONS_CACHED: usize = 4096;
-
-impl Functions {
-    fn context(&mut self, tr: &TrackedRegion, page: usize) -> u64 {
-        let Some(ip) = tr.writer(page) else {
-            return tr.id;
-        };
-        if self.by_ip.len() >= FUNCTIONS_CACHED {
-            self.by_ip.clear();
-        }
-        *self
-            .by_ip
-            .entry(ip)
-            .or_insert_with(|| crate::sys::unwind::enclosing_function(ip).unwrap_or(ip) as u64)
-    }
-}
-
-/// What pre-copy knows of one region's pages: 16 bytes and 2 bits a page.
-struct RegionPages {
-    /// Each page's history.
-    history: Vec<PageHistory>,
-    /// Written pages a pass has looked at and left written this epoch (one bit a page):
-    /// every pass reports them again until the checkpoint takes them.
-    seen: Vec<u64>,
-    /// Pre-copied pages found written again this epoch (one bit a page), so a page counts
-    /// once.
-    conflicted: Vec<u64>,
-}
-
-impl RegionPages {
-    fn new(npages: usize) -> Self {
-        RegionPages {
-            history: vec![PageHistory::default(); npages],
-            seen: vec![0; npages.div_ceil(64)],
-            conflicted: vec![0; npages.div_ceil(64)],
-        }
-    }
-
-    /// A new epoch: nothing seen, no conflict.
-    fn clear_epoch(&mut self) {
-        self.seen.fill(0);
-        self.conflicted.fill(0);
-    }
-
-    /// Record a conflict on `page`; whether it is the page's first this epoch.
-    fn conflict(&mut self, page: usize) -> bool {
-        let first = !bitmap::is_set(&self.conflicted, page);
-        bitmap::set(&mut self.conflicted, page);
-        first
-    }
 }
 
 /// Most pages a pass takes and copies in one run: a checkpoint call waiting for the engine
@@ -504,113 +408,5 @@ impl PreCopy {
         t.copies += info.copies;
         t.rewritten_bytes += info.rewritten_bytes;
         info
-    }
-}
-
-/// The pre-copier thread and how to reach it.
-pub(crate) struct Precopier {
-    pub ctl: Arc<Control>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Shared with the pre-copier thread.
-#[derive(Default)]
-pub(crate) struct Control {
-    stop: Mutex<bool>,
-    wake: Condvar,
-    /// Checkpoint calls waiting for the engine lock: a pass stops before its next run.
-    waiting: AtomicU32,
-}
-
-impl Control {
-    /// A checkpoint call is about to wait for the engine lock; dropping the guard once it
-    /// holds the lock.
-    pub fn checkpoint_waiting(&self) -> Waiting<'_> {
-        self.waiting.fetch_add(1, Ordering::Relaxed);
-        Waiting(self)
-    }
-}
-
-/// A checkpoint call waiting for the engine (`Control::checkpoint_waiting`).
-pub(crate) struct Waiting<'a>(&'a Control);
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// One pass now, unless a commit is running (its pages are the commit's as they are) or a
-/// section is open (its diffs take the same bits). Whether a pass ran. `ctl`: the thread's
-/// control, whose waiting checkpoint calls cut the pass short; None for a pass on the
-/// caller's own thread (`Engine::precopy_pass`).
-pub(crate) fn pass_if_idle(
-    st: &mut State,
-    tracker: &dyn Tracker,
-    store: &dyn Store,
-    ctl: Option<&Control>,
-) -> bool {
-    let running = st.pending.as_ref().is_some_and(|h| !h.is_finished());
-    if running || st.sections.open_index().is_some() {
-        return false;
-    }
-    let Some(p) = &mut st.precopy else {
-        return false;
-    };
-    let urgent = || ctl.is_some_and(|c| c.waiting.load(Ordering::Relaxed) > 0);
-    p.pass(&st.regions, tracker, store, st.next_version, &urgent);
-    true
-}
-
-impl Precopier {
-    /// Start the thread over the engine's state.
-    pub fn start(
-        state: Arc<Mutex<State>>,
-        tracker: Arc<dyn Tracker>,
-        store: Arc<dyn Store>,
-    ) -> std::io::Result<Precopier> {
-        let ctl = Arc::new(Control::default());
-        let c = ctl.clone();
-        let handle = std::thread::Builder::new()
-            .name("ickpt-precopy".into())
-            .spawn(move || run(&state, &*tracker, &*store, &c))?;
-        Ok(Precopier {
-            ctl,
-            handle: Some(handle),
-        })
-    }
-
-    /// Stop the thread and wait for it.
-    pub fn stop(&mut self) {
-        *self.ctl.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.ctl.wake.notify_all();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-
-    /// Forget the thread without joining it (a forked child: it stayed with the parent).
-    pub fn forget(&mut self) {
-        std::mem::forget(self.handle.take());
-    }
-}
-
-fn run(state: &Mutex<State>, tracker: &dyn Tracker, store: &dyn Store, ctl: &Control) {
-    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let period = lock()
-            .precopy
-            .as_ref()
-            .map_or(Duration::from_millis(100), |p| p.period());
-        let stop = ctl.stop.lock().unwrap_or_else(|e| e.into_inner());
-        let (stop, _) = ctl
-            .wake
-            .wait_timeout_while(stop, period, |s| !*s)
-            .unwrap_or_else(|e| e.into_inner());
-        if *stop {
-            return;
-        }
-        drop(stop);
-        pass_if_idle(&mut lock(), tracker, store, Some(ctl));
     }
 }
