@@ -3,7 +3,7 @@
 //! still name the very version file they were written for count.
 
 use crate::error::ReadError;
-use crate::read::catalog::Catalog;
+use crate::read::catalog::{numbered, Catalog};
 use crate::store::Store;
 use ickpt_format::{global_name, parse_global_name, FormatError, GlobalRecord, GLOBAL_RECORD_LEN};
 
@@ -49,12 +49,7 @@ pub fn record(catalog: &Catalog<'_>, global: u64) -> Result<Option<GlobalRecord>
 
 /// The global version of every record file in the store, intact or not, ascending.
 pub fn record_numbers(store: &dyn Store) -> Result<Vec<u64>, ReadError> {
-    let names = store
-        .list()
-        .map_err(|e| ReadError::io(store.describe(""), "listing", e))?;
-    let mut globals: Vec<u64> = names.iter().filter_map(|n| parse_global_name(n)).collect();
-    globals.sort_unstable();
-    Ok(globals)
+    numbered(store, parse_global_name)
 }
 
 /// Global record `global`: None when its file is gone or fails its checks; an error when it

@@ -10,10 +10,16 @@ use std::collections::HashMap;
 /// Committed version numbers, ascending: the names of the store's version files, whatever
 /// their content. Other names in the store are ignored.
 pub fn versions(store: &dyn Store) -> Result<Vec<u64>> {
+    numbered(store, parse_version_name)
+}
+
+/// The numbers `parse` reads from the names of the store's files, ascending; names it does
+/// not take are ignored.
+pub(crate) fn numbered(store: &dyn Store, parse: fn(&str) -> Option<u64>) -> Result<Vec<u64>> {
     let names = store
         .list()
         .map_err(|e| ReadError::io(store.describe(""), "listing", e))?;
-    let mut v: Vec<u64> = names.iter().filter_map(|n| parse_version_name(n)).collect();
+    let mut v: Vec<u64> = names.iter().filter_map(|n| parse(n)).collect();
     v.sort_unstable();
     Ok(v)
 }

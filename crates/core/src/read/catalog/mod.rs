@@ -18,6 +18,7 @@ mod survey;
 mod version;
 
 pub use link::check_link;
+pub(crate) use listing::numbered;
 use listing::read_header;
 pub use listing::{describe_versions, infer_identity, versions};
 pub use survey::{orphans, Problem, Surveyed};
