@@ -39,6 +39,7 @@ pub mod sys;
 #[allow(dead_code)]
 mod sys;
 pub mod track;
+pub mod write;
 
 pub use config::{Compression, Config, SettingError};
 pub use engine::{

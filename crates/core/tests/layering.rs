@@ -42,10 +42,12 @@ const RANKS: &[(&str, u32)] = &[
     ("error", 4),
     ("private_file", 5),
     ("read", 6),
-    ("engine", 7),
-    ("maintain", 8),
-    ("capi", 9),
-    ("fuzzing", 9),
+    // Files besides versions, written by the rules `read` checks them by.
+    ("write", 7),
+    ("engine", 8),
+    ("maintain", 9),
+    ("capi", 10),
+    ("fuzzing", 10),
 ];
 
 fn rank(m: &str) -> Option<u32> {

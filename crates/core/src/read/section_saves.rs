@@ -1,7 +1,8 @@
 //! Section saves in a store (docs/FORMAT.md, "Section saves in a store"): one file per name a
 //! section saved under, its name carrying the section, the save that first used the name and
-//! how many saves the file holds. The store never replaces a file, so a merge writes the file under its new count and then
-//! removes the old one; a crash between leaves both, and the larger count wins.
+//! how many saves the file holds. The store never replaces a file, so a merge writes the file
+//! under its new count and then removes the old one (`write/section_save.rs`); a crash between
+//! leaves both, and the larger count wins.
 
 use crate::error::{FileError, InjectError, SectionError};
 use crate::read::delta_file::read_whole;
@@ -130,33 +131,6 @@ pub fn load(store: &dyn Store, s: &Saved) -> Result<DeltaFile, SectionError> {
         });
     }
     Ok(d)
-}
-
-/// Write `d` as `s` (durably, under its final name at once), then remove `old`, the same
-/// name's file before this save merged into it.
-pub(crate) fn write(
-    store: &dyn Store,
-    s: &Saved,
-    d: &DeltaFile,
-    old: Option<&Saved>,
-) -> Result<u64, SectionError> {
-    let object = s.object();
-    let io = |op, e| SectionError::File(FileError::new(store.describe(&object), op, e));
-    let bytes = d.encode();
-    let mut w = store.create(&object).map_err(|e| io("create", e))?;
-    w.write_all(&bytes).map_err(|e| io("write", e))?;
-    if let Err(e) = w.commit() {
-        // A commit can fail after the file got its name (the directory's sync): the save
-        // failed all the same, and its name must stay free for the next attempt.
-        let _ = store.remove(&object);
-        return Err(io("commit", e));
-    }
-    if let Some(old) = old {
-        // The new file is committed: failing to remove the old one only leaves a file the
-        // next listing removes.
-        let _ = store.remove(&old.object());
-    }
-    Ok(bytes.len() as u64)
 }
 
 #[cfg(test)]

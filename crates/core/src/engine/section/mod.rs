@@ -255,7 +255,7 @@ impl Engine {
                 saves: file.saves,
                 name: name.into(),
             };
-            let n = saved::write(&*self.local, &obj, &file, old.as_ref())?;
+            let n = crate::write::section_save(&*self.local, &obj, &file, old.as_ref())?;
             Ok((obj, file, n))
         })();
         let (obj, file, file_bytes) = match written {
