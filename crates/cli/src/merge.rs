@@ -18,7 +18,7 @@ pub fn run(a: &Path, b: &Path, out: &Path, json: bool) -> CmdResult {
             .into());
         }
     }
-    let m = ickpt::read::delta_file::merge_files(a, b, out)?;
+    let m = ickpt::write::merge_files(a, b, out)?;
     let words: u64 = m.delta.regions.iter().map(|r| r.words.len() as u64).sum();
     if json {
         println!(

@@ -231,7 +231,7 @@ pub extern "C" fn ickpt_merge(
     guard(|| {
         let path = |what, p| c_path(what, p)?.ok_or(Error::Null { what });
         let (a, b, out) = (path("a", a)?, path("b", b)?, path("out", out)?);
-        crate::read::delta_file::merge_files(&a, &b, &out)?;
+        crate::write::merge_files(&a, &b, &out)?;
         Ok(())
     })
 }

@@ -1,7 +1,7 @@
 //! Reading a delta file (`ickpt_inject`, `ickpt merge`): whole, after a size check, then
 //! every check `DeltaFile::decode` makes.
 
-use crate::error::{FileError, InjectError, MergeFilesError};
+use crate::error::{FileError, InjectError};
 use ickpt_format::{DeltaFile, FormatError};
 use std::path::Path;
 
@@ -44,41 +44,5 @@ pub fn read_whole(
     DeltaFile::decode(&bytes).map_err(|source| InjectError::Corrupt {
         file: file.into(),
         source,
-    })
-}
-
-/// What [`merge_files`] wrote.
-#[derive(Debug, Clone)]
-pub struct Merged {
-    pub delta: DeltaFile,
-    pub bytes: u64,
-    /// Words of the earlier and the later input.
-    pub inputs: [u64; 2],
-}
-
-/// Merge the delta files `a` then `b` (later wins, word by word) into `out`: written whole
-/// as [`crate::private_file`] writes (owner-only: it holds application memory; never half
-/// written; never through a link or into another user's file); it may be `a` or `b`.
-pub fn merge_files(a: &Path, b: &Path, out: &Path) -> Result<Merged, MergeFilesError> {
-    let (da, db) = (read(a)?, read(b)?);
-    let delta = da.merge(&db).map_err(|source| MergeFilesError::Layout {
-        a: a.display().to_string(),
-        b: b.display().to_string(),
-        source,
-    })?;
-    let bytes = delta.encode();
-    let file = out.display().to_string();
-    if bytes.len() as u64 > MAX_DELTA_FILE {
-        return Err(MergeFilesError::TooLarge {
-            file,
-            bytes: bytes.len() as u64,
-        });
-    }
-    crate::private_file::write_private(out, &bytes)?;
-    let words = |d: &DeltaFile| d.regions.iter().map(|r| r.words.len() as u64).sum();
-    Ok(Merged {
-        inputs: [words(&da), words(&db)],
-        bytes: bytes.len() as u64,
-        delta,
     })
 }
