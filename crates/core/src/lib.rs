@@ -21,7 +21,6 @@ mod error;
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub mod fuzzing;
-pub mod io;
 pub mod maintain;
 pub mod policy;
 pub mod private_file;
@@ -39,6 +38,7 @@ pub mod sys;
 #[allow(dead_code)]
 mod sys;
 pub mod track;
+pub mod tracked_io;
 pub mod write;
 
 pub use config::{Compression, Config, SettingError};

@@ -31,7 +31,7 @@ fn sources(dir: &Path) -> Vec<(String, String)> {
 const RANKS: &[(&str, u32)] = &[
     ("sys", 0),
     // System calls into tracked memory (read/pread/recv made safe to aim at it).
-    ("io", 1),
+    ("tracked_io", 1),
     // Vocabulary and decisions with no mechanism: kind, cost, retention, flush order, pre-copy.
     ("policy", 1),
     ("track", 2),

@@ -1,7 +1,7 @@
 //! System calls writing into tracked memory: read(2), pread(2) and recv(2) into a protected
 //! buffer. With uffd the kernel hands their faults to ickpt's handler thread and the plain
 //! calls work; with uffd-async the kernel resolves them itself; with mprotect they fail with
-//! EFAULT (paper 000 §3.4), and `ickpt::io` (ickpt_read & co. in C) makes them work. Either
+//! EFAULT (paper 000 §3.4), and `ickpt::tracked_io` (ickpt_read & co. in C) makes them work. Either
 //! way the bytes land in the next version. Run once per backend (ICKPT_BACKEND).
 
 mod common;
@@ -22,7 +22,7 @@ fn via_read(dst: &mut [u8], fill: u8, wrapped: bool) -> std::io::Result<usize> {
     let mut got = 0;
     while got < dst.len() {
         let n = if wrapped {
-            ickpt::io::read(fd, &mut dst[got..])?
+            ickpt::tracked_io::read(fd, &mut dst[got..])?
         } else {
             // SAFETY: `dst[got..]` is writable for its length.
             let n = unsafe { libc::read(fd, dst[got..].as_mut_ptr().cast(), dst.len() - got) };
@@ -41,7 +41,7 @@ fn via_pread(dst: &mut [u8], fill: u8, wrapped: bool) -> std::io::Result<usize> 
     std::fs::write(&path, vec![fill; dst.len() + 10])?;
     let f = std::fs::File::open(&path)?;
     let r = if wrapped {
-        ickpt::io::pread(f.as_raw_fd(), dst, 10)
+        ickpt::tracked_io::pread(f.as_raw_fd(), dst, 10)
     } else {
         // SAFETY: `dst` is writable for its length.
         let n = unsafe { libc::pread(f.as_raw_fd(), dst.as_mut_ptr().cast(), dst.len(), 10) };
@@ -62,7 +62,7 @@ fn via_recv(dst: &mut [u8], fill: u8, wrapped: bool) -> std::io::Result<usize> {
     let mut got = 0;
     while got < dst.len() {
         let n = if wrapped {
-            ickpt::io::recv(fd, &mut dst[got..], 0)?
+            ickpt::tracked_io::recv(fd, &mut dst[got..], 0)?
         } else {
             // SAFETY: `dst[got..]` is writable for its length.
             let n = unsafe { libc::recv(fd, dst[got..].as_mut_ptr().cast(), dst.len() - got, 0) };

@@ -1,4 +1,4 @@
-//! System calls into tracked memory from C (see `crate::io`). The wrappers follow their
+//! System calls into tracked memory from C (see `crate::tracked_io`). The wrappers follow their
 //! system call's convention, not ickpt_result: they return what it returns and set errno,
 //! so they can replace `read`, `pread` and `recv` in place (docs/abi.md, rule 10).
 
@@ -22,7 +22,8 @@ pub extern "C" fn ickpt_prepare_write(ptr: *mut c_void, len: usize) -> ickpt_res
             });
         }
         // SAFETY: the caller passes `len` bytes of its own writable memory (ickpt.h).
-        crate::io::prepare_write(unsafe { std::slice::from_raw_parts_mut(ptr.cast(), len) });
+        let buf = unsafe { std::slice::from_raw_parts_mut(ptr.cast(), len) };
+        crate::tracked_io::prepare_write(buf);
         Ok(())
     })
 }
@@ -59,7 +60,7 @@ pub extern "C" fn ickpt_read(fd: i32, buf: *mut c_void, count: usize) -> isize {
     syscall(
         buf,
         count,
-        |b| crate::io::read(fd, b),
+        |b| crate::tracked_io::read(fd, b),
         // SAFETY: the arguments go to read(2) unchanged; it checks them.
         || unsafe { libc::read(fd, buf, count) },
     )
@@ -71,7 +72,7 @@ pub extern "C" fn ickpt_pread(fd: i32, buf: *mut c_void, count: usize, offset: i
     syscall(
         buf,
         count,
-        |b| crate::io::pread(fd, b, offset),
+        |b| crate::tracked_io::pread(fd, b, offset),
         // SAFETY: as in ickpt_read.
         || unsafe { libc::pread(fd, buf, count, offset) },
     )
@@ -83,7 +84,7 @@ pub extern "C" fn ickpt_recv(fd: i32, buf: *mut c_void, len: usize, flags: i32) 
     syscall(
         buf,
         len,
-        |b| crate::io::recv(fd, b, flags),
+        |b| crate::tracked_io::recv(fd, b, flags),
         // SAFETY: as in ickpt_read.
         || unsafe { libc::recv(fd, buf, len, flags) },
     )

@@ -1,6 +1,6 @@
 //! read(2), pread(2) and recv(2) into a buffer the caller lends, and the one-byte
-//! compare-and-swap that takes a page's write fault from user space (`crate::io` builds the
-//! EFAULT-retrying wrappers on these).
+//! compare-and-swap that takes a page's write fault from user space (`crate::tracked_io`
+//! builds the EFAULT-retrying wrappers on these).
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
