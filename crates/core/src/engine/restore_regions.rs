@@ -83,13 +83,13 @@ impl Engine {
         }
         for s in st.regions.values() {
             self.tracker
-                .open_for_restore(&s.tr)
+                .disarm(&s.tr)
                 .map_err(|e| super::region_error(&s.tr, e))?;
         }
         let memory = targets
             .iter()
             .map(|tr| {
-                // SAFETY: writable after open_for_restore; mapped until unprotected, which waits
+                // SAFETY: writable after disarm; mapped until unprotected, which waits
                 // for the engine lock held here. One slice per region, and regions never
                 // overlap (the registry refuses it), so these slices are disjoint; no other
                 // reference to the bytes exists, and the slices end with the scan.

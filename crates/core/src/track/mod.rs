@@ -186,9 +186,10 @@ pub trait Tracker: Send + Sync {
     fn lifts_fence_early(&self, _r: &TrackedRegion) -> bool {
         false
     }
-    /// Make `r` writable without a fault per page: by ickpt itself (restore), or untracked
-    /// (a program section's stop). Tracking resumes with [`Tracker::rearm`].
-    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError>;
+    /// Stop tracking writes to `r` and make it writable without a fault per page: for ickpt
+    /// itself to write (restore), or for the program to write untracked (a program section's
+    /// stop). The pair of [`Tracker::rearm`], which tracks again.
+    fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError>;
     /// Track writes to `r` again from here, its memory the new baseline: after a restore
     /// wrote it, or as a program section starts or compares. `out` and `before_rearm` as in
     /// `collect` (the bits: pages written since the last collect, which the caller gives

@@ -123,7 +123,7 @@ impl TrackedRegion {
     }
 
     /// The covering pages, for a restore to write into (`TrackedPages::bytes_mut`, once
-    /// `Tracker::open_for_restore` made them writable).
+    /// `Tracker::disarm` made them writable).
     pub fn covering(&self) -> &TrackedPages {
         &self.mem
     }

@@ -377,7 +377,7 @@ impl Engine {
         Self::pay_owed(&mut st);
         for s in st.regions.values().filter(|s| s.born.is_none()) {
             self.tracker
-                .open_for_restore(&s.tr)
+                .disarm(&s.tr)
                 .map_err(|e| super::region_error(&s.tr, e))?;
         }
         Ok(())

@@ -158,7 +158,7 @@ impl Tracker for MprotectTracker {
             .map_err(TrackError::Protect)
     }
 
-    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+    fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         Self::mark_shared_pages_dirty(r);
         r.mem.protect(Protection::Open).map_err(TrackError::Protect)
     }

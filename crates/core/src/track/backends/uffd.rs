@@ -434,8 +434,8 @@ impl Tracker for UffdTracker {
             })
     }
 
-    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
-        self.shared.regions.open_for_restore(r)
+    fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        self.shared.regions.disarm(r)
     }
 
     fn handler_intact(&self) -> Result<bool, TrackError> {

@@ -268,8 +268,8 @@ impl Tracker for UffdAsyncTracker {
         })
     }
 
-    fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
-        self.regions.open_for_restore(r)
+    fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        self.regions.disarm(r)
     }
 
     fn handler_intact(&self) -> Result<bool, TrackError> {

@@ -257,11 +257,11 @@ impl UffdRegions {
         arm(pages, out).map_err(TrackError::Userfault)
     }
 
-    /// Make `r` writable for a restore without a fault per page.
-    pub fn open_for_restore(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+    /// Stop tracking `r` and make it writable without a fault per page ([`Tracker::disarm`]).
+    pub fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         self.check_owner()?;
         if r.tracked_by_protection() {
-            return self.fence.open_for_restore(r);
+            return self.fence.disarm(r);
         }
         MprotectTracker::mark_shared_pages_dirty(r);
         self.uffd
