@@ -86,7 +86,7 @@ pub struct Engine {
     /// and their CRC always agree; used by the one commit in flight. A mapping of ickpt's
     /// own, never the heap: a heap buffer may share a page with protected heap memory, and
     /// the committer copying that very page into it wrote a page it had FLUSHING, which
-    /// aborted the version (`tests/owner_heap.rs`).
+    /// aborted the version (`tests/commits/owner_heap.rs`).
     staging: Arc<Mutex<OwnBytes>>,
     /// Encodes each batch into frames (format 6): made once, so a commit allocates nothing.
     encoder: Arc<Mutex<ickpt_format::FrameEncoder>>,

@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets. `fuzz/` (cargo-fuzz, nightly) calls them from libFuzzer,
-//! and `tests/fuzz_corpus.rs` (stable, `make test`) replays the checked-in corpus through
+//! and `tests/formats/fuzz_corpus.rs` (stable, `make test`) replays the checked-in corpus through
 //! them, so CI runs exactly what was fuzzed. Not API: no stability promise.
 //!
 //! Each takes arbitrary bytes. An error from the reader is a fine outcome; a panic is a

@@ -1,0 +1,10 @@
+//! Tiers and coordination: draining to a shared tier, verify on a live store, global versions.
+//!
+//! One test binary per topic, one file per concern (fewer binaries to link).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod global_versions;
+mod tiers;
+mod verify_live;
