@@ -51,7 +51,8 @@ TESTING := --features ickpt/raw-sys,ickpt/testing
 build-testing: core-deps
 	$(CARGO) build --release -p ickpt -p ickpt-cli $(TESTING)
 
-# Regenerate include/ickpt.h from the Rust C API (the header test fails when they drift).
+# Regenerate include/ickpt.h and include/ickpt_coord.h from the Rust C API (the header test
+# fails when they drift).
 header:
 	ICKPT_BLESS_HEADER=1 $(CARGO) test -q -p ickpt --test header
 
@@ -65,7 +66,8 @@ install: build
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libickpt.so $(DESTDIR)$(PREFIX)/lib/libickpt.a \
-	      $(DESTDIR)$(PREFIX)/include/ickpt.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt.pc \
+	      $(DESTDIR)$(PREFIX)/include/ickpt.h $(DESTDIR)$(PREFIX)/include/ickpt_coord.h \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt.pc \
 	      $(DESTDIR)$(PREFIX)/lib/libickpt_mpi.so $(DESTDIR)$(PREFIX)/include/ickpt_mpi.h \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-mpi.pc \
 	      $(DESTDIR)$(PREFIX)/lib/libickpt_fortran.so $(DESTDIR)$(PREFIX)/lib/libickpt_mpi_fortran.so \

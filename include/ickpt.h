@@ -691,60 +691,6 @@ enum ickpt_result ickpt_restore_latest_tagged(uint64_t *version, uint64_t *tag);
 enum ickpt_result ickpt_version_tag(uint64_t version, uint64_t *tag);
 
 /**
- * Record durably, in this process's store, that global version `global` of a coordinated
- * job (the MPI layer's numbering, the same on every rank) is this store's `version`, which
- * must be committed with an intact chain. `global` must be above every number recorded so
- * far (ICKPT_ERR_INVALID_ARGUMENT otherwise). The newest two records are kept, and garbage
- * collection keeps what restoring the versions they name reads. `ickpt_mpi_checkpoint` calls this
- * once every rank has committed; a serial program has no need of it.
- */
-enum ickpt_result ickpt_global_commit(uint64_t global, uint64_t version);
-
-/**
- * The newest global version recorded in this store (`*global`) and the version holding it
- * (`*version`); records that fail their checks, or whose version file is gone or was
- * replaced, are passed over. ICKPT_ERR_NOT_FOUND when there is none.
- */
-enum ickpt_result ickpt_global_latest(uint64_t *global, uint64_t *version);
-
-/**
- * The newest global version not above `bound` recorded intact in this store (`*global`) and
- * the version holding it (`*version`): a restart's agreement walks down with it to the
- * newest global version every rank holds. ICKPT_ERR_NOT_FOUND when there is none.
- */
-enum ickpt_result ickpt_global_at_most(uint64_t bound, uint64_t *global, uint64_t *version);
-
-/**
- * The newest global version whose record is on every tier (the drain copies a version
- * before the records naming it, so what restoring it reads is there too); without lower
- * tiers, the newest recorded. 0 when there is none.
- */
-enum ickpt_result ickpt_drained_global(uint64_t *global);
-
-/**
- * Keep the records of global version `global` and of every later one, and what restoring
- * their versions reads, on every tier, until another is pinned (0: none: the newest two are
- * kept). The MPI layer pins, before each global commit, the newest global version every rank
- * has on every tier, so a job restarted from lower tiers whose drains lagged differently
- * still finds one global version every rank holds.
- */
-enum ickpt_result ickpt_global_pin(uint64_t global);
-
-/**
- * The version holding global version `global` in this store. ICKPT_ERR_NOT_FOUND when no
- * intact record of it is here.
- */
-enum ickpt_result ickpt_global_version(uint64_t global, uint64_t *version);
-
-/**
- * Delete every version newer than `version` from the store, and first every global record
- * naming one: a restart of a coordinated job discards what not every rank committed, so no
- * later restart can pick it. `version` 0 empties the store of versions. If this process's
- * next checkpoint was to increment a deleted version, it is full instead.
- */
-enum ickpt_result ickpt_discard_newer(uint64_t version);
-
-/**
  * The version files in the store, ascending, restorable or not: up to `capacity` numbers
  * are written to `versions` (which may be NULL when `capacity` is 0) and `*count` receives
  * how many there are, so a first call with capacity 0 sizes the array.

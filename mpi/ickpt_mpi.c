@@ -21,6 +21,8 @@
 #include "ickpt_mpi.h"
 #include "ickpt_mpi_recv.h"
 
+#include <ickpt_coord.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
 install -d "$dest/lib/pkgconfig" "$dest/include" "$dest/bin"
 install -m 0755 "$rel/libickpt.so" "$dest/lib/libickpt.so"
 install -m 0644 "$rel/libickpt.a" "$dest/lib/libickpt.a"
-install -m 0644 "$root/include/ickpt.h" "$dest/include/ickpt.h"
+install -m 0644 "$root/include/ickpt.h" "$root/include/ickpt_coord.h" "$dest/include/"
 install -m 0755 "$rel/ickpt" "$dest/bin/ickpt"
 # What libickpt.a needs besides libc (`rustc --print native-static-libs`: -lgcc_s -lutil -lrt
 # -lpthread -lm -ldl -lc).

@@ -47,6 +47,7 @@
 #include <ftw.h>
 #include <getopt.h>
 #include <ickpt.h>
+#include <ickpt_coord.h> /* ickpt_discard_newer: a fresh run empties the store */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>

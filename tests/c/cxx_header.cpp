@@ -1,6 +1,7 @@
-// ickpt.h must be usable from C++: it compiles with -Wall -Wextra -Werror -pedantic and its
-// functions link with C linkage.
+// ickpt.h and ickpt_coord.h must be usable from C++: they compile with -Wall -Wextra -Werror
+// -pedantic and their functions link with C linkage.
 #include <ickpt.h>
+#include <ickpt_coord.h>
 
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,13 @@ int main() {
     r = ickpt_get_stats(&st);
     if (r != ICKPT_ERR_NOT_INITIALIZED || st.faults != 12345) {
         std::fprintf(stderr, "ickpt_get_stats before init: %s\n", ickpt_result_name(r));
+        return 1;
+    }
+    // And a coordination call of ickpt_coord.h.
+    uint64_t global = 777;
+    r = ickpt_drained_global(&global);
+    if (r != ICKPT_ERR_NOT_INITIALIZED || global != 777) {
+        std::fprintf(stderr, "ickpt_drained_global before init: %s\n", ickpt_result_name(r));
         return 1;
     }
     std::printf("C++ sees ickpt %s\n", v);

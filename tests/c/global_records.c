@@ -1,11 +1,13 @@
 /*
- * The core's calls for coordinated checkpoints, as the MPI layer uses them: global-commit
+ * The core's calls for coordinated checkpoints (ickpt_coord.h), as the MPI layer uses them: global-commit
  * records (ickpt_global_commit / _latest / _version), refusals (out of order, NULL, a
  * missing record), ickpt_discard_newer, after which the next checkpoint is full and the
  * restart finds the newest global version's bytes; ickpt_global_pin keeps a third record,
  * ickpt_global_at_most walks down to it, ickpt_drained_global (no lower tier) is the newest.
  */
 #include "check.h"
+
+#include <ickpt_coord.h>
 
 static unsigned char mem[8 * 4096];
 

@@ -8,7 +8,7 @@
 #   static_link.c           linked against libickpt.a (pkg-config ickpt-static) instead of
 #                           libickpt.so, and again as a fully static program (cc -static with
 #                           pkg-config --static ickpt): static_full
-#   cxx_header.cpp          C++ compile/link check of ickpt.h
+#   cxx_header.cpp          C++ compile/link check of ickpt.h and ickpt_coord.h
 #   enospc.c                run once per injected store fault (see the run loop)
 #   fuse_*.c                store on an ickpt-testfs mount (FUSE fault injection), run once per
 #                           set of its options: need root, /dev/fuse and the ickpt-testfs binary
@@ -165,16 +165,17 @@ if [ -f "$here/cxx_header.cpp" ]; then
     fi
 fi
 
-# The header alone must compile as strict C89 (stdint.h aside: C89 has none) and C99.
+# The headers alone must compile as strict C89 (stdint.h aside: C89 has none) and C99.
 for std in c89 c99; do
     log=$out/header_$std.build.log
     # shellcheck disable=SC2086
-    if printf '%s\n' '#include <ickpt.h>' \
-        'int main(void) { ickpt_config cfg; return ickpt_config_init(&cfg) != ICKPT_OK; }' |
+    if printf '%s\n' '#include <ickpt.h>' '#include <ickpt_coord.h>' \
+        'int main(void) { ickpt_config cfg; uint64_t g;' \
+        '    return ickpt_config_init(&cfg) != ICKPT_OK || ickpt_drained_global(&g) != ICKPT_ERR_NOT_INITIALIZED; }' |
         $CC -std=$std -pedantic-errors -Wall -Wextra -Werror $pc_cflags -x c -o "$out/header_$std" - $pc_libs >"$log" 2>&1; then
         pass header_$std
     else
-        fail header_$std "ickpt.h does not compile as -std=$std -pedantic-errors; see ${log#"$root"/}" "$log"
+        fail header_$std "ickpt.h or ickpt_coord.h does not compile as -std=$std -pedantic-errors; see ${log#"$root"/}" "$log"
     fi
 done
 

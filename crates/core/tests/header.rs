@@ -1,19 +1,36 @@
-//! include/ickpt.h must be exactly what cbindgen generates from the Rust side, and declare
-//! nothing but the API: every name a program sees after `#include <ickpt.h>` (macros, tags,
-//! typedefs, enumerators, functions) starts with `ickpt_` or `ICKPT_`, so it cannot clash
-//! with the program's own names or with another library's.
+//! include/ickpt.h and include/ickpt_coord.h must be exactly what cbindgen generates from
+//! the Rust side, and declare nothing but the API: every name a program sees after
+//! `#include <ickpt.h>` (macros, tags, typedefs, enumerators, functions) starts with `ickpt_`
+//! or `ICKPT_`, so it cannot clash with the program's own names or with another library's.
 
 use std::collections::BTreeSet;
 
-/// What cbindgen makes of the C API now.
-fn generated() -> String {
+/// The headers: the file in `include/`, the cbindgen config, the module it is generated
+/// from (below `src/capi`), and what it may include.
+const HEADERS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "ickpt.h",
+        "cbindgen.toml",
+        "mod.rs",
+        &["stddef.h", "stdint.h"],
+    ),
+    (
+        "ickpt_coord.h",
+        "cbindgen-coord.toml",
+        "coord/mod.rs",
+        &["stdint.h", "ickpt.h"],
+    ),
+];
+
+/// What cbindgen makes of the C API now: the header generated from `module` with `config`.
+fn generated(config: &str, module: &str) -> String {
     let crate_dir = env!("CARGO_MANIFEST_DIR");
-    let cfg = cbindgen::Config::from_file(format!("{crate_dir}/cbindgen.toml")).unwrap();
+    let cfg = cbindgen::Config::from_file(format!("{crate_dir}/{config}")).unwrap();
     let mut out = Vec::new();
     // Only the C API's sources: from the whole crate cbindgen also took the `pub const`s of
     // other modules (MADV_COLLAPSE) into the header.
     cbindgen::Builder::new()
-        .with_src(format!("{crate_dir}/src/capi/mod.rs"))
+        .with_src(format!("{crate_dir}/src/capi/{module}"))
         .with_config(cfg)
         .generate()
         .expect("cbindgen")
@@ -23,44 +40,71 @@ fn generated() -> String {
 }
 
 #[test]
-fn checked_in_header_matches_the_rust_side() {
-    let generated = generated();
-    let path = format!("{}/../../include/ickpt.h", env!("CARGO_MANIFEST_DIR"));
-    if std::env::var_os("ICKPT_BLESS_HEADER").is_some() {
-        std::fs::write(&path, &generated).unwrap();
+fn checked_in_headers_match_the_rust_side() {
+    for &(file, config, module, _) in HEADERS {
+        let generated = generated(config, module);
+        let path = format!("{}/../../include/{file}", env!("CARGO_MANIFEST_DIR"));
+        if std::env::var_os("ICKPT_BLESS_HEADER").is_some() {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == generated,
+            "include/{file} differs from the Rust C API; run 'make header' and commit it"
+        );
     }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == generated,
-        "include/ickpt.h differs from the Rust C API; run 'make header' and commit it"
-    );
 }
 
-/// The generated header, which the test above holds the checked-in one to.
+/// The generated headers, which the test above holds the checked-in ones to.
 #[test]
-fn header_declares_only_ickpt_names() {
-    let decl = declarations(&generated());
-    let foreign: Vec<_> = decl
-        .names
-        .iter()
-        .filter(|n| !n.starts_with("ickpt_") && !n.starts_with("ICKPT_"))
-        .collect();
-    assert!(
-        foreign.is_empty(),
-        "include/ickpt.h declares names outside the API: {foreign:?}"
-    );
-    let allowed = BTreeSet::from(["stddef.h".to_string(), "stdint.h".to_string()]);
-    assert!(
-        decl.includes.is_subset(&allowed),
-        "include/ickpt.h includes {:?}; only {allowed:?} may be",
-        decl.includes
-    );
+fn headers_declare_only_ickpt_names() {
+    for &(file, config, module, includes) in HEADERS {
+        let decl = declarations(&generated(config, module));
+        let foreign: Vec<_> = decl
+            .names
+            .iter()
+            .filter(|n| !n.starts_with("ickpt_") && !n.starts_with("ICKPT_"))
+            .collect();
+        assert!(
+            foreign.is_empty(),
+            "include/{file} declares names outside the API: {foreign:?}"
+        );
+        let allowed: BTreeSet<String> = includes.iter().map(|s| s.to_string()).collect();
+        assert!(
+            decl.includes.is_subset(&allowed),
+            "include/{file} includes {:?}; only {allowed:?} may be",
+            decl.includes
+        );
+    }
+    let main = declarations(&generated("cbindgen.toml", "mod.rs"));
     for api in ["ickpt_init", "ickpt_config", "ICKPT_OK", "ICKPT_MODE_ASYNC"] {
         assert!(
-            decl.names.contains(api),
+            main.names.contains(api),
             "{api} not found: the scan is broken"
         );
     }
+}
+
+/// The coordination-only calls are in ickpt_coord.h, and only there: a program that
+/// includes ickpt.h alone does not see them.
+#[test]
+fn coordination_calls_are_in_their_own_header() {
+    let main = declarations(&generated("cbindgen.toml", "mod.rs")).names;
+    let coord = declarations(&generated("cbindgen-coord.toml", "coord/mod.rs")).names;
+    for call in [
+        "ickpt_global_commit",
+        "ickpt_global_latest",
+        "ickpt_global_at_most",
+        "ickpt_global_version",
+        "ickpt_global_pin",
+        "ickpt_drained_global",
+        "ickpt_discard_newer",
+    ] {
+        assert!(coord.contains(call), "ickpt_coord.h lacks {call}");
+        assert!(!main.contains(call), "ickpt.h declares {call}");
+    }
+    let both: Vec<_> = main.intersection(&coord).collect();
+    assert!(both.is_empty(), "declared in both headers: {both:?}");
 }
 
 /// The scan below must find every kind of name, or the test above proves nothing.

@@ -22,8 +22,6 @@ mod checkpoint;
 
 mod restore;
 
-mod globals;
-
 mod versions;
 
 mod stats;
@@ -38,9 +36,13 @@ mod precopy;
 
 mod sections;
 
+// Not in ickpt.h: include/ickpt_coord.h is generated from this module.
+/// cbindgen:ignore
+mod coord;
+
 pub use checkpoint::*;
 pub use config::*;
-pub use globals::*;
+pub use coord::*;
 pub use init::*;
 pub use io::*;
 pub use precopy::*;
