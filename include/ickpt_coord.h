@@ -71,6 +71,17 @@ ickpt_result ickpt_global_version(uint64_t global, uint64_t *version);
  */
 ickpt_result ickpt_discard_newer(uint64_t version);
 
+/**
+ * Make `dir` the directory of a coordinated job of `ranks` processes (libickpt_mpi's rank 0
+ * calls it from ickpt_mpi_init, with the communicator's size, before any rank opens its
+ * store in it): create it, owner-only, unless it exists, then check that its job file
+ * (`dir/ickpt-job`) records `ranks`, or write one that does, whole (a crash leaves no job
+ * file or a complete one). Refused with nothing written: another number of ranks recorded
+ * (ICKPT_ERR_INVALID_ARGUMENT, naming both), a link or a file at `dir`, or a job file that
+ * is not one (ICKPT_ERR_NOT_A_STORE). Needs no ickpt_init.
+ */
+ickpt_result ickpt_job_prepare(const char *dir, int32_t ranks);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,16 +23,12 @@
 
 #include <ickpt_coord.h>
 
-#include <errno.h>
 #include <signal.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define MSG_LEN 1024
 
@@ -169,22 +165,6 @@ static ickpt_result enter(enum call c) {
     return same_call(c);
 }
 
-/* Make directory `path` (owner-only) unless it exists; a file or link there is refused. */
-static ickpt_result make_job_dir(const char *path) {
-    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-        set_error("rank %d: creating the job directory %s: %s", st.rank, path, strerror(errno));
-        return ICKPT_ERR_IO;
-    }
-    struct stat sb;
-    if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        set_error("rank %d: the job directory %s is not a directory (a link or a file is "
-                  "there); give ickpt_mpi_init a directory of its own",
-                  st.rank, path);
-        return ICKPT_ERR_NOT_A_STORE;
-    }
-    return ICKPT_OK;
-}
-
 /*
  * Read a decimal number at *p: one digit at least, no sign, no more than `max`; *p moves past
  * it. 0 on success. (sscanf's %d and %llu take signs, leading blanks and overflow silently.)
@@ -212,64 +192,6 @@ static int starts(const char *s, const char *prefix, const char **rest) {
         return 0;
     *rest = s + n;
     return 1;
-}
-
-/*
- * The job file DIR/ickpt-job records the number of ranks the job's stores were made for.
- * Written once, by rank 0, whole (temporary, fsync, rename, directory fsync). Returns the
- * ranks recorded (0: none yet) or -1 on error.
- */
-static long read_job_ranks(const char *dir) {
-    char path[4096], buf[128];
-    snprintf(path, sizeof path, "%s/ickpt-job", dir);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        set_error("rank 0: reading %s: %s", path, strerror(errno));
-        return -1;
-    }
-    /* The whole file, exactly "ickpt MPI job, format 1\nranks N\n": anything longer, shorter
-     * or else is not a job file. */
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    uint64_t ranks = 0;
-    const char *p = buf;
-    if (n <= 0 || n == (ssize_t)sizeof buf - 1 || (buf[n] = '\0', 0) ||
-        !starts(buf, "ickpt MPI job, format 1\nranks ", &p) || decimal(&p, INT32_MAX, &ranks) != 0 ||
-        strcmp(p, "\n") != 0 || ranks == 0) {
-        set_error("rank 0: %s is not an ickpt job file; move it out of the job directory", path);
-        return -1;
-    }
-    return (long)ranks;
-}
-
-static ickpt_result write_job_ranks(const char *dir, int ranks) {
-    char path[4096], tmp[4096], text[128];
-    snprintf(path, sizeof path, "%s/ickpt-job", dir);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-ickpt-job.%d", dir, (int)getpid());
-    int len = snprintf(text, sizeof text, "ickpt MPI job, format 1\nranks %d\n", ranks);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || write(fd, text, (size_t)len) != len || fsync(fd) != 0) {
-        set_error("rank 0: writing %s: %s", tmp, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        return ICKPT_ERR_IO;
-    }
-    close(fd);
-    if (rename(tmp, path) != 0) {
-        set_error("rank 0: renaming %s to %s: %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return ICKPT_ERR_IO;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return ICKPT_OK;
 }
 
 /* Parse ICKPT_MPI_CRASH; 0 when unset or valid. */
@@ -300,25 +222,6 @@ static int parse_crash(void) {
 static void crash_here(enum crash_point p, uint64_t global) {
     if (crash.point == p && crash.global == global && crash.rank == st.rank)
         raise(SIGKILL);
-}
-
-/* Rank 0's part of init: the job directory and its record of the number of ranks. */
-static ickpt_result prepare_job(const char *dir) {
-    ickpt_result rc = make_job_dir(dir);
-    if (rc != ICKPT_OK)
-        return rc;
-    long ranks = read_job_ranks(dir);
-    if (ranks < 0)
-        return ICKPT_ERR_NOT_A_STORE;
-    if (ranks == 0)
-        return write_job_ranks(dir, st.size);
-    if (ranks != st.size) {
-        set_error("rank 0: the job directory %s holds the checkpoints of a job of %ld ranks, "
-                  "this job has %d: restart with %ld ranks, or give this job another directory",
-                  dir, ranks, st.size, ranks);
-        return ICKPT_ERR_INVALID_ARGUMENT;
-    }
-    return ICKPT_OK;
 }
 
 /*
@@ -452,10 +355,12 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
     if (rc != ICKPT_OK)
         goto fail;
     rc = ICKPT_OK;
+    /* Rank 0 makes the job directories, which record the number of ranks (the core's
+     * ickpt_job_prepare writes and checks the job file), before any rank opens its store. */
     if (st.rank == 0) {
-        rc = prepare_job(dir);
+        rc = local_error(ickpt_job_prepare(dir, st.size), "ickpt_mpi_init");
         if (rc == ICKPT_OK && shared != NULL)
-            rc = prepare_job(shared);
+            rc = local_error(ickpt_job_prepare(shared, st.size), "ickpt_mpi_init");
     }
     rc = agree(rc);
     if (rc != ICKPT_OK)

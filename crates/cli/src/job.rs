@@ -1,48 +1,26 @@
 //! A job directory of the MPI layer (`ickpt_mpi_init`, docs/mpi.md): `ickpt-job` records the
-//! number of ranks, and rank r's store is `rank-NNNNN` in it; `--shared` and `--object` are
+//! number of ranks, and rank r's store is `rank-NNNNN` in it (`ickpt::job` reads both); `--shared` and `--object` are
 //! job directories (URLs) too. `ls`, `verify` and `prune` given one read every rank's store
 //! and show the job's global versions and the one a restart takes: the newest every rank
 //! holds a record of, which is what `ickpt_mpi_restore_latest` agrees on.
 
 use crate::{human, CmdResult, StoreArgs};
+use ickpt::job::{rank_dir, read_ranks, JOB_FILE};
 use ickpt::read::catalog::{describe_versions, Catalog};
 use ickpt::read::global_records::records;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
-
-/// The job file's name, as the MPI layer writes it.
-pub const JOB_FILE: &str = "ickpt-job";
 
 /// The number of ranks the job directory `dir` records, or None when `dir` is not a job
 /// directory (no job file, or an ickpt store itself). A job file that is not one is an
 /// error naming it.
 pub fn ranks(dir: &Path) -> Result<Option<u32>, String> {
-    let file = dir.join(JOB_FILE);
-    let Ok(m) = std::fs::symlink_metadata(&file) else {
-        return Ok(None);
-    };
     if dir.join(ickpt::store::MARKER).exists() {
         return Ok(None);
     }
-    let bad = || {
-        format!(
-            "{} is not an ickpt job file (\"ickpt MPI job, format 1\" and the ranks): move it \
-             out of the job directory",
-            file.display()
-        )
-    };
-    if !m.is_file() || m.len() > 128 {
-        return Err(bad());
-    }
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-    text.strip_prefix("ickpt MPI job, format 1\nranks ")
-        .and_then(|r| r.strip_suffix('\n'))
-        .and_then(|r| r.parse::<u32>().ok())
-        .filter(|&n| n > 0)
-        .map(Some)
-        .ok_or_else(bad)
+    read_ranks(dir).map_err(|e| e.to_string())
 }
 
 /// An error for commands that read one store, given a job directory: which store to name.
@@ -60,10 +38,6 @@ pub fn one_store_only(s: &StoreArgs) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     Ok(())
-}
-
-fn rank_dir(dir: &Path, rank: u32) -> PathBuf {
-    dir.join(format!("rank-{rank:05}"))
 }
 
 /// Rank `rank`'s store arguments: each tier's rank directory.

@@ -21,6 +21,7 @@ mod error;
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub mod fuzzing;
+pub mod job;
 pub mod maintain;
 pub mod policy;
 pub mod private_file;
@@ -48,7 +49,7 @@ pub use engine::{
 };
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, InjectError,
-    MaintainError, MergeFilesError, ProtectError, ReadError, RegionError, RestoreError,
+    JobError, MaintainError, MergeFilesError, ProtectError, ReadError, RegionError, RestoreError,
     SectionError, VERIFY_HINT,
 };
 pub use ickpt_format as format;

@@ -42,6 +42,8 @@ const RANKS: &[(&str, u32)] = &[
     ("error", 4),
     ("private_file", 5),
     ("read", 6),
+    // A coordinated job's directory: its job file, its ranks' stores.
+    ("job", 6),
     // Files besides versions, written by the rules `read` checks them by.
     ("write", 7),
     ("engine", 8),

@@ -58,7 +58,8 @@ use crate::config::{Config, SettingError};
 use crate::engine::{CheckpointInfo, Engine, Stats};
 use crate::error::{
     CheckpointError, DrainError, Error, FileError, ForkedChild, GcError, GlobalError, InitError,
-    InjectError, MergeFilesError, ProtectError, ReadError, RegionError, RestoreError, SectionError,
+    InjectError, JobError, MergeFilesError, ProtectError, ReadError, RegionError, RestoreError,
+    SectionError,
 };
 use crate::store::dir::OpenError;
 use crate::track::{Backend, Granularity, RangeProblem, TrackError};

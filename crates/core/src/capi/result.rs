@@ -63,6 +63,13 @@ pub fn code_of(e: &Error) -> ickpt_result {
             MergeFilesError::TooLarge { .. } => ickpt_result::ICKPT_ERR_INVALID_ARGUMENT,
             MergeFilesError::Write(e) => file_code(e),
         },
+        Error::Job(e) => match e {
+            JobError::File(e) => file_code(e),
+            JobError::Unreadable(_)
+            | JobError::NotADirectory { .. }
+            | JobError::NotAJobFile { .. } => ICKPT_ERR_NOT_A_STORE,
+            JobError::OtherRanks { .. } | JobError::Ranks { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        },
         Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,

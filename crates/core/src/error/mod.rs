@@ -1,7 +1,7 @@
 //! Every error ickpt reports, one type per operation: [`InitError`] (opening an engine),
 //! [`ProtectError`] (protect, unprotect, alloc, free), [`CheckpointError`] (checkpoint,
 //! wait), [`RestoreError`] (restore), [`InjectError`] (inject), [`SectionError`] (program sections), [`ReadError`] (reading versions: restore, verify, the
-//! version list), [`GcError`], [`MaintainError`] (prune, rm); the store directory's own is `store::dir::OpenError`. Each
+//! version list), [`GcError`], [`MaintainError`] (prune, rm), [`JobError`] (a coordinated job's directory); the store directory's own is `store::dir::OpenError`. Each
 //! names the file, region or version involved and, where there is one, what to do about
 //! it. [`Error`] gathers them for the C API, which maps each to a result code in one place
 //! (`capi::types::code_of`, documented in `docs/abi.md`).
@@ -13,6 +13,7 @@ mod gc;
 mod global;
 mod init;
 mod inject;
+mod job;
 mod maintain;
 mod protect;
 mod read;
@@ -27,6 +28,7 @@ pub use gc::GcError;
 pub use global::GlobalError;
 pub use init::InitError;
 pub use inject::{InjectError, MergeFilesError};
+pub use job::JobError;
 pub use maintain::MaintainError;
 pub use protect::ProtectError;
 pub use read::ReadError;
@@ -68,6 +70,8 @@ pub enum Error {
     Section(#[from] SectionError),
     #[error(transparent)]
     Merge(#[from] MergeFilesError),
+    #[error(transparent)]
+    Job(#[from] JobError),
     /// A configuration field ickpt cannot use.
     #[error(transparent)]
     Setting(#[from] crate::config::SettingError),

@@ -1,9 +1,13 @@
 //! The calls for layers that coordinate the stores of several processes (the MPI layer,
-//! `mpi/ickpt_mpi.c`), declared in `include/ickpt_coord.h`, generated from this module alone:
+//! `mpi/ickpt_mpi.c`), declared in `include/ickpt_coord.h` in the order of the modules below, which
+//! is generated from this module alone:
 //! a program that only checkpoints itself has no use for them, so `ickpt.h` leaves them out.
 
 use super::*;
 
 mod globals;
 
+mod job;
+
 pub use globals::*;
+pub use job::*;
