@@ -1,8 +1,9 @@
 /*
  * ickpt_coord: the calls for layers that coordinate the stores of several processes, as
- * libickpt_mpi does for an MPI job (docs/mpi.md): global versions and their records, and the
- * discarding of what not every process committed. A program that checkpoints only itself
- * needs none of them. They are in libickpt, with the calls of ickpt.h; see docs/abi.md.
+ * libickpt_mpi does for an MPI job (docs/mpi.md): a config resolved as ickpt_init would run
+ * it, the job directory, global versions and their records, and the discarding of what not
+ * every process committed. A program that checkpoints only itself needs none of them. They
+ * are in libickpt, with the calls of ickpt.h; see docs/abi.md.
  */
 
 #ifndef ICKPT_COORD_H
@@ -16,6 +17,62 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/**
+ * A config as `ickpt_init` would run it (`ickpt_config_resolve`). Its strings and `config`
+ * belong to libickpt: they stay valid until the same thread calls `ickpt_config_resolve`
+ * again, or ends.
+ */
+typedef struct ickpt_resolved_config {
+  /**
+   * ICKPT_MODE_SYNC or ICKPT_MODE_ASYNC: cfg->mode, or ICKPT_MODE's when it is set.
+   */
+  uint32_t mode;
+  /**
+   * The store directory: cfg->dir, or ICKPT_DIR when that is NULL. Never NULL.
+   */
+  const char *dir;
+  /**
+   * The shared tier: cfg->shared_dir, or ICKPT_SHARED_DIR when that is NULL; NULL: none.
+   */
+  const char *shared_dir;
+  /**
+   * The object-store tier: cfg->object_url, or ICKPT_OBJECT_URL when that is NULL; NULL:
+   * none.
+   */
+  const char *object_url;
+  /**
+   * `cfg` as ickpt_init reads it, as long as this library's ickpt_config (its struct_size):
+   * the fields the caller's struct has, the defaults of those it lacks, and dir,
+   * shared_dir and object_url as above. It may be changed and given to ickpt_init.
+   */
+  ickpt_config *config;
+} ickpt_resolved_config;
+
+/**
+ * Resolve `cfg` (NULL: the defaults) as ickpt_init does: the struct of whichever ickpt.h
+ * the caller was built with (docs/abi.md, rule 7), the defaults of the fields it lacks, the
+ * `ICKPT_*` variables, and every check of a setting ickpt_init makes, with the same result
+ * code and message (what only the store and the kernel can tell, a directory that is not
+ * writable or a backend the kernel lacks, ickpt_init still reports). Writes `size` bytes at
+ * `out` at most: call it as `ickpt_config_resolve(cfg, &out)`, the header's macro. Needs no
+ * ickpt_init, and starts nothing. The strings and the config `out` points to belong to
+ * libickpt: they stay valid until this thread calls it again, or ends.
+ */
+ickpt_result ickpt_config_resolve_sized(const ickpt_config *cfg,
+                                        struct ickpt_resolved_config *out,
+                                        size_t size);
+
+/**
+ * Make `dir` the directory of a coordinated job of `ranks` processes (libickpt_mpi's rank 0
+ * calls it from ickpt_mpi_init, with the communicator's size, before any rank opens its
+ * store in it): create it, owner-only, unless it exists, then check that its job file
+ * (`dir/ickpt-job`) records `ranks`, or write one that does, whole (a crash leaves no job
+ * file or a complete one). Refused with nothing written: another number of ranks recorded
+ * (ICKPT_ERR_INVALID_ARGUMENT, naming both), a link or a file at `dir`, or a job file that
+ * is not one (ICKPT_ERR_NOT_A_STORE). Needs no ickpt_init.
+ */
+ickpt_result ickpt_job_prepare(const char *dir, int32_t ranks);
 
 /**
  * Record durably, in this process's store, that global version `global` of a coordinated
@@ -71,16 +128,8 @@ ickpt_result ickpt_global_version(uint64_t global, uint64_t *version);
  */
 ickpt_result ickpt_discard_newer(uint64_t version);
 
-/**
- * Make `dir` the directory of a coordinated job of `ranks` processes (libickpt_mpi's rank 0
- * calls it from ickpt_mpi_init, with the communicator's size, before any rank opens its
- * store in it): create it, owner-only, unless it exists, then check that its job file
- * (`dir/ickpt-job`) records `ranks`, or write one that does, whole (a crash leaves no job
- * file or a complete one). Refused with nothing written: another number of ranks recorded
- * (ICKPT_ERR_INVALID_ARGUMENT, naming both), a link or a file at `dir`, or a job file that
- * is not one (ICKPT_ERR_NOT_A_STORE). Needs no ickpt_init.
- */
-ickpt_result ickpt_job_prepare(const char *dir, int32_t ranks);
+/* Fills the caller's struct and no more, whichever ickpt_coord.h the program was built with. */
+#define ickpt_config_resolve(cfg, out) ickpt_config_resolve_sized((cfg), (out), sizeof *(out))
 
 #ifdef __cplusplus
 }

@@ -316,41 +316,17 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
     if (rc != ICKPT_OK)
         goto fail;
 
-    ickpt_config mine;
-    ickpt_config_init(&mine);
-    rc = ICKPT_OK;
-    if (cfg != NULL) {
-        /* The caller's struct may be shorter than ours (an older ickpt.h): take the fields it
-         * has, the rest keep their defaults, as ickpt_init itself does. A size ickpt_init
-         * would refuse is refused here too (docs/abi.md, rule 7). */
-        uint32_t n = cfg->struct_size;
-        if (n < 24 || n % 8 != 0 || n > 4096) {
-            set_error("rank %d: ickpt_mpi_init: cfg->struct_size is %u: initialise the config "
-                      "with ickpt_config_init(&cfg)",
-                      st.rank, (unsigned)n);
-            rc = ICKPT_ERR_INVALID_ARGUMENT;
-        } else {
-            memcpy(&mine, cfg, n < sizeof mine ? n : sizeof mine);
-            mine.struct_size = (uint32_t)sizeof mine;
-        }
-    }
-    const char *dir = mine.dir != NULL ? mine.dir : getenv("ICKPT_DIR");
-    /* The shared tier is a job directory too: each rank drains to its own rank-NNNNN. */
-    const char *shared = mine.shared_dir != NULL ? mine.shared_dir : getenv("ICKPT_SHARED_DIR");
-    if (shared != NULL && shared[0] == '\0')
-        shared = NULL;
-    /* So is the object-store tier: each rank drains to URL/rank-NNNNN. */
-    const char *object = mine.object_url != NULL ? mine.object_url : getenv("ICKPT_OBJECT_URL");
-    if (object != NULL && object[0] == '\0')
-        object = NULL;
-    if (rc != ICKPT_OK) {
-        /* reported below */
-    } else if (dir == NULL || dir[0] == '\0') {
-        set_error("rank %d: no job directory: set cfg.dir or ICKPT_DIR", st.rank);
+    /* The core resolves the caller's config as ickpt_init would (its struct_size, the
+     * defaults, the ICKPT_* variables, every check): the job directory, the lower tiers
+     * (job directories too: each rank drains to its own rank-NNNNN under them) and the mode.
+     * A config ickpt_init would refuse is refused here, on every rank, before anything is
+     * made. The strings and res.config are the core's, valid until the next resolve. */
+    ickpt_resolved_config res;
+    memset(&res, 0, sizeof res);
+    rc = local_error(ickpt_config_resolve(cfg, &res), "ickpt_mpi_init: the configuration");
+    if (rc == ICKPT_OK && parse_crash() != 0)
         rc = ICKPT_ERR_INVALID_ARGUMENT;
-    } else if (parse_crash() != 0) {
-        rc = ICKPT_ERR_INVALID_ARGUMENT;
-    }
+    const char *dir = res.dir, *shared = res.shared_dir, *object = res.object_url;
     rc = agree(rc);
     if (rc != ICKPT_OK)
         goto fail;
@@ -375,10 +351,10 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
                   "long (at most 4080 bytes)", st.rank);
         rc = ICKPT_ERR_INVALID_ARGUMENT;
     } else {
-        mine.dir = store;
-        mine.shared_dir = shared != NULL ? shared_store : NULL;
-        mine.object_url = object != NULL ? object_store : NULL;
-        rc = local_error(ickpt_init(&mine), "ickpt_init");
+        res.config->dir = store;
+        res.config->shared_dir = shared != NULL ? shared_store : NULL;
+        res.config->object_url = object != NULL ? object_store : NULL;
+        rc = local_error(ickpt_init(res.config), "ickpt_init");
     }
     int started = rc == ICKPT_OK; /* only this call's own ickpt_init is undone below */
     rc = agree(rc);
@@ -387,14 +363,9 @@ ickpt_result ickpt_mpi_init(MPI_Comm comm, const ickpt_config *cfg) {
             ickpt_finalize();
         goto fail;
     }
-    /* The mode the core runs: cfg.mode, unless ICKPT_MODE overrides it (ickpt_init refused
-     * any other value). Every rank must run the same, or their calls would not pair up. */
-    st.mode = mine.mode;
-    const char *m = getenv("ICKPT_MODE");
-    if (m != NULL && strcmp(m, "async") == 0)
-        st.mode = ICKPT_MODE_ASYNC;
-    else if (m != NULL && strcmp(m, "sync") == 0)
-        st.mode = ICKPT_MODE_SYNC;
+    /* The mode the core runs (cfg.mode, unless ICKPT_MODE overrides it). Every rank must
+     * run the same, or their calls would not pair up. */
+    st.mode = res.mode;
     uint64_t lo_mode = 0, hi_mode = 0;
     rc = min_max(st.mode, &lo_mode, &hi_mode, "MPI_Allreduce (the ranks' modes)");
     if (rc == ICKPT_OK && lo_mode != hi_mode) {

@@ -419,6 +419,16 @@ for impl in openmpi mpich; do
         printf 'ickpt MPI job, format 1\nranks 2\nmore\n' >"$ICKPT_DIR/ickpt-job"
         refuses "$impl: a job file with anything after its rank count is refused" \
             "is not an ickpt job file" mpi_run "$run" 2 "$bin/protocol" init
+        # The core resolves the config (ickpt_config_resolve): a setting ickpt_init would
+        # refuse fails init on every rank, with the core's message, before rank 0 makes the
+        # job directory.
+        job bad-mode
+        t="$impl: a bad ICKPT_MODE is refused on every rank before the job directory is made"
+        ICKPT_MODE=fast refuses "$t" 'ICKPT_MODE="fast": expected sync or async' \
+            mpi_run "$run" 2 "$bin/protocol" init
+        if [ -e "$ICKPT_DIR" ]; then
+            fail "$t: nothing made" "the job directory $ICKPT_DIR was made"
+        fi
         job crash-switch
         ICKPT_MPI_CRASH=committed:-3:1 refuses "$impl: a malformed ICKPT_MPI_CRASH is refused" \
             "ICKPT_MPI_CRASH=committed:-3:1: expected" mpi_run "$run" 2 "$bin/protocol" init

@@ -92,6 +92,9 @@ fn coordination_calls_are_in_their_own_header() {
     let main = declarations(&generated("cbindgen.toml", "mod.rs")).names;
     let coord = declarations(&generated("cbindgen-coord.toml", "coord/mod.rs")).names;
     for call in [
+        "ickpt_config_resolve_sized",
+        "ickpt_resolved_config",
+        "ickpt_job_prepare",
         "ickpt_global_commit",
         "ickpt_global_latest",
         "ickpt_global_at_most",

@@ -350,6 +350,31 @@ pub(super) fn read_config(cfg: *const ickpt_config) -> Result<ickpt_config, Erro
     Ok(c)
 }
 
+/// The settings `cfg` asks for (NULL: the defaults), each checked, with the store directory
+/// `cfg->dir`, or `ICKPT_DIR` when that is NULL; before the `ICKPT_*` overrides, which
+/// `Config::from_env` applies. What `ickpt_init` opens, and `ickpt_config_resolve` resolves.
+pub(super) fn asked_config(cfg: *const ickpt_config) -> Result<Config, Error> {
+    let (mut c, dir) = if cfg.is_null() {
+        (Config::new(""), None)
+    } else {
+        to_config(&read_config(cfg)?)?
+    };
+    // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never
+    // fails on a variable it does not use.
+    let dir = match dir {
+        Some(d) => Some(d),
+        None => crate::config::env::dir()?,
+    };
+    c.dir = dir.filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| {
+        SettingError::new(
+            "cfg->dir",
+            "NULL",
+            "a store directory: set cfg->dir or ICKPT_DIR",
+        )
+    })?;
+    Ok(c)
+}
+
 /// A path field of `ickpt_config`: None for NULL, else its string, which must be UTF-8.
 pub(super) fn c_path(
     field: &'static str,

@@ -21,25 +21,7 @@ pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
             }
             None => {}
         }
-        let (mut c, dir) = if cfg.is_null() {
-            (Config::new(""), None)
-        } else {
-            to_config(&read_config(cfg)?)?
-        };
-        // ICKPT_DIR only when cfg->dir is NULL: a program that names its directory never
-        // fails on a variable it does not use.
-        let dir = match dir {
-            Some(d) => Some(d),
-            None => crate::config::env::dir()?,
-        };
-        c.dir = dir.filter(|d| !d.as_os_str().is_empty()).ok_or_else(|| {
-            SettingError::new(
-                "cfg->dir",
-                "NULL",
-                "a store directory: set cfg->dir or ICKPT_DIR",
-            )
-        })?;
-        *slot = Some((std::process::id(), Engine::open(c)?));
+        *slot = Some((std::process::id(), Engine::open(asked_config(cfg)?)?));
         Ok(())
     })
 }

@@ -5,9 +5,12 @@
 
 use super::*;
 
-mod globals;
+mod resolve;
 
 mod job;
 
+mod globals;
+
 pub use globals::*;
 pub use job::*;
+pub use resolve::*;
