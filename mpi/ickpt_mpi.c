@@ -59,18 +59,6 @@ static struct {
     uint64_t pinned;    /* the global version pinned on every tier (0: none) */
 } st;
 
-/*
- * Tests kill one rank at a chosen point of the protocol: ICKPT_MPI_CRASH=POINT:GLOBAL:RANK,
- * POINT `committed` (its local version durable, before the agreement) or `recorded` (its
- * global-commit record durable, before the agreement on the records). Read once, at init.
- */
-enum crash_point { CRASH_NONE, CRASH_COMMITTED, CRASH_RECORDED };
-static struct {
-    enum crash_point point;
-    uint64_t global;
-    int rank;
-} crash;
-
 static __thread char last_error[MSG_LEN];
 
 const char *ickpt_mpi_last_error(void) { return last_error; }
@@ -165,6 +153,23 @@ static ickpt_result enter(enum call c) {
     return same_call(c);
 }
 
+#ifdef ICKPT_MPI_TEST_SWITCHES
+/*
+ * The test kill switch, compiled only into the test build of the library (tests/mpi/run.sh
+ * installs it with scripts/install-mpi.sh --test-switches, which defines
+ * ICKPT_MPI_TEST_SWITCHES); the installed library has none of it, and reads no environment
+ * variable. Tests kill one rank at a chosen point of the protocol:
+ * ICKPT_MPI_CRASH=POINT:GLOBAL:RANK, POINT `committed` (its local version durable, before the
+ * agreement) or `recorded` (its global-commit record durable, before the agreement on the
+ * records). Read once, at init.
+ */
+enum crash_point { CRASH_NONE, CRASH_COMMITTED, CRASH_RECORDED };
+static struct {
+    enum crash_point point;
+    uint64_t global;
+    int rank;
+} crash;
+
 /*
  * Read a decimal number at *p: one digit at least, no sign, no more than `max`; *p moves past
  * it. 0 on success. (sscanf's %d and %llu take signs, leading blanks and overflow silently.)
@@ -223,6 +228,11 @@ static void crash_here(enum crash_point p, uint64_t global) {
     if (crash.point == p && crash.global == global && crash.rank == st.rank)
         raise(SIGKILL);
 }
+#else
+/* The library users get: no switch to read, no kill. */
+#define parse_crash() 0
+#define crash_here(point, global) ((void)0)
+#endif
 
 /*
  * Collective. Agree on the job's newest global version: the newest every rank holds a record

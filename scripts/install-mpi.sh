@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# install-mpi.sh DEST PREFIX [MPICC]: build libickpt_mpi.so with the MPI compiler wrapper
-# MPICC (default: mpicc) against the libickpt already installed in DEST (scripts/install.sh),
-# and install it with ickpt_mpi.h and ickpt-mpi.pc. One build serves the MPI it was built
-# with: ickpt-mpi.pc's description names it.
+# install-mpi.sh DEST PREFIX [MPICC [--test-switches]]: build libickpt_mpi.so with the MPI
+# compiler wrapper MPICC (default: mpicc) against the libickpt already installed in DEST
+# (scripts/install.sh), and install it with ickpt_mpi.h and ickpt-mpi.pc. One build serves
+# the MPI it was built with: ickpt-mpi.pc's description names it. --test-switches builds the
+# test build instead, with the kill switch ICKPT_MPI_CRASH (docs/mpi.md, "Test switch"), for
+# tests/mpi/run.sh only: never install it for users.
 set -euo pipefail
 dest=$1; prefix=$2; mpicc=${3:-mpicc}
+switches=()
+case ${4:-} in
+  "") ;;
+  --test-switches) switches=(-DICKPT_MPI_TEST_SWITCHES) ;;
+  *) echo "install-mpi: unknown option ${4}: only --test-switches" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
 if ! command -v "$mpicc" >/dev/null 2>&1; then
@@ -21,7 +29,7 @@ install -m 0644 "$root/mpi/ickpt_mpi.h" "$dest/include/ickpt_mpi.h"
 # and PMPI_ names, so that MPI may write into protected memory (docs/mpi.md): a program picks
 # them up when -lickpt_mpi comes before the MPI library on its link line, as mpicc with
 # `pkg-config --libs ickpt-mpi` puts it. They find MPI's own with dlsym (-ldl before glibc 2.34).
-"$mpicc" -O2 -g -Wall -Wextra -Werror -fPIC -shared -I"$dest/include" \
+"$mpicc" -O2 -g -Wall -Wextra -Werror -fPIC -shared -I"$dest/include" ${switches[@]+"${switches[@]}"} \
   "$root/mpi/ickpt_mpi.c" "$root/mpi/ickpt_mpi_recv.c" -o "$dest/lib/libickpt_mpi.so" \
   -L"$dest/lib" -Wl,-rpath,"$prefix/lib" -lickpt -ldl
 cat > "$dest/lib/pkgconfig/ickpt-mpi.pc" <<PC
@@ -36,7 +44,7 @@ Requires: ickpt
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lickpt_mpi
 PC
-echo "installed ickpt-mpi $version ($which_mpi, $mpicc) into $dest"
+echo "installed ickpt-mpi $version ($which_mpi, $mpicc${switches[@]+, test build}) into $dest"
 
 # The Fortran modules (`use ickpt`, `use ickpt_mpi`): ickpt.mod and ickpt_mpi.mod in include/,
 # their procedures in libickpt_fortran.so and libickpt_mpi_fortran.so. A .mod file is read

@@ -55,4 +55,10 @@ if [ -e "$stage_lib" ] && [ "$(test_only "$stage_lib")" = 0 ]; then
     echo "FAIL install-home: the check finds no test-only code in the tests' stage ($stage_lib) either"
     exit 1
 fi
+# The MPI library users get carries no test switch and reads no environment variable.
+if strings -a "$work/prefix/lib/libickpt_mpi.so" | grep -q ICKPT_MPI_CRASH ||
+    nm -D --undefined-only "$work/prefix/lib/libickpt_mpi.so" | grep -qwE 'getenv|secure_getenv'; then
+    echo "FAIL install-home: the installed libickpt_mpi.so has the test switch ICKPT_MPI_CRASH or calls getenv"
+    exit 1
+fi
 echo "PASS install-home"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/mpi/run.sh: the MPI layer with each MPI Debian ships (Open MPI, MPICH), on 2 and 4
 # ranks. For each MPI: install ickpt and libickpt_mpi built with that MPI's mpicc into
-# build/prefix-MPI, build the examples, tests/mpi/protocol.c and a C++ program through
+# build/prefix-MPI (checking that it carries no test switch, then replacing it with the test
+# build, which has ICKPT_MPI_CRASH), build the examples, tests/mpi/protocol.c and a C++ program through
 # pkg-config as a user would, then:
 #   - heat_ickpt uninterrupted prints heat's checksum;
 #   - MPI_Recv, a strided MPI_Sendrecv, MPI_Allreduce, MPI_Bcast, and an MPI_Irecv and a
@@ -47,6 +48,13 @@ fail() {
 }
 
 checksum() { sed -n 's/.*checksum //p' "$1"; }
+
+# switch_free LIB: LIB carries no test kill switch (no ICKPT_MPI_CRASH string) and reads no
+# environment variable (no getenv among the symbols it needs).
+switch_free() {
+    ! strings -a "$1" | grep -q ICKPT_MPI_CRASH &&
+        ! nm -D --undefined-only "$1" | grep -qwE 'getenv|secure_getenv'
+}
 
 # A case's job directory $bin/$1, new and empty, as ICKPT_DIR.
 job() {
@@ -214,6 +222,20 @@ for impl in openmpi mpich; do
         "$root/scripts/install-mpi.sh" "$prefix" "$prefix" "mpicc.$impl"; } >"$log" 2>&1; then
         fail "$impl: build" "install-mpi.sh failed" "$log"
         continue
+    fi
+    # The library as installed for users, then the test build the cases below need (the
+    # check must see the switch there, or it proves nothing).
+    t="$impl: the installed libickpt_mpi.so has no test switch and reads no environment variable"
+    if ! switch_free "$prefix/lib/libickpt_mpi.so"; then
+        fail "$t" "ICKPT_MPI_CRASH or getenv found in it"
+    elif ! "$root/scripts/install-mpi.sh" "$prefix" "$prefix" "mpicc.$impl" --test-switches \
+        >>"$log" 2>&1; then
+        fail "$impl: build" "install-mpi.sh --test-switches failed" "$log"
+        continue
+    elif switch_free "$prefix/lib/libickpt_mpi.so"; then
+        fail "$t" "the check finds no switch in the test build either"
+    else
+        pass "$t"
     fi
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
     flags=$(pkg-config --cflags --libs ickpt-mpi)
