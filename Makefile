@@ -65,10 +65,11 @@ install: build
 	scripts/install-mpi.sh "$(DESTDIR)$(PREFIX)" "$(PREFIX)" "$(MPICC)"
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/lib/libickpt.so $(DESTDIR)$(PREFIX)/lib/libickpt.a \
+	rm -f $(DESTDIR)$(PREFIX)/lib/libickpt.so $(DESTDIR)$(PREFIX)/lib/libickpt.so.* $(DESTDIR)$(PREFIX)/lib/libickpt.a \
 	      $(DESTDIR)$(PREFIX)/include/ickpt.h $(DESTDIR)$(PREFIX)/include/ickpt_coord.h \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt.pc \
-	      $(DESTDIR)$(PREFIX)/lib/libickpt_mpi.so $(DESTDIR)$(PREFIX)/include/ickpt_mpi.h \
+	      $(DESTDIR)$(PREFIX)/lib/libickpt_mpi.so $(DESTDIR)$(PREFIX)/lib/libickpt_mpi.so.* \
+	      $(DESTDIR)$(PREFIX)/include/ickpt_mpi.h \
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/ickpt-mpi.pc \
 	      $(DESTDIR)$(PREFIX)/lib/libickpt_fortran.so $(DESTDIR)$(PREFIX)/lib/libickpt_mpi_fortran.so \
 	      $(DESTDIR)$(PREFIX)/include/ickpt.mod $(DESTDIR)$(PREFIX)/include/ickpt_mpi.mod \

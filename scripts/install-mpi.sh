@@ -29,9 +29,14 @@ install -m 0644 "$root/mpi/ickpt_mpi.h" "$dest/include/ickpt_mpi.h"
 # and PMPI_ names, so that MPI may write into protected memory (docs/mpi.md): a program picks
 # them up when -lickpt_mpi comes before the MPI library on its link line, as mpicc with
 # `pkg-config --libs ickpt-mpi` puts it. They find MPI's own with dlsym (-ldl before glibc 2.34).
+# Named as libickpt is (scripts/install.sh): libickpt_mpi.so.VERSION, SONAME
+# libickpt_mpi.so.MAJOR, with the links libickpt_mpi.so.MAJOR and libickpt_mpi.so.
+soname=libickpt_mpi.so.${version%%.*}
 "$mpicc" -O2 -g -Wall -Wextra -Werror -fPIC -shared -I"$dest/include" ${switches[@]+"${switches[@]}"} \
-  "$root/mpi/ickpt_mpi.c" "$root/mpi/ickpt_mpi_recv.c" -o "$dest/lib/libickpt_mpi.so" \
-  -L"$dest/lib" -Wl,-rpath,"$prefix/lib" -lickpt -ldl
+  "$root/mpi/ickpt_mpi.c" "$root/mpi/ickpt_mpi_recv.c" -o "$dest/lib/libickpt_mpi.so.$version" \
+  -Wl,-soname,"$soname" -L"$dest/lib" -Wl,-rpath,"$prefix/lib" -lickpt -ldl
+ln -sfn "libickpt_mpi.so.$version" "$dest/lib/$soname"
+ln -sfn "$soname" "$dest/lib/libickpt_mpi.so"
 cat > "$dest/lib/pkgconfig/ickpt-mpi.pc" <<PC
 prefix=$prefix
 libdir=\${prefix}/lib

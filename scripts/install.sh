@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # install.sh DEST PREFIX: copy the release build to DEST laid out for PREFIX, with ickpt.pc
-# (libickpt.so) and ickpt-static.pc (libickpt.a).
+# (libickpt.so) and ickpt-static.pc (libickpt.a). The shared library is libickpt.so.VERSION,
+# whose SONAME (crates/core/build.rs) is libickpt.so.MAJOR, with the links libickpt.so.MAJOR
+# (what programs load) and libickpt.so (what -lickpt finds).
 set -euo pipefail
 dest=$1; prefix=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
 rel="$root/target/release"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
+soname=libickpt.so.${version%%.*}
+built=$(readelf -d "$rel/libickpt.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ "$built" != "$soname" ]; then
+  echo "install: $rel/libickpt.so has the SONAME '$built', not $soname: rebuild it (make build)" >&2
+  exit 1
+fi
 install -d "$dest/lib/pkgconfig" "$dest/include" "$dest/bin"
-install -m 0755 "$rel/libickpt.so" "$dest/lib/libickpt.so"
+install -m 0755 "$rel/libickpt.so" "$dest/lib/libickpt.so.$version"
+ln -sfn "libickpt.so.$version" "$dest/lib/$soname"
+ln -sfn "$soname" "$dest/lib/libickpt.so"
 install -m 0644 "$rel/libickpt.a" "$dest/lib/libickpt.a"
 install -m 0644 "$root/include/ickpt.h" "$root/include/ickpt_coord.h" "$dest/include/"
 install -m 0755 "$rel/ickpt" "$dest/bin/ickpt"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/install_home.sh: `make install` run with a HOME of its own (as batch jobs and
 # containers run it) finds the Rust toolchain the set-up installed in the user's own home,
-# installs, and a program builds and runs against the installed library through pkg-config.
+# installs, and a program builds and runs against the installed library through pkg-config;
+# the shared libraries have their SONAMEs and links, and libickpt_mpi no test switch.
 # Exits 0 on success; prints what failed otherwise.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,6 +54,25 @@ done
 stage_lib=$root/build/prefix/lib/libickpt.so
 if [ -e "$stage_lib" ] && [ "$(test_only "$stage_lib")" = 0 ]; then
     echo "FAIL install-home: the check finds no test-only code in the tests' stage ($stage_lib) either"
+    exit 1
+fi
+# Each shared library names itself by its ABI (SONAME libNAME.so.MAJOR), is installed as
+# libNAME.so.VERSION with the links libNAME.so.MAJOR and libNAME.so, and the program records
+# the SONAME, not the development link, so it keeps loading the library of its ABI.
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
+soname_of() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
+for lib in libickpt libickpt_mpi; do
+    so=$work/prefix/lib/$lib.so
+    want=$lib.so.${version%%.*}
+    if [ "$(soname_of "$so.$version")" != "$want" ] ||
+        [ "$(readlink "$so")" != "$want" ] || [ "$(readlink "$so.${version%%.*}")" != "$lib.so.$version" ]; then
+        echo "FAIL install-home: $lib: SONAME '$(soname_of "$so.$version")' (want $want), links $(readlink "$so") and $(readlink "$so.${version%%.*}")"
+        exit 1
+    fi
+done
+if ! readelf -d "$work/app" | grep -q "NEEDED.*\[libickpt.so.${version%%.*}\]"; then
+    echo "FAIL install-home: the program does not record libickpt.so.${version%%.*}:"
+    readelf -d "$work/app" | grep NEEDED | sed 's/^/    | /'
     exit 1
 fi
 # The MPI library users get carries no test switch and reads no environment variable.
