@@ -47,6 +47,8 @@ pub fn read_ranks(dir: &Path) -> Result<Option<u32>, JobError> {
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // `dir` is a file: no job there, and opening it as a store says what it is.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_a_job_file()),
         Err(e) => return Err(JobError::Unreadable(FileError::new(shown(), "open", e))),
     };

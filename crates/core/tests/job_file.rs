@@ -95,6 +95,8 @@ fn a_job_directory_must_be_a_directory() {
         prepare(&file, 2),
         Err(JobError::NotADirectory { .. })
     ));
+    // Read through a file, it is no job (the store's own open says what the path is).
+    assert_eq!(read_ranks(&file).unwrap(), None);
     let link = root.join("link");
     std::os::unix::fs::symlink(&root, &link).unwrap();
     assert!(matches!(
