@@ -65,7 +65,7 @@ extern "C" {
 #define ICKPT_GRANULARITY_PAGE 0
 
 /**
- * ACCK (paper 001): pieces of a region whose start is being written stop trapping for the
+ * ACCK: pieces of a region whose start is being written stop trapping for the
  * rest of the epoch and are stored whole. No effect with the uffd-async backend.
  */
 #define ICKPT_GRANULARITY_ADAPTIVE 1
@@ -76,7 +76,8 @@ extern "C" {
 #define ICKPT_POLICY_FIXED 0
 
 /**
- * Full or incremental from measured commit times and sizes (paper 002's S_n, docs/design.md).
+ * Full or incremental from measured commit times and sizes (the hybrid full/incremental
+ * paper's S_n, docs/design.md).
  */
 #define ICKPT_POLICY_COST 1
 
@@ -119,7 +120,7 @@ extern "C" {
 
 /**
  * A dirty page is written out when its predicted next write falls after the next
- * checkpoint (paper 004, PRWIP).
+ * checkpoint (PRWIP).
  */
 #define ICKPT_PRECOPY_PRWIP 2
 
@@ -296,8 +297,8 @@ typedef struct ickpt_config {
   uint32_t policy;
   /**
    * Under the cost policy, how much a restart's reading of an increment counts against
-   * the checkpoint time it saves, in percent (default 100, paper 002's S_n; lower when
-   * failures are rare).
+   * the checkpoint time it saves, in percent (default 100, the hybrid full/incremental
+   * paper's S_n; lower when failures are rare).
    */
   uint32_t restore_weight_pct;
   /**
@@ -313,7 +314,7 @@ typedef struct ickpt_config {
   int32_t compress_level;
   /**
    * ICKPT_PRECOPY_* (default ICKPT_PRECOPY_OFF): write dirty pages out between
-   * checkpoints so a checkpoint has less left to write (paper 004, docs/precopy.md);
+   * checkpoints so a checkpoint has less left to write (PRWIP, docs/precopy.md);
    * ICKPT_PRECOPY ("off", "blind", "prwip", "prwip-opt") overrides.
    */
   uint32_t precopy;
@@ -657,7 +658,7 @@ enum ickpt_result ickpt_restore(uint64_t version);
 
 /**
  * Write the word delta in the file at `path` (what `ickpt merge` writes, or another process
- * saved: paper 003's inject) into the protected regions of its ids. The whole file is read
+ * saved: CAPE's inject) into the protected regions of its ids. The whole file is read
  * and checked, and every region it names must be protected now with its length, before any
  * byte is written: on an error memory is unchanged. ICKPT_ERR_NOT_FOUND when there is no
  * such file, ICKPT_ERR_CORRUPT when it is not a valid delta, ICKPT_ERR_REGION_MISMATCH when
@@ -838,7 +839,7 @@ enum ickpt_result ickpt_inject_delta(const void *delta, size_t len);
 enum ickpt_result ickpt_inject_deltas(const void *const *deltas, const size_t *lens, size_t n);
 
 /**
- * Merge the delta files `a` then `b` into `out` (paper 003's merge; `ickpt merge`): word by
+ * Merge the delta files `a` then `b` into `out` (CAPE's merge; `ickpt merge`): word by
  * word, `b` winning, so injecting `out` equals injecting `a` then `b`. `out` is written
  * whole, owner-only, then renamed into place (it may be `a` or `b`; a symbolic link is
  * refused). Needs no ickpt_init. ICKPT_ERR_REGION_MISMATCH when the two describe different

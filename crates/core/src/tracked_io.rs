@@ -1,7 +1,7 @@
 //! System calls that write into tracked memory. With the mprotect backend (and with
 //! uffd-async while a commit fences its regions) the kernel cannot take a write fault inside a
 //! system call on ickpt's behalf: read(2) into a write-protected buffer fails with EFAULT
-//! (paper 000 §3.4 wraps such calls). These helpers make the buffer writable first, through an
+//! (AI-Ckpt §3.4 wraps such calls). These helpers make the buffer writable first, through an
 //! ordinary write fault, and retry if a checkpoint re-protected it in between. With the uffd
 //! backend the kernel delivers such faults to ickpt's handler thread and the plain calls work.
 

@@ -33,14 +33,15 @@ pub const ICKPT_FLUSH_ADAPTIVE: u32 = 1;
 /// Every page traps on its first write in an epoch.
 pub const ICKPT_GRANULARITY_PAGE: u32 = 0;
 
-/// ACCK (paper 001): pieces of a region whose start is being written stop trapping for the
+/// ACCK: pieces of a region whose start is being written stop trapping for the
 /// rest of the epoch and are stored whole. No effect with the uffd-async backend.
 pub const ICKPT_GRANULARITY_ADAPTIVE: u32 = 1;
 
 /// Every `full_every`-th checkpoint is full.
 pub const ICKPT_POLICY_FIXED: u32 = 0;
 
-/// Full or incremental from measured commit times and sizes (paper 002's S_n, docs/design.md).
+/// Full or incremental from measured commit times and sizes (the hybrid full/incremental
+/// paper's S_n, docs/design.md).
 pub const ICKPT_POLICY_COST: u32 = 1;
 
 /// The library's default: async commits compressed at the fast level (off the application's
@@ -67,7 +68,7 @@ pub const ICKPT_PRECOPY_OFF: u32 = 0;
 pub const ICKPT_PRECOPY_BLIND: u32 = 1;
 
 /// A dirty page is written out when its predicted next write falls after the next
-/// checkpoint (paper 004, PRWIP).
+/// checkpoint (PRWIP).
 pub const ICKPT_PRECOPY_PRWIP: u32 = 2;
 
 /// PRWIP, raising a page's predicted rewrite interval after two conflict-free rounds.
@@ -135,8 +136,8 @@ pub struct ickpt_config {
     /// (full or incremental from measured costs); ICKPT_POLICY ("fixed"/"cost") overrides.
     pub policy: u32,
     /// Under the cost policy, how much a restart's reading of an increment counts against
-    /// the checkpoint time it saves, in percent (default 100, paper 002's S_n; lower when
-    /// failures are rare).
+    /// the checkpoint time it saves, in percent (default 100, the hybrid full/incremental
+    /// paper's S_n; lower when failures are rare).
     pub restore_weight_pct: u32,
     /// ICKPT_COMPRESS_* (default ICKPT_COMPRESS_DEFAULT: async commits compressed, sync ones
     /// raw); ICKPT_COMPRESS ("auto", "off", "fast", "high" or a level) overrides. In async
@@ -146,7 +147,7 @@ pub struct ickpt_config {
     /// (ICKPT_ERR_INVALID_ARGUMENT otherwise: it would be ignored).
     pub compress_level: i32,
     /// ICKPT_PRECOPY_* (default ICKPT_PRECOPY_OFF): write dirty pages out between
-    /// checkpoints so a checkpoint has less left to write (paper 004, docs/precopy.md);
+    /// checkpoints so a checkpoint has less left to write (PRWIP, docs/precopy.md);
     /// ICKPT_PRECOPY ("off", "blind", "prwip", "prwip-opt") overrides.
     pub precopy: u32,
     /// How often the program checkpoints, in milliseconds: pre-copy expects the next call

@@ -1,4 +1,4 @@
-//! `ickpt_get_precopy`: what pre-copy (paper 004) did for the newest checkpoint and since
+//! `ickpt_get_precopy`: what pre-copy (PRWIP) did for the newest checkpoint and since
 //! `ickpt_init`. A sized struct (docs/abi.md rule 7), as `ickpt_get_phases`.
 
 use super::{write_sized, ENGINE};

@@ -11,7 +11,7 @@ pub extern "C" fn ickpt_restore(version: u64) -> ickpt_result {
 }
 
 /// Write the word delta in the file at `path` (what `ickpt merge` writes, or another process
-/// saved: paper 003's inject) into the protected regions of its ids. The whole file is read
+/// saved: CAPE's inject) into the protected regions of its ids. The whole file is read
 /// and checked, and every region it names must be protected now with its length, before any
 /// byte is written: on an error memory is unchanged. ICKPT_ERR_NOT_FOUND when there is no
 /// such file, ICKPT_ERR_CORRUPT when it is not a valid delta, ICKPT_ERR_REGION_MISMATCH when

@@ -1,4 +1,4 @@
-//! Program sections, word deltas, merge and inject from C (paper 003; docs/sections.md).
+//! Program sections, word deltas, merge and inject from C (CAPE; docs/sections.md).
 
 use super::boundary::{guard, with_engine};
 use super::ickpt_result;
@@ -217,7 +217,7 @@ pub extern "C" fn ickpt_inject_deltas(
     })
 }
 
-/// Merge the delta files `a` then `b` into `out` (paper 003's merge; `ickpt merge`): word by
+/// Merge the delta files `a` then `b` into `out` (CAPE's merge; `ickpt merge`): word by
 /// word, `b` winning, so injecting `out` equals injecting `a` then `b`. `out` is written
 /// whole, owner-only, then renamed into place (it may be `a` or `b`; a symbolic link is
 /// refused). Needs no ickpt_init. ICKPT_ERR_REGION_MISMATCH when the two describe different

@@ -213,7 +213,7 @@ pub(crate) struct TestSwitches {
     /// `ICKPT_NO_UFFD`, `ICKPT_NO_PAGEMAP_SCAN`: kernel features hidden from the probe.
     pub hide: Hidden,
     /// `ICKPT_DISCARD_WRITES`: versions are written nowhere, so a run measures tracking,
-    /// prediction and copying without the I/O (paper 004's Fig. 11; measurements only).
+    /// prediction and copying without the I/O (PRWIP's Fig. 11; measurements only).
     #[cfg(feature = "testing")]
     pub discard_writes: bool,
 }

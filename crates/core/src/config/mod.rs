@@ -44,11 +44,12 @@ impl SettingError {
 pub struct Config {
     pub dir: PathBuf,
     pub backend: Backend,
-    /// Every `full_every`-th checkpoint is full; 10 means 1 full : 9 incremental (paper 002).
-    /// Used by the fixed policy only.
+    /// Every `full_every`-th checkpoint is full; 10 means 1 full : 9 incremental, the hybrid
+    /// full/incremental paper's optimum. Used by the fixed policy only.
     pub full_every: u32,
     /// Fixed (every `full_every`-th full) or cost (full or incremental from measured commit
-    /// times and sizes, paper 002's S_n: `policy::cost_kind`). `ICKPT_POLICY` overrides.
+    /// times and sizes, the hybrid full/incremental paper's S_n: `policy::cost_kind`).
+    /// `ICKPT_POLICY` overrides.
     pub policy: crate::policy::KindPolicy,
     /// How much a restart's reading of an increment counts against the checkpoint time it
     /// saves, under the cost policy: 1.0 (the paper's S_n) weighs them alike; lower when
@@ -73,7 +74,7 @@ pub struct Config {
     pub fault: Option<Fault>,
     /// Sync: `checkpoint` returns once the version is committed. Async: it returns once the
     /// pages are scheduled, and a committer thread writes them while the application runs
-    /// (paper 000). `ICKPT_MODE` overrides.
+    /// (AI-Ckpt). `ICKPT_MODE` overrides.
     pub mode: CommitMode,
     /// Copy-on-write buffer for pages written while their commit is running; 0 makes every
     /// such write wait for the committer. `ICKPT_COW_BYTES` overrides.
@@ -82,9 +83,9 @@ pub struct Config {
     pub flush_order: FlushOrder,
     /// A write fault opens up to this many pages at once (an aligned block), those the last
     /// epoch wrote, so one trap serves a block when an iterative code rewrites it; 1 traps
-    /// every page (paper 000). `ICKPT_FAULT_AROUND` overrides.
+    /// every page (AI-Ckpt). `ICKPT_FAULT_AROUND` overrides.
     pub fault_around: usize,
-    /// Page: every page traps on its first write. Adaptive: ACCK (paper 001) stops trapping
+    /// Page: every page traps on its first write. Adaptive: ACCK stops trapping
     /// in the rest of a piece whose start is being written. `ICKPT_GRANULARITY` overrides.
     /// No effect with the uffd-async backend, whose first writes never reach ickpt (except in
     /// regions that fell back to page protection).
@@ -94,10 +95,10 @@ pub struct Config {
     pub acck_pieces_log2: u32,
     /// ACCK makes released 2 MiB-aligned spans huge pages. `ICKPT_HUGE_PAGES` overrides.
     pub huge_pages: bool,
-    /// A second tier (paper 002's shared storage: a parallel file system path): a drain
-    /// thread copies every committed version there in the background, and a restart whose
-    /// `dir` lost them (another node) reads them from there. `ICKPT_SHARED_DIR` sets it when
-    /// the program does not.
+    /// A second tier (the hybrid full/incremental paper's shared storage: a parallel file
+    /// system path): a drain thread copies every committed version there in the background,
+    /// and a restart whose `dir` lost them (another node) reads them from there.
+    /// `ICKPT_SHARED_DIR` sets it when the program does not.
     pub shared_dir: Option<PathBuf>,
     /// The drain's bytes per second, so it leaves the application's network and file system
     /// alone; None or 0: unlimited. `ICKPT_DRAIN_BANDWIDTH` (e.g. `100M`) sets it when the
@@ -115,7 +116,7 @@ pub struct Config {
     /// `ICKPT_COMPRESS` (`auto`, `off`, `fast`, `high`, a level) overrides.
     pub compression: Compression,
     /// Write dirty pages out between checkpoints, so a checkpoint has less left to write
-    /// (paper 004): `Off` (the default), `Blind` (every dirty page as it is seen), `Prwip`
+    /// (PRWIP): `Off` (the default), `Blind` (every dirty page as it is seen), `Prwip`
     /// (a page whose predicted next write falls after the next checkpoint), `PrwipOpt`.
     /// `ICKPT_PRECOPY` (`off`, `blind`, `prwip`, `prwip-opt`) overrides.
     pub precopy: crate::policy::prwip::Strategy,
@@ -125,7 +126,7 @@ pub struct Config {
     /// next step). None: the gaps alone; the first epoch pre-copies nothing.
     /// `ICKPT_CHECKPOINT_INTERVAL` (e.g. `5s`, `500ms`) sets it when the program does not.
     pub checkpoint_interval: Option<std::time::Duration>,
-    /// What pre-copy keeps a page's rewrite intervals per (paper 004's execution context):
+    /// What pre-copy keeps a page's rewrite intervals per (PRWIP's execution context):
     /// `Function` (the default), the function that wrote the page where the backend reports
     /// the writing instruction (mprotect), the region elsewhere; `Region`, the region on
     /// every backend. `ICKPT_PRECOPY_CONTEXT` (`function`, `region`) overrides.

@@ -56,7 +56,7 @@ pub(crate) struct Job {
     pub stalls: Arc<AtomicU64>,
     /// Told of the version once committed; None without lower tiers.
     pub tiers: Option<Arc<TierDrain>>,
-    /// The file pre-copy began for this version (paper 004), which the commit goes on
+    /// The file pre-copy began for this version (PRWIP), which the commit goes on
     /// writing; None: the commit creates it.
     pub pre: Option<PreFile>,
     /// What pre-copy did for the version.

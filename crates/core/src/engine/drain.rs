@@ -1,6 +1,7 @@
 //! The drain: a thread that copies committed versions from the first tier (node-local) down
-//! to the lower ones (shared storage), in the background, at a bounded bandwidth (paper
-//! 002: "after local checkpointing, files will be asynchronously copied to shared storage").
+//! to the lower ones (shared storage), in the background, at a bounded bandwidth (the hybrid
+//! full/incremental paper: "after local checkpointing, files will be asynchronously copied
+//! to shared storage").
 //!
 //! It works by listing, not by a queue: each round copies every version file, then every
 //! global-commit record, that the first tier holds and a lower tier lacks, oldest first.

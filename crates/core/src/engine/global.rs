@@ -1,10 +1,11 @@
-//! Global versions of a coordinated job (issue 12, paper 002): the MPI layer records, in
-//! each rank's store, which local version holds that rank's part of each global version,
-//! once every rank has committed it; a restart agrees on the newest global version every
-//! rank recorded and discards what is newer. The records are small immutable files
-//! (`docs/FORMAT.md`, "Global-commit records"); a commit keeps the one it makes, the one
-//! before it and a pinned one ([`Engine::global_pin`]), and garbage collection keeps what
-//! restoring any record present reads.
+//! Global versions of a coordinated job (the hybrid full/incremental paper's coordinated
+//! checkpoints of MPI ranks): the MPI layer records, in each rank's store, which local
+//! version holds that rank's part of each global version, once every rank has committed it;
+//! a restart agrees on the newest global version every rank recorded and discards what is
+//! newer. The records are small immutable files (`docs/FORMAT.md`, "Global-commit
+//! records"); a commit keeps the one it makes, the one before it and a pinned one
+//! ([`Engine::global_pin`]), and garbage collection keeps what restoring any record present
+//! reads.
 
 use super::Engine;
 use crate::error::{FileError, GlobalError, ReadError};

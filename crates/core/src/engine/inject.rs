@@ -1,4 +1,4 @@
-//! Engine::inject: write a delta (paper 003's "inject": what another process, or an earlier
+//! Engine::inject: write a delta (CAPE's "inject": what another process, or an earlier
 //! section, changed) into the protected regions of this one.
 
 // Unsafe allowed here (lib.rs fences it): the words are stored into the regions' memory

@@ -68,9 +68,9 @@ pub(crate) struct State {
     pub pinned_global: u64,
     /// What the cost policy knows of the chain `head` ends (`policy::cost_kind`).
     pub chain_costs: crate::policy::ChainCosts,
-    /// Program sections (paper 003).
+    /// Program sections (CAPE).
     pub sections: section::Sections,
-    /// Pre-copy (paper 004); None when off.
+    /// Pre-copy (PRWIP); None when off.
     pub precopy: Option<precopy::PreCopy>,
 }
 
@@ -92,7 +92,7 @@ pub struct Engine {
     encoder: Arc<Mutex<ickpt_format::FrameEncoder>>,
     /// Shared with the pre-copier thread.
     state: Arc<Mutex<State>>,
-    /// Writes dirty pages out between checkpoints (paper 004); None when pre-copy is off.
+    /// Writes dirty pages out between checkpoints (PRWIP); None when pre-copy is off.
     precopier: Option<precopy::Precopier>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,

@@ -101,7 +101,7 @@ impl Engine {
     }
 
     /// Allocate `size` bytes of zeroed, page-aligned memory tracked as region `id`
-    /// (paper 000's malloc_protected).
+    /// (AI-Ckpt's malloc_protected).
     pub fn alloc(&self, id: u64, size: usize) -> Result<*mut u8, ProtectError> {
         let refused = |why| ProtectError::AllocSize { id, size, why };
         if size == 0 {
@@ -117,7 +117,7 @@ impl Engine {
         Ok(p)
     }
 
-    /// Release memory from [`Engine::alloc`] (paper 000's free_protected).
+    /// Release memory from [`Engine::alloc`] (AI-Ckpt's free_protected).
     pub fn free(&self, ptr: *mut u8) -> Result<(), ProtectError> {
         let mut st = self.lock_for_change()?;
         self.settle(&mut st);

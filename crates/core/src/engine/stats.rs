@@ -95,7 +95,7 @@ pub struct Stats {
     /// 2 MiB spans of released pages turned into huge pages, since start.
     pub acck_huge_spans: u64,
     /// First writes that copied a page aside, waited for the committer, came after the
-    /// committer had taken the page, or came after the commit (paper 000's access types).
+    /// committer had taken the page, or came after the commit (AI-Ckpt's access types).
     pub cow_pages: u64,
     pub wait_pages: u64,
     pub avoided_pages: u64,
@@ -108,7 +108,7 @@ pub struct Stats {
     /// Batches of pages a commit had to wait for the store to take: every batch, since the
     /// committer writes each itself between copies. Counted while commits run.
     pub commit_stalls: u64,
-    /// Pre-copy since start (paper 004; zero when off): passes, pages the checkpoints took
+    /// Pre-copy since start (PRWIP; zero when off): passes, pages the checkpoints took
     /// from pre-copy, those written again before their checkpoint (conflicts), page copies
     /// written before the checkpoint calls, and bytes written more than once.
     pub precopy_passes: u64,

@@ -17,7 +17,7 @@ pub enum Access {
     After = 4,
 }
 
-/// AI-Ckpt's adaptive flush order (paper 000, Algorithm 4), the part learnt from the last
+/// AI-Ckpt's adaptive flush order (its Algorithm 4), the part learnt from the last
 /// epoch: of the pages to commit, those whose first write last epoch had to WAIT go first,
 /// then those that were copied (COW), then those that were AVOIDED, then those written
 /// after the commit (AFTER), each class by how early it was written. Algorithm 4 leaves

@@ -14,8 +14,9 @@ pub struct Head {
     pub meta_crc: u32,
 }
 
-/// Every `full_every`-th checkpoint is full (paper 002: 1 full : 9 incremental by default).
-/// Without a head (first checkpoint, or memory not known to match any version) it is full.
+/// Every `full_every`-th checkpoint is full (by default 1 full : 9 incremental, the hybrid
+/// full/incremental paper's optimum). Without a head (first checkpoint, or memory not known
+/// to match any version) it is full.
 pub fn next_kind(head: Option<Head>, full_every: u32) -> Kind {
     match head {
         Some(h) if h.chain_depth + 1 < full_every.max(1) => Kind::Incremental,
@@ -114,18 +115,20 @@ pub enum CostReason {
     Saves,
 }
 
-/// Paper 002's saving of a chain of `n` increments over `n` full versions: the checkpoint
-/// time saved, less the restore time lost, S_n = n (O_f − O_i) − (R_{f+i} − R_f).
+/// The hybrid full/incremental paper's saving of a chain of `n` increments over `n` full
+/// versions: the checkpoint time saved, less the restore time lost,
+/// S_n = n (O_f − O_i) − (R_{f+i} − R_f).
 pub fn saving(n: u32, o_f: f64, o_i: f64, r_f_plus_i: f64, r_f: f64) -> f64 {
     f64::from(n) * (o_f - o_i) - (r_f_plus_i - r_f)
 }
 
-/// Full or incremental from measured costs (paper 002, "Benefits of the hybrid C/R
-/// mechanism"). The chain grows while S_n does: one more increment saves O_f − O_i of
-/// checkpoint time and adds its own reading to a restart, R_{f+n+1} − R_{f+n} =
-/// `restore_weight` × O_i (the paper's restart reads every file; 1.0 weighs reading a byte
-/// as writing it). It also ends when an increment would be as large as the full version, and
-/// when the chain's increments would outweigh it (the storage the paper says bounds chains).
+/// Full or incremental from measured costs (the hybrid full/incremental paper, "Benefits of
+/// the hybrid C/R mechanism"). The chain grows while S_n does: one more increment saves
+/// O_f − O_i of checkpoint time and adds its own reading to a restart,
+/// R_{f+n+1} − R_{f+n} = `restore_weight` × O_i (the paper's restart reads every file; 1.0
+/// weighs reading a byte as writing it). It also ends when an increment would be as large as
+/// the full version, and when the chain's increments would outweigh it (the storage the paper
+/// says bounds chains).
 pub fn cost_kind(c: &ChainCosts, depth: u32, restore_weight: f64) -> (Kind, CostReason) {
     let Some(full) = c.full else {
         return (Kind::Full, CostReason::NoFull);

@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 
-/// What a store keeps (paper 002's garbage collection, with the limits users of SCR and
-/// restic expect). Each limit narrows what is kept; none can take the newest version, nor a
-/// version some kept version's restore reads (a chain is only ever cut below its full).
+/// What a store keeps (the hybrid full/incremental paper's garbage collection, with the
+/// limits users of SCR and restic expect). Each limit narrows what is kept; none can take the
+/// newest version, nor a version some kept version's restore reads (a chain is only ever cut
+/// below its full).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
     /// The chains of the `chains` newest full versions (at least 1).

@@ -1,6 +1,6 @@
 //! A store that keeps nothing it is given (`ICKPT_DISCARD_WRITES=1`, for measurements): every
 //! version is accepted and dropped, so a run measures what ickpt costs the application with
-//! the I/O taken away (paper 004's Fig. 11, "the pure software overhead"). Reads and listings
+//! the I/O taken away (PRWIP's Fig. 11, "the pure software overhead"). Reads and listings
 //! go to the store it wraps, which therefore never gains a version.
 
 use super::{within_written, Store, StoreWriter};

@@ -170,7 +170,7 @@ pub trait StoreFile: ReadAt + Send + Sync {
 pub trait StoreWriter: Send {
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Replace `buf.len()` bytes already written, at `offset`, without moving the end: a
-    /// pre-copied page written again (paper 004), and a version's header written last. Never
+    /// pre-copied page written again (PRWIP), and a version's header written last. Never
     /// extends the object (InvalidInput if `offset + len` passes what was written).
     /// Unsupported by stores that only append (an object upload): [`can_overwrite`]
     /// says so before anything is written.

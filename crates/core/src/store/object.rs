@@ -1,5 +1,5 @@
-//! A store in an S3-compatible object store (`s3://bucket/prefix`), the lowest tier (paper
-//! 000's pluggable backends; issue 13). Objects are immutable and appear whole: a version is
+//! A store in an S3-compatible object store (`s3://bucket/prefix`), the lowest tier
+//! (AI-Ckpt's pluggable backends). Objects are immutable and appear whole: a version is
 //! written as a multipart upload, which the server shows under its name only once completed
 //! (`commit`); an upload dropped uncommitted is aborted. Through `object_store` (Apache Arrow's
 //! client, used by DataFusion and Delta Lake): endpoint, region and credentials come from the

@@ -1,11 +1,12 @@
-//! Several stores seen as one, fastest first (paper 002's local-then-shared storage): the
-//! node-local directory where commits land, then the tiers the drain thread copies them to
-//! (`engine/drain.rs`). Reads see every tier's files; each file is read from the first tier
-//! that holds a copy passing a cheap check, so a restart on another node (local copy gone)
-//! or after local damage reads the shared copy. Writes go to the first tier only: each lower
-//! tier is written by the drain, never by a commit. A removal (garbage collection, a restart
-//! discarding versions newer than a job's global version) removes every tier's copy, so no
-//! tier keeps a version a later restart must not pick.
+//! Several stores seen as one, fastest first (the hybrid full/incremental paper's
+//! local-then-shared storage): the node-local directory where commits land, then the tiers
+//! the drain thread copies them to (`engine/drain.rs`). Reads see every tier's files; each
+//! file is read from the first tier that holds a copy passing a cheap check, so a restart
+//! on another node (local copy gone) or after local damage reads the shared copy. Writes go
+//! to the first tier only: each lower tier is written by the drain, never by a commit. A
+//! removal (garbage collection, a restart discarding versions newer than a job's global
+//! version) removes every tier's copy, so no tier keeps a version a later restart must not
+//! pick.
 
 use super::{parse_version_name, Store, StoreFile, StoreId, StoreWriter};
 use ickpt_format::{parse_global_name, read_meta, GlobalRecord, GLOBAL_RECORD_LEN};

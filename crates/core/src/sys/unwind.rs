@@ -1,6 +1,6 @@
 //! Which function an instruction belongs to, from the unwind tables every x86-64 and
 //! AArch64 object carries (`.eh_frame`), so it works for static functions of a stripped
-//! program, where symbol tables would not. Pre-copy's execution context (paper 004) is the
+//! program, where symbol tables would not. Pre-copy's execution context (PRWIP) is the
 //! function that wrote a page; the mprotect handler records the faulting instruction and the
 //! pre-copier, outside the handler, asks here.
 

@@ -1,9 +1,9 @@
 //! zstd with a workspace of its own that never changes size: a commit compresses while an
 //! application thread may be stopped in a write fault holding malloc's lock, so nothing on
 //! that path may call malloc. A context zstd made itself resizes its workspace (free, then
-//! malloc) after 128 calls whose inputs needed far less than it holds (helper-32's review
-//! counted 16 mallocs in 400 batches of sparse pages); one placed with `ZSTD_initStaticCCtx`
-//! never does: it fails instead, and the caller stores the bytes raw.
+//! malloc) after 128 calls whose inputs needed far less than it holds (a review of the
+//! commit path counted 16 mallocs in 400 batches of sparse pages); one placed with
+//! `ZSTD_initStaticCCtx` never does: it fails instead, and the caller stores the bytes raw.
 
 use std::io;
 

@@ -1,4 +1,4 @@
-//! Coarse-grained monitoring (ACCK, paper 001 §3.2–3.3). Applications write contiguous runs
+//! Coarse-grained monitoring (ACCK, §3.2–3.3). Applications write contiguous runs
 //! whose length grows with the allocation, so once the start of a piece of a region is being
 //! written, the rest of it (and the pieces after it) will be too: stop trapping there.
 //!

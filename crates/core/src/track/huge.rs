@@ -1,4 +1,4 @@
-//! Turning ACCK's released spans into huge pages (paper 001 §3.3), off the fault path.
+//! Turning ACCK's released spans into huge pages (ACCK §3.3), off the fault path.
 //! `MADV_COLLAPSE` copies 2 MiB per block and may compact memory: too slow for a fault
 //! handler that holds the epoch (a checkpoint's gate waits for it) or for the single uffd
 //! handler thread. The fault path only queues the span (signal-safe: atomics in ickpt's own

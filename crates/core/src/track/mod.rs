@@ -31,7 +31,7 @@ use thiserror::Error;
 pub enum Backend {
     /// Probe the kernel and choose the best available backend.
     Auto,
-    /// mprotect + SIGSEGV (paper 000 §3.4); works everywhere.
+    /// mprotect + SIGSEGV (AI-Ckpt §3.4); works everywhere.
     Mprotect,
     /// userfaultfd write-protect, faults handled by a thread of ickpt's.
     Uffd,
@@ -63,9 +63,9 @@ impl Backend {
 /// How finely writes are monitored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Granularity {
-    /// Every page traps on its first write in an epoch (paper 000).
+    /// Every page traps on its first write in an epoch (AI-Ckpt).
     Page,
-    /// ACCK (paper 001): stop trapping in pieces of a region whose start is being written.
+    /// ACCK: stop trapping in pieces of a region whose start is being written.
     Adaptive,
 }
 
@@ -195,7 +195,8 @@ pub trait Tracker: Send + Sync {
     /// `collect` (the bits: pages written since the last collect, which the caller gives
     /// back or owes to the next checkpoint, or drops when a restore wrote them). No commit
     /// runs, so no fence is raised ([`Guard::Rearm`]): for uffd-async, setting and lifting
-    /// one cost 20-28 ms per 256 MiB of restore (issue 11).
+    /// one cost 20-28 ms per 256 MiB of restore (traced: docs/benchmarks.md, "The uffd-async
+    /// fence").
     fn rearm(
         &self,
         r: &TrackedRegion,
@@ -206,7 +207,7 @@ pub trait Tracker: Send + Sync {
         self.release(r, Guard::Rearm);
         collected
     }
-    /// Pre-copy (paper 004): set in `out` (one bit a page) the pages of `r` written since
+    /// Pre-copy (PRWIP): set in `out` (one bit a page) the pages of `r` written since
     /// they were last armed, leaving tracking as it is: a page reported stays written, and is
     /// reported again until [`collect_pages`](Tracker::collect_pages) or a collect takes it.
     /// No commit runs. By default (page protection) the dirty bits are the record.

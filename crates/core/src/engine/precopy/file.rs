@@ -1,4 +1,4 @@
-//! The next version's file while pages are pre-copied into it (paper 004). The format is
+//! The next version's file while pages are pre-copied into it (PRWIP). The format is
 //! unchanged: a version file's page data is a log in which each page appears once, so a
 //! pre-copied page gets a fixed *slot* in the log, right after a prefix left as zeros (the
 //! header and region table, written last by the commit), and a page written again after its

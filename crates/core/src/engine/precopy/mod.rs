@@ -1,4 +1,4 @@
-//! Pre-copy (paper 004): between checkpoints a thread of ickpt's writes dirty pages into the
+//! Pre-copy (PRWIP): between checkpoints a thread of ickpt's writes dirty pages into the
 //! next version's file early, so the checkpoint has less left to write.
 //!
 //! Every `period` (a tenth of the checkpoint interval, 10 ms to 1 s) a pass looks at each

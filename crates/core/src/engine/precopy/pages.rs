@@ -5,7 +5,7 @@ use crate::policy::prwip::PageHistory;
 use crate::track::{bitmap, TrackedRegion};
 use std::collections::HashMap;
 
-/// The execution context of a page's write (paper 004 keeps a page's history per context):
+/// The execution context of a page's write (PRWIP keeps a page's history per context):
 /// the function holding the instruction that wrote it first in the epoch, where tracking
 /// reported one (`TrackedRegion::writer`: mprotect's faults; regions of other backends report
 /// none), the instruction itself where the unwind tables do not cover it, the region

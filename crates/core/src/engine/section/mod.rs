@@ -1,4 +1,4 @@
-//! Program sections (paper 003, Table I): only what a program changes between
+//! Program sections (CAPE, Table I): only what a program changes between
 //! `section_start` and `section_stop` is tracked, and each `section_save` stores the words
 //! changed since the previous save (or the start) in the store, merged into the file of the
 //! same name. A run that finds saves in its store recovers: the program re-runs its cheap

@@ -1,4 +1,4 @@
-//! Pre-copy decisions (paper 004, PRWIP): which dirty pages to write out before the
+//! Pre-copy decisions (PRWIP): which dirty pages to write out before the
 //! checkpoint that will store them, from how long each page went between rewrites before.
 //!
 //! A page written now is worth pre-copying when its next write is predicted to come after

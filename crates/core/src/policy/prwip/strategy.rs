@@ -9,9 +9,9 @@ pub enum Strategy {
     Off,
     /// Every dirty page as soon as it is seen (Kannan et al., the paper's "pre-copy").
     Blind,
-    /// A page whose predicted next write falls after the next checkpoint (paper 004).
+    /// A page whose predicted next write falls after the next checkpoint (PRWIP).
     Prwip,
-    /// PRWIP, and an interval raised after two conflict-free rounds (paper 004 §3.3).
+    /// PRWIP, and an interval raised after two conflict-free rounds (PRWIP-opt, its §3.3).
     PrwipOpt,
 }
 

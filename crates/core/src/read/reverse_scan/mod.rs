@@ -1,5 +1,6 @@
-//! Restart by reverse scan (paper 002, Fig. 5): from the newest version back to its full
-//! version, each page is taken from the newest version that stored it and read exactly once.
+//! Restart by reverse scan (the hybrid full/incremental paper, Fig. 5): from the newest
+//! version back to its full version, each page is taken from the newest version that stored
+//! it and read exactly once.
 //!
 //! Each version's file is read once, front to back, in windows: a window is one scattered
 //! read ([`ickpt_format::ReadAt::read_pieces_at`], `preadv` on a real file) of at most

@@ -148,11 +148,12 @@ impl Tracker for UffdAsyncTracker {
         // sets. A sync commit's `Check` raises none: whether a write reached a collected page
         // before the commit copied it is asked afterwards (`unwritten_since_collect`), since
         // a whole-region mprotect costs 2-13 ms per 256 MiB each way, most of a small sync
-        // checkpoint (issue 11). It fences alone the pages the region shares with memory
-        // outside it: the commit's own allocations may write there (an unaligned heap
-        // buffer's edge pages hold the allocator's headers), which the check would take for
-        // a race every time; a write there traps and is decided page by page, after waiting
-        // at the gate, and the check leaves those pages out. `Rearm` (a restore) needs none.
+        // checkpoint (docs/benchmarks.md, "The uffd-async fence"). It fences alone the pages
+        // the region shares with memory outside it: the commit's own allocations may write
+        // there (an unaligned heap buffer's edge pages hold the allocator's headers), which the
+        // check would take for a race every time; a write there traps and is decided page by
+        // page, after waiting at the gate, and the check leaves those pages out. `Rearm` (a
+        // restore) needs none.
         let fence = || match guard {
             Guard::Fence => r
                 .mem

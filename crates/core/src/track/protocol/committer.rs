@@ -154,18 +154,19 @@ const LIFT_CHUNKS: usize = 256;
 const LIFT_MIN_PAGES: usize = 64;
 /// First writes found behind the committer (AVOIDED) before it starts lifting: a lift takes
 /// the address-space lock the application's own faults need, so it only pays where the
-/// application writes behind the committer (issue 11, docs/benchmarks.md: traps halve where
-/// a loop follows the committer; run-time differences were within the VM's noise).
+/// application writes behind the committer (measured in docs/benchmarks.md, "The fence
+/// lifted behind the committer": traps halve where a loop follows the committer; run-time
+/// differences were within the VM's noise).
 const LIFT_AFTER_AVOIDED: u64 = 64;
 
-/// The fence lifted behind the committer (issue 11). A fenced region opens chunk by chunk
-/// as soon as the commit has taken every page of the chunk it stores, rather than all at
-/// once at its end: writes there then cost the tracker's own first write (uffd-async: the
-/// kernel's async fault) instead of a trap and a decision, while the commit runs on. Chunks
-/// that store nothing open at the start; the others once the application has been seen
-/// writing behind the committer ([`LIFT_AFTER_AVOIDED`]). Writes that pass a lifted chunk
-/// are not seen, so the adaptive order learns nothing from them (they count as written
-/// after the commit, unordered). Only for regions whose fence is not their tracking
+/// The fence lifted behind the committer. A fenced region opens chunk by chunk as soon as
+/// the commit has taken every page of the chunk it stores, rather than all at once at its
+/// end: writes there then cost the tracker's own first write (uffd-async: the kernel's
+/// async fault) instead of a trap and a decision, while the commit runs on. Chunks that
+/// store nothing open at the start; the others once the application has been seen writing
+/// behind the committer ([`LIFT_AFTER_AVOIDED`]). Writes that pass a lifted chunk are not
+/// seen, so the adaptive order learns nothing from them (they count as written after the
+/// commit, unordered). Only for regions whose fence is not their tracking
 /// ([`Tracker::lifts_fence_early`]).
 pub(crate) struct LiftBehind<'a> {
     regions: &'a [Scheduled],

@@ -72,7 +72,7 @@ const C_WAIT_NS: usize = 11;
 const C_AROUND: usize = 12;
 /// Set in a forked child: its copy of a commit has no committer (see `orphan`).
 const C_ORPHANED: usize = 13;
-/// ACCK (paper 001): log2 of the pieces a region is cut into, 0 when off; and nanoseconds
+/// ACCK: log2 of the pieces a region is cut into, 0 when off; and nanoseconds
 /// spent deciding first writes, since the start.
 const C_ACCK_N: usize = 14;
 const C_MONITOR_NS: usize = 15;
@@ -132,7 +132,7 @@ pub struct Protocol {
 impl Protocol {
     /// `fault_around`: a write fault may open up to this many pages (an aligned block) at
     /// once, see [`Protocol::open_run`]; 1 opens only the faulting page.
-    /// `acck`: coarse-grained monitoring (paper 001), as log2 of the pieces per region and
+    /// `acck`: coarse-grained monitoring (ACCK), as log2 of the pieces per region and
     /// whether released spans become huge pages; None monitors every page.
     pub fn new(
         cow_bytes: usize,
