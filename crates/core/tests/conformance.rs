@@ -361,7 +361,7 @@ fn two_engines_may_track_regions_that_share_a_page(b: Backend) {
 fn a_forked_child_cannot_take_its_parents_written_pages(b: Backend) {
     // The child's copy of the engine must not act on the parent's memory (found in review:
     // with uffd-async, the child's checkpoint re-protected the parent's written pages), nor
-    // write into the parent's store (issue 9: with mprotect the child committed a version).
+    // write into the parent's store (before, with mprotect the child committed a version).
     let (e, dir) = engine("conf-fork", b);
     let mut buf = Buf::new(8 * PS);
     buf.slice_mut().fill(1);
@@ -448,7 +448,7 @@ fn a_forked_child_cannot_take_its_parents_written_pages(b: Backend) {
 
 fn memory_unmapped_while_protected_is_named_in_the_error(b: Backend) {
     // It read "changing page protection failed: Cannot allocate memory (os error 12)", with
-    // no region (issue 9).
+    // no region.
     let (e, dir) = engine("conf-unmapped", b);
     let gone = Buf::new(4 * PS);
     let mut kept = Buf::new(2 * PS);
@@ -493,7 +493,7 @@ fn memory_unmapped_while_protected_is_named_in_the_error(b: Backend) {
 fn a_checkpoint_that_fails_keeps_the_pages_it_collected_for_the_next(b: Backend) {
     // Regions are collected in id order: region 5's dirty bits are taken before region 7's
     // collect fails. The bits taken go back (`protocol::committer::give_back`, the one place
-    // since issue 10; each backend's collect used to do it for itself), so the next version
+    // that does it; each backend's collect used to do it for itself), so the next version
     // stores region 5's write although the failed checkpoint had taken it.
     let (e, dir) = engine("conf-give-back", b);
     let mut early = Buf::new(2 * PS);

@@ -1,5 +1,5 @@
-//! Dropping an engine (ickpt_finalize) while a fault handler is still leaving its epoch
-//! (issue 9): `first_write` leaves its epochs after its registry lookups, and the engine waited
+//! Dropping an engine (ickpt_finalize) while a fault handler is still leaving its epoch:
+//! `first_write` leaves its epochs after its registry lookups, and the engine used to wait
 //! only for the registry before freeing the epoch, so the handler's last atomic landed on
 //! unmapped memory (a fault inside the SIGSEGV handler kills the process) or on whatever was
 //! mapped there next. A handler is held at that point with a test hook. A separate binary: the

@@ -244,8 +244,8 @@ fn unsafe_code_is_allowed_only_where_named() {
 }
 
 /// The environment is read in one place, `config/env.rs`, where each `ICKPT_*` variable's
-/// name, accepted values and check are written once (issue 10: five places across three
-/// layers read it before, `sys` among them).
+/// name, accepted values and check are written once (before, five places across three
+/// layers read it, `sys` among them).
 #[test]
 fn only_config_env_reads_the_environment() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

@@ -1,7 +1,7 @@
 //! Every `ICKPT_*` variable set to a value it does not accept stops `Engine::open` with an
 //! error naming the variable, the value and what it accepts, before the store directory is
-//! touched; none is ignored (issue 10: `ICKPT_NO_UFFD=yes` and a non-UTF-8 value used to
-//! pass silently). Own binary, one test: the environment is the process's.
+//! touched; none is ignored (`ICKPT_NO_UFFD=yes` and a non-UTF-8 value used to pass
+//! silently). Own binary, one test: the environment is the process's.
 
 mod common;
 use common::scratch_dir;

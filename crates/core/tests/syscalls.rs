@@ -1,8 +1,9 @@
 //! System calls writing into tracked memory: read(2), pread(2) and recv(2) into a protected
 //! buffer. With uffd the kernel hands their faults to ickpt's handler thread and the plain
-//! calls work; with uffd-async the kernel resolves them itself; with mprotect they fail with
-//! EFAULT (paper 000 §3.4), and `ickpt::tracked_io` (ickpt_read & co. in C) makes them work. Either
-//! way the bytes land in the next version. Run once per backend (ICKPT_BACKEND).
+//! calls work; with uffd-async the kernel resolves them itself; with mprotect they fail
+//! with EFAULT (AI-Ckpt §3.4), and `ickpt::tracked_io` (ickpt_read & co. in C) makes them
+//! work. Either way the bytes land in the next version. Run once per backend
+//! (ICKPT_BACKEND).
 
 mod common;
 use common::{scratch_dir, Buf};

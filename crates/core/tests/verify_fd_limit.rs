@@ -1,8 +1,7 @@
-//! `verify` and restore on a long chain under a low open-file limit (issue 9, item 10):
-//! outside testing made a 3000-version chain with `ulimit -n 1024` report 1981 false
-//! problems, because every file was kept open. A survey and a restore read one file at a
-//! time (review: `ickpt_latest` then named a stale version, and restore failed). Own binary: the limit is the
-//! process's.
+//! `verify` and restore on a long chain under a low open-file limit: outside testing made a
+//! 3000-version chain with `ulimit -n 1024` report 1981 false problems, because every file
+//! was kept open. A survey and a restore read one file at a time (review: `ickpt_latest`
+//! then named a stale version, and restore failed). Own binary: the limit is the process's.
 
 mod common;
 use common::{env_knob, scratch_dir};

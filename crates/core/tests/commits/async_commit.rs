@@ -366,7 +366,7 @@ fn a_page_shared_by_two_regions_opens_only_after_both_decided() {
 
 #[test]
 fn a_commit_that_panics_is_reported_as_a_panic_and_loses_no_dirty_page() {
-    // Reported as such (issue 9: it read "a thread wrote to a protected page"), with the
+    // Reported as such (it used to read "a thread wrote to a protected page"), with the
     // version and the panic's message, as ICKPT_ERR_INTERNAL; in sync mode too, where the
     // panic used to unwind through `checkpoint`. A commit of 4 pages panics in its first
     // write; one of 2048 (32 batches) in its third, with pages still to take.

@@ -1,9 +1,9 @@
 //! The encoder a commit uses never calls C's malloc: a commit encodes while an application
 //! thread may be stopped in a write fault holding malloc's lock. zstd's own context resized
-//! its workspace (free, then malloc) after 128 calls with much smaller inputs (helper-32's
-//! review: 16 mallocs in 400 sparse batches); `ickpt::frame_encoder` places it in a fixed
-//! workspace. malloc, calloc, realloc and free are interposed in this test binary and counted
-//! while `encode` runs on this thread.
+//! its workspace (free, then malloc) after 128 calls with much smaller inputs (a review of
+//! the commit path counted 16 mallocs in 400 sparse batches); `ickpt::frame_encoder` places
+//! it in a fixed workspace. malloc, calloc, realloc and free are interposed in this test
+//! binary and counted while `encode` runs on this thread.
 
 // Unsafe allowed here: the interposed allocator functions forward raw pointers to glibc.
 #![allow(unsafe_code)]

@@ -1,9 +1,9 @@
-//! Protected memory on the calling thread's own stack (issue 9). Its page also holds the
-//! frames of the calls the thread makes, ickpt's included: when checkpoint or restore
-//! protected it again while their own frames sat on it, the next write trapped with the stack
-//! pointer on the protected page, the kernel could not write the signal frame, and the process
-//! died by SIGSEGV (mprotect, uffd-async). A separate test binary, since a death takes every
-//! test in the process with it.
+//! Protected memory on the calling thread's own stack. Its page also holds the frames of
+//! the calls the thread makes, ickpt's included: when checkpoint or restore protected it
+//! again while their own frames sat on it, the next write trapped with the stack pointer on
+//! the protected page, the kernel could not write the signal frame, and the process died by
+//! SIGSEGV (mprotect, uffd-async). A separate test binary, since a death takes every test
+//! in the process with it.
 
 use crate::common;
 use common::{scratch_dir, Scratch};

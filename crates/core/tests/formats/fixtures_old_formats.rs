@@ -1,7 +1,8 @@
 //! Every format version stays readable: a store written by each is checked in under
 //! tests/fixtures/format-vN and must restore to the bytes it was made from forever (v1 by
-//! ickpt 0.1.0, v2 since issue 3, v3 since issue 9, v4 since issue 11, v5 since issue 12, v6 since issue 13, v7 since issue 15). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the current
-//! format version N, once, when that version is new.
+//! ickpt 0.1.0, each later one when its format was new; what each format added is in
+//! CHANGELOG.md, "Format history"). `ICKPT_WRITE_FIXTURE=N` writes the fixture of the
+//! current format version N, once, when that version is new.
 
 use crate::common;
 use common::{scratch_dir, Buf};
@@ -217,7 +218,8 @@ fn check_fixture(format: u16) {
         assert_eq!(attempts >= 1, format >= 4, "v{v}: phases");
         let bound = ov.meta.header.parent_meta_crc != 0;
         assert_eq!(bound, format >= 3 && v > 1, "v{v}: parent checksum");
-        // The v6 fixture was written with zstd (issue 13): every version's pages are in frames.
+        // The v6 fixture was written with zstd (format 6 brought compression): every
+        // version's pages are in frames.
         // The v7 one's increments hold only pre-copied pages, stored raw: no frame table.
         assert_eq!(
             !ov.meta.frames.is_empty(),

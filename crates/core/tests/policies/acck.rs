@@ -1,4 +1,4 @@
-//! Coarse-grained monitoring (ACCK, paper 001): a piece whose first 10% of pages is more than
+//! Coarse-grained monitoring (ACCK): a piece whose first 10% of pages is more than
 //! 80% written is released with the pieces after it, at the pace 1, 2, 4 … 2^(n−3); released
 //! pages are stored whole; every piece is monitored again after a checkpoint; released
 //! 2 MiB-aligned spans become huge pages and go back to 4 KiB tracking after the checkpoint.

@@ -1,4 +1,4 @@
-//! Pre-copy (paper 004, issue 15): pages written out between checkpoints, written again when
+//! Pre-copy (PRWIP): pages written out between checkpoints, written again when
 //! the application rewrites them (conflicts), and a version that still restores to memory
 //! exactly as it was at its checkpoint call, for every strategy, sync and async, with a
 //! store that fails under the pre-copier or under the commit that takes its file over, and
@@ -382,7 +382,7 @@ fn write_from_b(p: *mut u8) {
     }
 }
 
-/// Paper 004 keeps a page's history per execution context. On mprotect the fault reports
+/// PRWIP keeps a page's history per execution context. On mprotect the fault reports
 /// the writing instruction, and the context is its function; userfaultfd reports none, and
 /// the context is the region. `ICKPT_PRECOPY_CONTEXT=region` (`Config::precopy_context`)
 /// forces the region everywhere.

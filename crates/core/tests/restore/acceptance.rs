@@ -1,7 +1,8 @@
-//! One acceptance check (issue 9, items 1, 3, 4 and 8): a version file spliced in from
-//! another store or another run of the same program never joins a chain; `verify` accepts
-//! exactly the versions a restore accepts; crafted files are refused with an error, never an
-//! abort; and a stray, damaged or foreign newest file never blocks the restart path.
+//! One acceptance check for restore, verify, ls and garbage collection: a version file
+//! spliced in from another store or another run of the same program never joins a chain;
+//! `verify` accepts exactly the versions a restore accepts; crafted files are refused with
+//! an error, never an abort; and a stray, damaged or foreign newest file never blocks the
+//! restart path.
 
 use crate::common;
 use common::scratch_dir;

@@ -1,7 +1,7 @@
 //! Restores large enough that the reverse scan reads a version with two threads, in windows
-//! of many pages, straight into memory (issue 11): the bytes restored equal the bytes
-//! checkpointed, a damaged page the restore needs fails it (naming the first such page in
-//! file order, as one thread would), and a damaged page it does not need is never read.
+//! of many pages, straight into memory: the bytes restored equal the bytes checkpointed, a
+//! damaged page the restore needs fails it (naming the first such page in file order, as
+//! one thread would), and a damaged page it does not need is never read.
 
 use crate::common;
 use common::{scratch_dir, Buf};

@@ -1,4 +1,4 @@
-//! Engine::inject (paper 003's inject, issue 14): a delta's words land in the protected
+//! Engine::inject (CAPE's inject): a delta's words land in the protected
 //! regions exactly, write tracking sees them (the next checkpoint stores their pages and
 //! restores them), and a delta that does not fit the regions is refused with memory
 //! untouched. Run on every backend (scripts/each-backend.sh).
@@ -113,8 +113,8 @@ fn a_delta_that_does_not_fit_is_refused_and_writes_nothing() {
             "region 1: size mismatch: protected with 8192 bytes, the delta's is 4096 bytes",
         ),
     ];
-    // A delta built in memory, never decoded: its words are checked too (helper-33's review:
-    // a word past the region was written there).
+    // A delta built in memory, never decoded: its words are checked too (found in review: a
+    // word past the region was written there).
     let cases = cases.into_iter().chain([
         (
             vec![RegionDelta {

@@ -1,4 +1,4 @@
-//! Program sections (paper 003, Table I; issue 14): a section saves only the words it
+//! Program sections (CAPE, Table I): a section saves only the words it
 //! changed, merges saves under one name, and a re-run recovers them in order, switching back
 //! to checkpointing after the last saved section; calls out of order, bad names and damaged
 //! saves are refused with memory untouched. Run on every backend (scripts/each-backend.sh).

@@ -74,7 +74,7 @@ struct Scenario {
     steps: u64,
     opts: CrashOptions,
     /// Pre-copy a pass's pages into the next version's file before each checkpoint, some
-    /// written again after (paper 004): the file is then overwritten in place.
+    /// written again after (PRWIP): the file is then overwritten in place.
     precopy: bool,
 }
 
