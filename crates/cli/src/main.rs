@@ -130,7 +130,7 @@ enum Cmd {
     /// damaged).
     Sections(StoreArgs),
     /// Merge two delta files of the same regions (what program sections saved) into one,
-    /// word by word, the second winning where both changed a word (paper 003).
+    /// word by word, the second winning where both changed a word (CAPE's merge).
     Merge {
         /// The earlier delta.
         a: std::path::PathBuf,

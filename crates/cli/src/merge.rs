@@ -1,5 +1,5 @@
 //! `ickpt merge A B -o C`: two delta files of the same regions into one, word by word, the
-//! later (B) winning (paper 003's merge); the library's `merge_files` writes C.
+//! later (B) winning (CAPE's merge); the library's `merge_files` writes C.
 
 use crate::CmdResult;
 use serde_json::json;

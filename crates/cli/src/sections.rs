@@ -1,4 +1,4 @@
-//! `ickpt sections --dir D`: the section saves a store holds (paper 003's discontinuous
+//! `ickpt sections --dir D`: the section saves a store holds (CAPE's discontinuous
 //! checkpoints, docs/sections.md), each read and checked as a restart's
 //! `ickpt_section_start` would: section, order, name, saves, bytes, words, status. Exit 1
 //! when one is damaged (a restart would refuse it).

@@ -554,7 +554,7 @@ fn benchmarks_never_delete_what_they_did_not_create() {
 
 #[test]
 fn bench_incremental_reports_paired_ratios() {
-    // Issue 11's side-by-side at its smallest: every comparison, each repetition's pair, the
+    // `bench incremental` at its smallest: every comparison, each repetition's pair, the
     // keys scripts/bench-compare*.{sh,py} read, and the files --out writes.
     let dir = scratch("bench-incremental");
     let out_dir = dir.join("out");

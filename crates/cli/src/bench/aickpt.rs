@@ -1,9 +1,9 @@
-//! Issue 3's benchmark, after paper 000 §4.3: a memory-intensive loop over a 256 MiB region
-//! (every byte incremented each iteration, pages in ascending, random or descending order),
-//! 39 iterations, a checkpoint every 10, against the same loop on unprotected memory
-//! measured in the same run. Figure 2: added run time and access types for sync, async with
-//! address order and async with the adaptive order. Figure 4: the async orders with the
-//! copy-on-write buffer swept, as the reduction of sync's overhead.
+//! AI-Ckpt's memory benchmark (the paper's §4.3): a memory-intensive loop over a 256 MiB
+//! region (every byte incremented each iteration, pages in ascending, random or descending
+//! order), 39 iterations, a checkpoint every 10, against the same loop on unprotected
+//! memory measured in the same run. Figure 2: added run time and access types for sync,
+//! async with address order and async with the adaptive order. Figure 4: the async orders
+//! with the copy-on-write buffer swept, as the reduction of sync's overhead.
 
 use super::util::{machine, with_run_header, WorkDir, PAGE};
 use crate::CmdResult;

@@ -1,8 +1,8 @@
-//! Issue 13's compression figures: zstd's ratio and speed at several levels on two corpora
-//! (the demo's heat grid, read from a store `heat` wrote, and random bytes), through the
-//! very encoder a commit uses (`FrameEncoder`, 256 KiB batches, zero pages left out); and
-//! what compression does to a sync full checkpoint of each corpus against writing it raw,
-//! paired per repetition in an order that rotates.
+//! Compression figures: zstd's ratio and speed at several levels on two corpora (the demo's
+//! heat grid, read from a store `heat` wrote, and random bytes), through the very encoder a
+//! commit uses (`FrameEncoder`, 256 KiB batches, zero pages left out); and what compression
+//! does to a sync full checkpoint of each corpus against writing it raw, paired per
+//! repetition in an order that rotates.
 
 use super::util::{median, ms, paired_ratios, settle, with_run_header, RunArgs, WorkDir};
 use crate::CmdResult;

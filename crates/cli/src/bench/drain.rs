@@ -1,9 +1,9 @@
-//! Issue 13's drain throughput: a store of one full version and 9 increments (random bytes)
-//! drained by ickpt to a shared directory, and with --object to an S3 bucket, against the
-//! same files copied by hand to the same kind of target: `std::fs::copy` plus fsync of each
-//! file and of the directory, and an upload with `object_store`'s own multipart writer (the
-//! client the object tier uses, driven as its documentation shows). The local files' page
-//! cache is dropped before each case; the cases' order rotates per repetition.
+//! Drain throughput: a store of one full version and 9 increments (random bytes) drained by
+//! ickpt to a shared directory, and with --object to an S3 bucket, against the same files
+//! copied by hand to the same kind of target: `std::fs::copy` plus fsync of each file and
+//! of the directory, and an upload with `object_store`'s own multipart writer (the client
+//! the object tier uses, driven as its documentation shows). The local files' page cache is
+//! dropped before each case; the cases' order rotates per repetition.
 
 use super::restore::write_chain;
 use super::util::{drop_cached, median, ms, paired_ratios, with_run_header, RunArgs, WorkDir};

@@ -19,35 +19,33 @@ use clap::Subcommand;
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
-    /// Issue 11's side-by-side, as paired ratios over interleaved repetitions: sync checkpoint
-    /// and async call for 1/10/50/100% dirty pages of random data against a write+fsync of the
-    /// same bytes; restore against a plain read and full+9 increments against one full, warm
-    /// and cold page cache; first-write tracking cost.
+    /// Checkpoint and restore against plain file I/O of the same bytes, as paired ratios over
+    /// interleaved repetitions: sync checkpoint and async call for 1/10/50/100% dirty pages of
+    /// random data against a write+fsync of the same bytes; restore against a plain read and
+    /// full+9 increments against one full, warm and cold page cache; first-write tracking cost.
     Incremental(incremental::Args),
-    /// AI-Ckpt's memory benchmark (paper 000 §4.3): added run time and access types of sync,
-    /// async + address order and async + adaptive order, ascending/random/descending page
-    /// order; optionally the copy-on-write buffer swept (figure 4).
+    /// The AI-Ckpt paper's memory benchmark (its §4.3): added run time and access types of
+    /// sync, async + address order and async + adaptive order, ascending/random/descending
+    /// page order; optionally the copy-on-write buffer swept (figure 4).
     Aickpt(aickpt::Args),
     /// Warm-cache restore of one full version and of full + 9 increments against a plain
-    /// sequential read of the full version's file (issue 11).
+    /// sequential read of the full version's file.
     Restore(restore::Args),
     /// First-write cost of each tracking backend against unprotected writes and the bare
-    /// kernel mechanism; ACCK coarse-grained monitoring against page granularity (issue 4).
+    /// kernel mechanism; ACCK coarse-grained monitoring against page granularity.
     Tracking(tracking::Args),
     /// The cost policy against the fixed 1 full : 9 increments on a workload whose dirty
-    /// fraction changes (issue 13): checkpoint time, bytes, full versions, restore time at the
-    /// end of each phase, paired per repetition.
+    /// fraction changes: checkpoint time, bytes, full versions, restore time at the end of
+    /// each phase, paired per repetition.
     Policy(policy::Args),
     /// The newest version restored through all tiers, the shared tier alone and (with
-    /// --object) the object store alone, cold cache, against a plain read (issue 13).
+    /// --object) the object store alone, cold cache, against a plain read.
     RestartTiers(restart_tiers::Args),
     /// zstd's ratio and speed per level on the heat grid and random bytes, through the
-    /// commit's own encoder, and a sync full checkpoint with each setting against off
-    /// (issue 13).
+    /// commit's own encoder, and a sync full checkpoint with each setting against off.
     Compress(compress::Args),
     /// A full version and 9 increments drained by ickpt to a shared directory (and with
-    /// --object to S3) against a plain copy and a plain multipart upload of the same files
-    /// (issue 13).
+    /// --object to S3) against a plain copy and a plain multipart upload of the same files.
     Drain(drain::Args),
 }
 

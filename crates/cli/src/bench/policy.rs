@@ -1,9 +1,10 @@
-//! Issue 13's cost policy against the fixed 1 full : 9 increments, on a workload whose dirty
-//! fraction changes over time (phases such as 2% of pages rewritten per step, then 60%, then
-//! 10%). Each repetition runs both policies on the same steps, in an order that alternates;
-//! per policy it records the checkpoint time (the `checkpoint()` calls, sync), the bytes
-//! written, the full versions taken, and at the end of each phase the time to restore the
-//! newest version (its chain read by the reverse scan into fresh memory, warm page cache).
+//! The cost policy against the fixed 1 full : 9 increments, on a workload whose dirty
+//! fraction changes over time (phases such as 2% of pages rewritten per step, then 60%,
+//! then 10%). Each repetition runs both policies on the same steps, in an order that
+//! alternates; per policy it records the checkpoint time (the `checkpoint()` calls, sync),
+//! the bytes written, the full versions taken, and at the end of each phase the time to
+//! restore the newest version (its chain read by the reverse scan into fresh memory, warm
+//! page cache).
 
 use super::paired::median_f;
 use super::restore::fill_random;

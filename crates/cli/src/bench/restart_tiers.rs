@@ -1,8 +1,8 @@
-//! Issue 13's restart from each tier: the newest version of a store (one full version and 9
-//! increments of 10% of the pages) restored through the tiers as a restart sees them: all of
-//! them (the local copy read), the shared tier alone (the node lost), the object store alone
-//! (with --object: both faster tiers lost); against a plain read of the full version's file.
-//! Cold page cache for every file on both directories before each (the object store's server
+//! Restart from each tier: the newest version of a store (one full version and 9 increments
+//! of 10% of the pages) restored through the tiers as a restart sees them: all of them (the
+//! local copy read), the shared tier alone (the node lost), the object store alone (with
+//! --object: both faster tiers lost); against a plain read of the full version's file. Cold
+//! page cache for every file on both directories before each (the object store's server
 //! keeps its own cache); the cases' order rotates per repetition.
 
 use super::restore::write_chain;

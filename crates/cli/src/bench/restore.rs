@@ -1,7 +1,8 @@
-//! Issue 11's restore figures on their own: a warm-cache restore of one full version and of
-//! full + 9 increments, each against a plain sequential read of the same full version file
-//! (`cat FILE > /dev/null`: read(2) into one 128 KiB buffer; and the same read into memory
-//! mapped fresh, where a restore's bytes must land), interleaved per repetition.
+//! The restore figures of `ickpt bench incremental` on their own: a warm-cache restore of
+//! one full version and of full + 9 increments, each against a plain sequential read of the
+//! same full version file (`cat FILE > /dev/null`: read(2) into one 128 KiB buffer; and the
+//! same read into memory mapped fresh, where a restore's bytes must land), interleaved per
+//! repetition.
 
 use super::util::{
     machine, median, ms, paired_ratios, random_pages, with_run_header, WorkDir, PAGE,

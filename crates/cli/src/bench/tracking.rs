@@ -1,7 +1,7 @@
-//! `ickpt bench tracking` (issue 4): what a first write to tracked memory costs with each
-//! backend, against an unprotected write loop and against the bare kernel mechanism, both
-//! measured in the same process; and ACCK's coarse-grained monitoring against page-grained
-//! monitoring on workloads shaped like paper 001's observation.
+//! `ickpt bench tracking`: what a first write to tracked memory costs with each backend,
+//! against an unprotected write loop and against the bare kernel mechanism, both measured
+//! in the same process; and ACCK's coarse-grained monitoring against page-grained
+//! monitoring on workloads shaped like the ACCK paper's observation.
 //!
 //! Every case runs in a child process of its own (`--case`), with its backend forced through
 //! the environment, so backends never share a process (the raw SIGSEGV handler replaces

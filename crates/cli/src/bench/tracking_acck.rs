@@ -1,7 +1,7 @@
-//! ACCK's workloads (paper 001 §3.1): many allocations of many sizes, each written in one
-//! contiguous run covering 30–70% of it, in order or out of order; and a scattered one (like
-//! freqmine). Each epoch writes, then checkpoints; the same writes run on unprotected copies
-//! in the same process, so monitoring time is the tracked loop's excess over them.
+//! ACCK's workloads (its §3.1): many allocations of many sizes, each written in one
+//! contiguous run covering 30–70% of it, in order or out of order; and a scattered one
+//! (like freqmine). Each epoch writes, then checkpoints; the same writes run on unprotected
+//! copies in the same process, so monitoring time is the tracked loop's excess over them.
 
 use super::util::{WorkDir, PAGE};
 use ickpt::{Config, Engine};

@@ -371,7 +371,8 @@ pub fn save(
     Ok(())
 }
 
-/// The arguments every issue-13 benchmark shares, flattened into its own.
+/// The arguments the policy, restart-tiers, compress and drain benchmarks share, flattened
+/// into each one's own.
 #[derive(clap::Args)]
 pub struct RunArgs {
     /// Where to work: the benchmark makes its own directory in it and removes only that.
