@@ -1,4 +1,4 @@
-//! Word-granularity deltas (paper 003, CAPE, §IV and Table III): what changed in a region,
+//! Word-granularity deltas (CAPE, §IV and Table III): what changed in a region,
 //! 4-byte word by 4-byte word, each chunk of `page_size` bytes (counted from the region's
 //! start) stored the cheapest of four ways, the way in the two low bits of the record's
 //! word-aligned offset:

@@ -1,7 +1,7 @@
-//! A delta file (issue 14): the word deltas of one or more regions, as a section saves them
-//! and `ickpt merge` combines them. Small by design (what a section changed), so it is read
-//! whole, its every count checked against its real size and its checksum before any record
-//! is decoded. Byte diagram in docs/FORMAT.md ("Delta files").
+//! A delta file: the word deltas of one or more regions, as a program section (CAPE) saves
+//! them and `ickpt merge` combines them. Small by design (what a section changed), so it is
+//! read whole, its every count checked against its real size and its checksum before any
+//! record is decoded. Byte diagram in docs/FORMAT.md ("Delta files").
 
 use crate::delta::{self, DeltaShape, Word};
 use crate::layout::limits;

@@ -206,7 +206,7 @@ pub struct CommitStats {
     pub precopy: StoredPrecopy,
 }
 
-/// What pre-copy (paper 004) did for one version, as its file records it.
+/// What pre-copy (PRWIP) did for one version, as its file records it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoredPrecopy {
     /// 0 off, 1 blind, 2 prwip, 3 prwip-opt ([`PRECOPY_NAMES`]).

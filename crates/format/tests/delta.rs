@@ -1,4 +1,4 @@
-//! Word-granularity deltas (paper 003): decode(encode(x)) == x; each chunk is stored the
+//! Word-granularity deltas (CAPE): decode(encode(x)) == x; each chunk is stored the
 //! cheapest of the four ways, checked against costs worked out here independently; merging
 //! equals applying one delta after the other; crafted deltas are refused before anything is
 //! written.
@@ -186,7 +186,7 @@ fn crafted_deltas_are_refused() {
     let e = delta::decode(&t, &[head(PS as u64, 2), map, vec![0; 4]].concat()).unwrap_err();
     assert!(e.to_string().contains("past it"), "{e}");
     // No such shape: a page size the format does not have, a region beyond the page limit
-    // (helper-33: offsets near 2^64 wrapped past the order check).
+    // (found in review: offsets near 2^64 wrapped past the order check).
     for (page_size, region_len) in [(1000, 10), (PS, u64::MAX)] {
         let bad = DeltaShape {
             page_size,

@@ -1,5 +1,5 @@
-//! Delta files (issue 14): what a section saves and `ickpt merge` combines. Round trip,
-//! every byte covered, crafted files refused, merges of different layouts refused.
+//! Delta files: what a section saves and `ickpt merge` combines. Round trip, every byte
+//! covered, crafted files refused, merges of different layouts refused.
 
 use ickpt_format::{DeltaFile, FormatError, RegionDelta};
 
