@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-cape.sh STAGE OUT: make bench-cape, paper 003's Table II with ickpt's sections
-# (issue 14, item 5), on examples/cape/markov.c (Fig. 3) built against STAGE:
+# bench-cape.sh STAGE OUT: make bench-cape, CAPE's Table II with ickpt's sections, on
+# examples/cape/markov.c (Fig. 3) built against STAGE:
 # 1. for N in BENCH_CAPE_SIZES (default 3320 6640 9960; 13280 too with BENCH_CAPE_BIG=1), 100
 #    iterations, BENCH_CAPE_REPS (default 3) rounds, each running the three modes (none, all,
 #    loc2) in an order that rotates: time, the location-1 checkpoint's bytes, and each
@@ -89,7 +89,7 @@ cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.start
 med = statistics.median
 doc = {"machine": f"{cpu}, {os.cpu_count()} cores, Linux {platform.release()}", "git_commit": commit,
        "started_utc": started, "run_seconds": int(secs), "backend": backend or "auto",
-       "program": "examples/cape/markov.c (paper 003 Fig. 3), 100 iterations, stores in /dev/shm",
+       "program": "examples/cape/markov.c (the CAPE paper's Fig. 3), 100 iterations, stores in /dev/shm",
        "sizes": {}, "cape": {}}
 csv = ["N,loc1_bytes,loc2_bytes,loc2_page_bytes,none_s,all_s,loc2_s,all_ratio,loc2_ratio,loc2_ratio_low,loc2_ratio_high,"
        "all_ickpt_s,loc2_ickpt_s,all_ickpt_pct,loc2_ickpt_pct,restart_all_s,restart_loc2_s"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-compress.sh STAGE ICKPT OUT: make bench-tiers, compression (issue 13, item 5).
+# bench-compress.sh STAGE ICKPT OUT: make bench-tiers, compression.
 # 1. demo/heat.c (64 MiB grid, 200 iterations, a checkpoint every 10) run with
 #    ICKPT_COMPRESS=off and =fast, in pairs whose order alternates, sync and async: heat's
 #    own time to its "done" line (compute and checkpoints), its own timing of the checkpoint

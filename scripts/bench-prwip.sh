@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-prwip.sh STAGE OUT: make bench-prwip, paper 004's Figs. 5-6, 8-11 with ickpt's
-# pre-copy (issue 15, item 5), on examples/prwip/workloads.c built against STAGE.
+# bench-prwip.sh STAGE OUT: make bench-prwip, PRWIP's Figs. 5-6, 8-11 with ickpt's pre-copy,
+# on examples/prwip/workloads.c built against STAGE.
 #
 # For each backend in BENCH_PRWIP_BACKENDS (default: uffd-async mprotect) and each workload
 # in BENCH_PRWIP_WORKLOADS (default: bt sp lu cg mg is matrow matcol):

@@ -44,7 +44,7 @@ if ! /usr/bin/python3 -c 'import cffi' >/dev/null 2>&1; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-cffi
 fi
-# MPI jobs (issue 12): Open MPI and MPICH, both tested (mpicc.openmpi, mpicc.mpich), and
+# MPI jobs: Open MPI and MPICH, both tested (mpicc.openmpi, mpicc.mpich), and
 # gfortran for the Fortran modules and examples.
 mpi=()
 command -v mpicc.openmpi >/dev/null 2>&1 || mpi+=(libopenmpi-dev openmpi-bin)

@@ -1,4 +1,4 @@
-/* What a fence costs (issue 11, docs/design.md "The fence"): mprotect(PROT_READ) and back over
+/* What a fence costs (docs/design.md "The fence"): mprotect(PROT_READ) and back over
  * 256 MiB of populated pages, whole, and run by run over a random 1 / 10 / 50% of the pages
  * (one mprotect per run of consecutive chosen pages, as a fence over the dirty runs only would
  * need). Then what the mprotect backend's re-protect costs: the same runs opened (as its first

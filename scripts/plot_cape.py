@@ -31,6 +31,6 @@ ax[2].plot([int(r) for r in ranks], [c[r]["speedup"] for r in ranks], "o-", labe
 ax[2].plot([1, 2, 4], [1, 2, 4], "k:", label="ideal")
 ax[2].set_xlabel("ranks (2 cores)"); ax[2].set_ylabel("loop speed-up over 1 rank")
 ax[2].set_title("CAPE parallel loop"); ax[2].legend(fontsize=8)
-fig.suptitle(f"paper 003 Table II with ickpt ({d['backend']}, {d['machine']}, {d['git_commit'][:7]})", fontsize=9)
+fig.suptitle(f"The CAPE paper's Table II with ickpt ({d['backend']}, {d['machine']}, {d['git_commit'][:7]})", fontsize=9)
 fig.tight_layout()
 fig.savefig(os.path.join(out, "cape.png"), dpi=110)

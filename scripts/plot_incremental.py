@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Plot `ickpt bench incremental` (docs/benchmarks/incremental.json): issue 11's side-by-side.
+"""Plot `ickpt bench incremental` (docs/benchmarks/incremental.json): checkpoint and restore
+against plain file I/O of the same bytes, side by side.
 
 usage: plot_incremental.py INCREMENTAL_JSON OUT_PNG
   Left: per dirty share, the sync checkpoint over a write+fsync of the same bytes (and over
@@ -7,7 +8,8 @@ usage: plot_incremental.py INCREMENTAL_JSON OUT_PNG
   write+fsync. Right: restore over a plain read, and full+9 increments over one full, with a
   warm and a cold page cache. Bars are the median ratio of the interleaved pairs, whiskers
   their minimum and maximum, dots each pair; ratio = ickpt time / baseline time (log scale;
-  below 1: faster than the baseline). Dashed: issue 11's targets.
+  below 1: faster than the baseline). Dashed: the targets set for the commit and restore path
+  (docs/benchmarks.md, "The side-by-side").
 """
 import json
 import sys
@@ -54,7 +56,7 @@ def main():
                 bar(left, k + (i - len(CHECKPOINT) / 2 + 0.5) * width, c, width, color,
                     label if k == 0 else None)
     for k, p in enumerate(dirty):
-        # Issue 11's target for the sync checkpoint: <= 2x at 1%, <= 1.1x from 10% up.
+        # The target for the sync checkpoint: <= 2x at 1%, <= 1.1x from 10% up.
         t = 2.0 if p == 1 else 1.1
         left.hlines(t, k - 0.45, k + 0.45, colors="#c44e52", linestyles="dashed", linewidth=1)
     left.axhline(1.0, color="grey", linewidth=0.8)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/prwip.sh STAGE: paper 004's workloads (examples/prwip/workloads.c) scaled down
+# tests/prwip.sh STAGE: PRWIP's workloads (examples/prwip/workloads.c) scaled down
 # (--small), with pre-copy on, under whatever ICKPT_BACKEND says (make test runs it once per
 # backend). For each workload, with a strategy that rotates over blind, prwip and prwip-opt:
 #   - checkpoints every 200 ms while it runs: the final checksum equals the run without ickpt

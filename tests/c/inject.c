@@ -1,5 +1,5 @@
 /*
- * ickpt_inject from C (paper 003's inject, issue 14): a delta file, built here byte by byte
+ * ickpt_inject from C (CAPE's inject): a delta file, built here byte by byte
  * as docs/FORMAT.md ("Word deltas", "Delta files") lays it out, lands in the protected region
  * exactly; the next checkpoint stores the pages it changed; a missing file, a damaged one and
  * one for a region of another length are refused with memory unchanged.

@@ -1,5 +1,5 @@
 /*
- * Pre-copy from C (paper 004, issue 15): cfg.precopy and cfg.checkpoint_interval_ms reach the
+ * Pre-copy from C (PRWIP): cfg.precopy and cfg.checkpoint_interval_ms reach the
  * library, a pass of the pre-copier shows in ickpt_get_precopy, versions taken while it
  * copies restore to memory as it was at each checkpoint call (after a fresh init, with
  * pre-copy off), and a bad strategy is refused. Runs on every backend and in async mode.

@@ -1,9 +1,9 @@
 /*
- * The restart path when the store holds bad files (issue 9, item 8): a stray newest file
- * (garbage, empty, a directory, a dangling symlink) or a damaged newest version must not
- * hide the intact versions. ickpt_restore_latest restores the newest version that restores
- * completely; ickpt_list_versions lists every version file; ickpt_check_version says which
- * a restore accepts; ickpt_latest names the newest one whose file and chain pass.
+ * The restart path when the store holds bad files: a stray newest file (garbage, empty, a
+ * directory, a dangling symlink) or a damaged newest version must not hide the intact
+ * versions. ickpt_restore_latest restores the newest version that restores completely;
+ * ickpt_list_versions lists every version file; ickpt_check_version says which a restore
+ * accepts; ickpt_latest names the newest one whose file and chain pass.
  */
 #include "check.h"
 

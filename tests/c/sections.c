@@ -1,5 +1,5 @@
 /*
- * Program sections from C (paper 003, issue 14), as a program would use them:
+ * Program sections from C (CAPE), as a program would use them:
  *   run 1  a prefix it can redo (not tracked), then a section saving a small vector 4 times
  *          under one name, through the ICKPT_SECTION_* macros;
  *   run 2  the prefix again: the section's start replays the 4 saves (resume = 4), memory as
