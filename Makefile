@@ -145,7 +145,7 @@ demo: stage
 
 bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers bench-cape bench-prwip
 
-# Issue 11's side-by-side: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
+# Checkpoint and restore against plain file I/O of the same bytes: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
 # The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
 # ICKPT_BACKEND=mprotect, or in the environment); the JSON records the one used.
 # INCREMENTAL_ARGS adds options, e.g. INCREMENTAL_ARGS="--reps 9".
@@ -170,7 +170,7 @@ bench-tracking: build plot-deps
 bench-mpi: stage
 	scripts/bench-mpi.sh "$(STAGE)" docs/benchmarks
 
-# Issue 13's figures (about 6 minutes): what draining to a shared tier costs the application
+# The tiers' figures (about 6 minutes): what draining to a shared tier costs the application
 # (demo/heat.c with and without ICKPT_SHARED_DIR, paired, sync and async: tiers.{json,csv}),
 # compression (zstd levels on the heat grid and random bytes, heat with and without it:
 # compress.{json,csv,png}, compress-heat.{json,csv}),
@@ -186,7 +186,7 @@ bench-tiers: stage s3-deps plot-deps
 	scripts/bench-restart-tiers.sh $(RELEASE)/ickpt docs/benchmarks
 	/usr/bin/python3 scripts/plot_tiers.py docs/benchmarks
 
-# Paper 003's Table II with program sections (issue 14, about 10 minutes): checkpoint sizes
+# The CAPE paper's Table II with program sections (about 10 minutes): checkpoint sizes
 # at locations 1 and 2 (word- against page-level), run time without checkpoints, with all,
 # with location 2's only, restart after iteration 50, and CAPE's parallel loop on 1, 2, 4
 # ranks: docs/benchmarks/cape.{json,csv,png}, cape-mpi.csv. BENCH_CAPE_BIG=1 adds N=13280.

@@ -120,7 +120,7 @@ module ickpt
        import :: c_int, c_int64_t
        integer(c_int64_t), intent(out) :: version
      end function ickpt_latest
-     ! Program sections (paper 003; docs/sections.md). `resume` receives the saves replayed.
+     ! Program sections (CAPE; docs/sections.md). `resume` receives the saves replayed.
      integer(c_int) function ickpt_section_start(resume) bind(C, name="ickpt_section_start")
        import :: c_int, c_int64_t
        integer(c_int64_t), intent(out) :: resume

@@ -860,7 +860,7 @@ enum ickpt_result ickpt_require(enum ickpt_result r, const char *what);
 #define ickpt_get_phases(out) ickpt_get_phases_sized((out), sizeof *(out))
 #define ickpt_get_precopy(out) ickpt_get_precopy_sized((out), sizeof *(out))
 
-/* Paper 003's directives as statements (docs/sections.md): "#pragma dickpt start" reads
+/* The CAPE paper's directives as statements (docs/sections.md): "#pragma dickpt start" reads
  * ICKPT_SECTION_START(&resume), "save name" ICKPT_SECTION_SAVE("name"), "stop"
  * ICKPT_SECTION_STOP(). A failure prints ickpt_last_error() and ends the process. */
 #define ICKPT_SECTION_START(resume) ickpt_require(ickpt_section_start(resume), "section start")

@@ -1,5 +1,6 @@
 /*
- * ickpt_mpi: coordinated checkpoints of an MPI job on top of ickpt (issue 12, paper 002).
+ * ickpt_mpi: coordinated checkpoints of an MPI job on top of ickpt (the hybrid
+ * full/incremental paper's coordinated versions).
  *
  * Every rank keeps its own ickpt store under one job directory (DIR/rank-NNNNN); a version is
  * *global* once every rank has committed its part: then each rank records it (a global-commit
@@ -90,7 +91,7 @@ ickpt_result ickpt_mpi_global(uint64_t *global, uint64_t *version);
  * the rank where the failure happened.
  */
 /*
- * COLLECTIVE. CAPE's parallel for-loop (paper 003; docs/sections.md): every rank ran its
+ * COLLECTIVE. CAPE's parallel for-loop (docs/sections.md): every rank ran its
  * share of a loop's iterations inside a section (ickpt_section_start); each rank's words
  * changed since the start (or its last take or save) go to every rank, which injects them
  * all in rank order, so every rank ends with the state of the whole loop, as if it had run

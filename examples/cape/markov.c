@@ -1,5 +1,5 @@
 /*
- * Paper 003's Fig. 3 (successive elements of a Markov chain) with ickpt's program sections,
+ * The CAPE paper's Fig. 3 (successive elements of a Markov chain) with ickpt's program sections,
  * as Table II measures it:
  *
  *   markov N LOOP MODE [STOP]

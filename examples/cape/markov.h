@@ -1,6 +1,6 @@
 /*
  * What markov.c (sequential, with program sections) and markov_mpi.c (CAPE's parallel loop)
- * share, so that both compute the same chain with the same arithmetic: paper 003's Fig. 3.
+ * share, so that both compute the same chain with the same arithmetic: the CAPE paper's Fig. 3.
  */
 #ifndef MARKOV_H
 #define MARKOV_H

@@ -1,5 +1,5 @@
 /*
- * CAPE (paper 003, Fig. 1) with ickpt: Fig. 3's loop over i run in parallel across the ranks
+ * CAPE (its paper's Fig. 1) with ickpt: Fig. 3's loop over i run in parallel across the ranks
  * of an MPI job. Every rank initialises the same chain, then for each new vector runs its
  * share of the rows inside a section; ickpt_mpi_section_exchange sends the words each rank
  * changed to every other, which injects them, so every rank holds the whole vector, as the

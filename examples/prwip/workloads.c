@@ -1,5 +1,5 @@
 /*
- * prwip_workloads: the workloads of paper 004 (PRWIP, "Fast Incremental Checkpoint Based on
+ * prwip_workloads: the workloads of the PRWIP paper ("Fast Incremental Checkpoint Based on
  * Page-Level Rewrite Interval Prediction"), section 4's NPB kernels and section 2.2's matrix
  * addition, each a serial C kernel whose memory comes from ickpt_malloc, so ickpt tracks its
  * writes page by page, checkpointed every --interval seconds.
@@ -1106,7 +1106,7 @@ struct options {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: prwip_workloads WORKLOAD [options]\n"
-            "  WORKLOAD: bt sp lu cg mg is matrow matcol (paper 004's NPB kernels and Fig. 2)\n"
+            "  WORKLOAD: bt sp lu cg mg is matrow matcol (the PRWIP paper's NPB kernels and Fig. 2)\n"
             "  --size S         problem size (see below; default: a run of ~60 s)\n"
             "  --small          the test preset: about 1-2 s and a few MB\n"
             "  --steps N        time steps to run (deterministic: same steps, same memory)\n"

@@ -260,7 +260,7 @@ for impl in openmpi mpich; do
     pass "$impl: build (pkg-config ickpt-mpi, ickpt-mpi-fortran; C, C++, Fortran)"
 
     (
-        # CAPE's parallel loop (paper 003): the ranks' section deltas exchanged and injected
+        # CAPE's parallel loop: the ranks' section deltas exchanged and injected
         # every iteration give the sequential program's vector, bit for bit.
         want=$(ICKPT_DIR=$bin/markov-serial "$bin/markov" 600 30 none | sed -n 's/^checksum //p')
         job sections-f

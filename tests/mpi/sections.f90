@@ -1,4 +1,4 @@
-! Program sections through the Fortran module (issue 14): a section saves a vector three
+! Program sections through the Fortran module: a section saves a vector three
 ! times under one name; a second run, after its prefix, replays them (resume = 3) and finds
 ! the vector as the first run left it; a save outside a section is refused.
 ! Usage: sections_f DIR
