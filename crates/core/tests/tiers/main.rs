@@ -1,4 +1,5 @@
-//! Tiers and coordination: draining to a shared tier, verify on a live store, global versions.
+//! Tiers and coordination: draining to a shared tier, verify on a live store, global versions,
+//! the job file.
 //!
 //! One test binary per topic, one file per concern (fewer binaries to link).
 
@@ -6,5 +7,6 @@
 mod common;
 
 mod global_versions;
+mod job_file;
 mod tiers;
 mod verify_live;
