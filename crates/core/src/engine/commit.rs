@@ -16,7 +16,6 @@ use crate::sys::thread;
 use crate::track::protocol::committer::{scheduled, Drain, LiftBehind, Scheduled, Selector, Take};
 use crate::track::{Guard, OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, StoredPhases, VersionLayout};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -52,8 +51,6 @@ pub(crate) struct Job {
     pub retention: Retention,
     pub stats: CommitStats,
     pub page_size: usize,
-    /// Counts batches the commit waited for the store to take (`Stats::commit_stalls`).
-    pub stalls: Arc<AtomicU64>,
     /// Told of the version once committed; None without lower tiers.
     pub tiers: Option<Arc<TierDrain>>,
     /// The file pre-copy began for this version (PRWIP), which the commit goes on
@@ -100,7 +97,6 @@ pub(super) fn run(job: Job) -> Outcome {
         retention,
         mut stats,
         page_size: ps,
-        stalls,
         tiers,
         pre,
         precopy,
@@ -160,7 +156,7 @@ pub(super) fn run(job: Job) -> Outcome {
             Some((w, file, end)) => (Ok(w), file, end),
             None => (store.create(&name), store.describe(&name), 0),
         };
-        let mut sink = Sink::start(writer, file, written, staging, &mut encoder, &stalls, ps);
+        let mut sink = Sink::start(writer, file, written, staging, &mut encoder, ps);
         if slots.is_none() {
             sink.write(&prefix);
         }

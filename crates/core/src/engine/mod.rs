@@ -96,9 +96,6 @@ pub struct Engine {
     precopier: Option<precopy::Precopier>,
     /// Turns ACCK's released spans into huge pages (when both are on).
     huge_worker: Option<std::thread::JoinHandle<()>>,
-    /// Batches commits waited for the store to take (`Stats::commit_stalls`), counted by the
-    /// commit as it runs.
-    stalls: Arc<std::sync::atomic::AtomicU64>,
     /// The first tier, where commits land: the only one the engine's garbage collection
     /// touches (lower tiers are the drain's). `store` itself without lower tiers.
     local: Arc<dyn Store>,

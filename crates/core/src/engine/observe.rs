@@ -18,7 +18,6 @@ impl Engine {
             sum(|r| r.acck_released_pages()) + st.stats.acck_released_of_removed;
         s.acck_huge_spans = self.protocol.huge_queue().map_or(0, |q| q.collapsed());
         s.regions_by_protection = sum(|r| r.tracked_by_protection() as u64);
-        s.commit_stalls = self.stalls.load(std::sync::atomic::Ordering::Relaxed);
         if let Some(t) = st.precopy.as_ref().map(|p| p.totals) {
             s.precopy_passes = t.passes;
             s.precopy_pages = t.pages;

@@ -188,7 +188,6 @@ impl Engine {
             local: store.clone(),
             drain: None,
             tiered: None,
-            stalls: Arc::default(),
             huge_worker,
             pid: std::process::id(),
             cfg,

@@ -237,7 +237,6 @@ impl Engine {
                 ..CommitStats::default()
             },
             page_size: page_size(),
-            stalls: self.stalls.clone(),
             tiers: self.drain.clone(),
             pre,
             precopy,

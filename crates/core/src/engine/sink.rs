@@ -9,7 +9,6 @@ use crate::error::{CheckpointError, FileError};
 use crate::store::StoreWriter;
 use ickpt_format::{FrameEncoder, VersionLayout};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bytes gathered before one store write: 64 pages, so a write's system call costs little
@@ -56,8 +55,6 @@ pub(super) struct Sink<'a> {
     /// Time in the store's write calls.
     pub write_time: Duration,
     pub crc_time: Duration,
-    /// Counts the batches the commit waited for the store to take (`Stats::commit_stalls`).
-    stalls: &'a AtomicU64,
 }
 
 impl<'a> Sink<'a> {
@@ -72,7 +69,6 @@ impl<'a> Sink<'a> {
         written: u64,
         staging: &'a mut [u8],
         encoder: &'a mut FrameEncoder,
-        stalls: &'a AtomicU64,
         ps: usize,
     ) -> Self {
         let (out, failure) = match writer {
@@ -92,7 +88,6 @@ impl<'a> Sink<'a> {
             bytes: written,
             write_time: Duration::ZERO,
             crc_time: Duration::ZERO,
-            stalls,
         }
     }
 
@@ -155,8 +150,6 @@ impl<'a> Sink<'a> {
                 layout.push_frame(f)
             });
         self.crc_time += t.elapsed();
-        // Every batch is one the commit waits for the store to take.
-        self.stalls.fetch_add(1, Ordering::Relaxed);
         self.write(&data[..fill]);
         self.buf = Some(data);
     }

@@ -105,9 +105,6 @@ pub struct Stats {
     /// Sync commits taken again with fences because a write reached a page they had
     /// collected without one before they copied it (uffd-async; see `docs/design.md`).
     pub raced_commits: u64,
-    /// Batches of pages a commit had to wait for the store to take: every batch, since the
-    /// committer writes each itself between copies. Counted while commits run.
-    pub commit_stalls: u64,
     /// Pre-copy since start (PRWIP; zero when off): passes, pages the checkpoints took
     /// from pre-copy, those written again before their checkpoint (conflicts), page copies
     /// written before the checkpoint calls, and bytes written more than once.
