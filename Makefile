@@ -133,8 +133,9 @@ check:
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 	ICKPT_ALLOW_NO_FUSE=1 ICKPT_ALLOW_NO_CFFI=1 tests/c/run.sh "$(STAGE)"
 
-# `make install` as a batch job runs it: with a HOME of its own (tests/install_home.sh).
-test-install: build
+# `make install` as a batch job runs it: with a HOME of its own (tests/install_home.sh), and
+# what it installs carries no test-only code (the stage, which does, is the check's control).
+test-install: stage
 	tests/install_home.sh
 
 test: lint test-rust test-c test-asan test-mpi test-install

@@ -52,8 +52,8 @@ for f in "$work/prefix/lib/libickpt.so" "$work/prefix/bin/ickpt"; do
     fi
 done
 stage_lib=$root/build/prefix/lib/libickpt.so
-if [ -e "$stage_lib" ] && [ "$(test_only "$stage_lib")" = 0 ]; then
-    echo "FAIL install-home: the check finds no test-only code in the tests' stage ($stage_lib) either"
+if [ ! -e "$stage_lib" ] || [ "$(test_only "$stage_lib")" = 0 ]; then
+    echo "FAIL install-home: the tests' stage ($stage_lib, make stage) is missing or the check finds no test-only code in it"
     exit 1
 fi
 # Each shared library names itself by its ABI (SONAME libNAME.so.MAJOR), is installed as
