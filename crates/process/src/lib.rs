@@ -1,0 +1,12 @@
+//! The process record of `ickpt run` and `ickpt restart`: what a restart of an unmodified
+//! program needs besides its memory (mappings, threads, signal actions, descriptors, mm
+//! fields), its byte format, its capture from `/proc/self`, and the checks a restart makes
+//! before it trusts it.
+#![deny(unsafe_code)]
+
+mod record;
+
+pub use record::{
+    prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction,
+    Snapshot, ThreadRecord, MM_FIELDS, SIGNALS,
+};
