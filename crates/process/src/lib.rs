@@ -4,8 +4,15 @@
 //! before it trusts it.
 #![deny(unsafe_code)]
 
+mod decode;
+mod encode;
+mod error;
+pub mod layout;
 mod record;
 
+pub use decode::decode;
+pub use encode::encode;
+pub use error::RecordError;
 pub use record::{
     prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction,
     Snapshot, ThreadRecord, MM_FIELDS, SIGNALS,
