@@ -2,17 +2,30 @@
 //! program needs besides its memory (mappings, threads, signal actions, descriptors, mm
 //! fields), its byte format, its capture from `/proc/self`, and the checks a restart makes
 //! before it trusts it.
+//!
+//! The capture runs while every other thread of the process is stopped at an arbitrary
+//! point, perhaps inside `malloc`, so it calls nothing in libc that allocates: raw system
+//! calls and `std::fs` calls that are one system call each. Rust's own allocations are fine,
+//! since the caller's global allocator is private to ickpt. Unsafe code is in `sys` only.
 #![deny(unsafe_code)]
 
+pub mod capture;
 mod decode;
+mod dir;
 mod encode;
 mod error;
+mod fds;
 pub mod layout;
+mod maps;
 mod record;
+#[allow(unsafe_code)]
+mod sys;
 
 pub use decode::decode;
 pub use encode::encode;
 pub use error::RecordError;
+pub use fds::{list_fds, parse_fdinfo, FdInfo};
+pub use maps::{parse_maps, read_maps, MapsEntry, SPECIAL_NAMES};
 pub use record::{
     prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction,
     Snapshot, ThreadRecord, MM_FIELDS, SIGNALS,

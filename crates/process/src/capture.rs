@@ -1,0 +1,198 @@
+//! Reading the record's fields from the running process. Each call is `std::fs` opening,
+//! reading, `readlink` or `stat`, or a raw system call: nothing that makes glibc allocate,
+//! since another thread may be stopped inside malloc (the crate's top comment).
+
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use crate::record::{FileId, ProcessRecord, SigAction, MM_FIELDS, SIGNALS};
+
+/// What `uname` says: release, a space, version (`6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC
+/// Debian 6.1.76-1 (2024-02-01)`). The version string tells builds of one release apart.
+pub fn kernel() -> io::Result<String> {
+    let (release, version) = crate::sys::uname()?;
+    Ok(format!("{release} {version}"))
+}
+
+pub fn arch() -> &'static str {
+    std::env::consts::ARCH
+}
+
+pub fn page_size() -> u32 {
+    crate::sys::page_size() as u32
+}
+
+/// The kernel's action for each of the signals 1 to 64, index = signal − 1 (SIGKILL and
+/// SIGSTOP read as their defaults).
+pub fn sigactions() -> io::Result<Vec<SigAction>> {
+    (1..=SIGNALS as i32)
+        .map(|sig| {
+            let [handler, flags, restorer, mask] = crate::sys::sigaction(sig)?;
+            Ok(SigAction {
+                handler,
+                flags,
+                restorer,
+                mask,
+            })
+        })
+        .collect()
+}
+
+/// The mm fields, in [`ProcessRecord::mm`]'s order. All but `brk` are fields of
+/// `/proc/self/stat` (proc(5), counting from 1: startcode 26, endcode 27, startstack 28,
+/// start_data 45, end_data 46, start_brk 47, arg_start 48, arg_end 49, env_start 50,
+/// env_end 51); `brk` is not there, so it is `brk(0)`.
+pub fn mm_fields() -> io::Result<[u64; MM_FIELDS]> {
+    let text = read_text("/proc/self/stat")?;
+    parse_stat(&text, crate::sys::brk()).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("cannot read the mm fields of /proc/self/stat: {text:?}"),
+        )
+    })
+}
+
+/// The mm fields of a `/proc/<pid>/stat` text, with `brk` given.
+pub fn parse_stat(text: &str, brk: u64) -> Option<[u64; MM_FIELDS]> {
+    // Field 2, the command name in parentheses, may itself hold spaces and parentheses:
+    // fields 3 on follow the last ')'.
+    let after = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |n: usize| -> Option<u64> { fields.get(n - 3)?.parse().ok() };
+    Some([
+        field(26)?,
+        field(27)?,
+        field(45)?,
+        field(46)?,
+        field(47)?,
+        brk,
+        field(28)?,
+        field(48)?,
+        field(49)?,
+        field(50)?,
+        field(51)?,
+    ])
+}
+
+/// The auxiliary vector, as words: (type, value) pairs ending with AT_NULL.
+pub fn auxv() -> io::Result<Vec<u64>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open("/proc/self/auxv")?.read_to_end(&mut bytes)?;
+    if bytes.len() % 16 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("/proc/self/auxv has {} bytes, not whole pairs", bytes.len()),
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .collect())
+}
+
+/// The identity of the file at `path` now (following links).
+pub fn file_id(path: &str) -> io::Result<FileId> {
+    identity(path, path)
+}
+
+/// `path`'s name, with the identity of what `stat_path` leads to.
+fn identity(path: &str, stat_path: &str) -> io::Result<FileId> {
+    let m = std::fs::metadata(stat_path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{stat_path}: {e}")))?;
+    Ok(FileId {
+        path: path.to_string(),
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+    })
+}
+
+/// The program's executable: its path, and the identity of the file running, which
+/// `/proc/self/exe` leads to even when the path now names another (a rebuilt program).
+pub fn exe() -> io::Result<FileId> {
+    let path = utf8(std::fs::read_link("/proc/self/exe")?, "/proc/self/exe")?;
+    identity(&path, "/proc/self/exe")
+}
+
+pub fn cwd() -> io::Result<String> {
+    utf8(std::fs::read_link("/proc/self/cwd")?, "/proc/self/cwd")
+}
+
+/// The umask, from `/proc/self/status` (Linux 4.7 on): `umask(2)` reads it only by
+/// changing it, which another thread could see.
+pub fn umask() -> io::Result<u32> {
+    let text = read_text("/proc/self/status")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Umask: in /proc/self/status"))
+}
+
+/// The process's threads' ids, ascending.
+pub fn list_tids() -> io::Result<Vec<u32>> {
+    Ok(crate::dir::numbered_entries("/proc/self/task")?
+        .into_iter()
+        .map(|t| t as u32)
+        .collect())
+}
+
+/// A record of everything the capture reads by itself: all but the mappings (the caller
+/// classifies them), the threads (their parked handlers fill them in), the hole, the
+/// restart word and the snapshots.
+pub fn process_base() -> io::Result<ProcessRecord> {
+    Ok(ProcessRecord {
+        kernel: kernel()?,
+        arch: arch().to_string(),
+        page_size: page_size(),
+        pid: std::process::id(),
+        exe: exe()?,
+        cwd: cwd()?,
+        umask: umask()?,
+        mm: mm_fields()?,
+        auxv: auxv()?,
+        mappings: Vec::new(),
+        threads: Vec::new(),
+        sigactions: sigactions()?,
+        fds: crate::fds::list_fds()?,
+        hole: (0, 0),
+        restart_word: 0,
+        snapshots: Vec::new(),
+    })
+}
+
+fn read_text(path: &str) -> io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// A path the record can hold: the record's strings are UTF-8, so a path that is not is
+/// refused, naming where it came from, rather than stored as another path.
+pub(crate) fn utf8(p: PathBuf, from: &str) -> io::Result<String> {
+    p.into_os_string().into_string().map_err(|p| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{from} is {p:?}, not UTF-8, which the process record cannot hold"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_past_a_command_name_with_spaces_and_parens() {
+        // Fields 3..=52, each its own number, so a miscount shows.
+        let rest: Vec<String> = (3..=52).map(|n| n.to_string()).collect();
+        let text = format!("4242 (a b) c) {}\n", rest.join(" "));
+        assert_eq!(
+            parse_stat(&text, 7),
+            Some([26, 27, 45, 46, 47, 7, 28, 48, 49, 50, 51])
+        );
+        assert_eq!(parse_stat("1 (x) 3 4", 0), None);
+        assert_eq!(parse_stat("no parens", 0), None);
+    }
+}

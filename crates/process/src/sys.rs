@@ -1,0 +1,90 @@
+//! The system calls the capture makes that `std` has no call for, each raw or a libc
+//! wrapper that allocates nothing: the capture runs while another thread may hold malloc's
+//! lock. The only unsafe code of the crate.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Read directory entries of `dir` into `buf` with `getdents64`; 0 at the end. `read_dir`
+/// is not used because glibc's `opendir` allocates its buffer with malloc.
+pub fn getdents64(dir: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its length, which is the count passed; the
+    // descriptor is borrowed, so open for the call's duration.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            dir.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// The kernel's `struct sigaction` (x86-64, and aarch64 alike).
+#[repr(C)]
+#[derive(Default)]
+struct KernelSigaction {
+    handler: u64,
+    flags: u64,
+    restorer: u64,
+    mask: u64,
+}
+
+/// Signal `sig`'s action as the kernel holds it: `rt_sigaction` with no new action and the
+/// kernel's 8-byte mask. Not libc's `sigaction`, which hides the restorer.
+pub fn sigaction(sig: i32) -> io::Result<[u64; 4]> {
+    let mut old = KernelSigaction::default();
+    // SAFETY: a NULL new action only reads; `old` is a valid, writable kernel sigaction of
+    // the size the kernel expects for a sigsetsize of 8.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            std::ptr::null::<KernelSigaction>(),
+            &mut old as *mut KernelSigaction,
+            8usize,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok([old.handler, old.flags, old.restorer, old.mask])
+}
+
+/// `uname`'s release and version strings.
+pub fn uname() -> io::Result<(String, String)> {
+    // SAFETY: utsname is plain character arrays, for which all zeros is a valid value.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((c_chars(&u.release), c_chars(&u.version)))
+}
+
+/// A NUL-terminated field of a C struct (the whole array if it has no NUL).
+fn c_chars(field: &[libc::c_char]) -> String {
+    let bytes: Vec<u8> = field
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&c| c != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The program break now: `brk(0)` returns it without moving it. `/proc/self/stat` has
+/// `start_brk` but not the break itself.
+pub fn brk() -> u64 {
+    // SAFETY: brk with address 0 never changes the break; it only returns it.
+    unsafe { libc::syscall(libc::SYS_brk, 0usize) as u64 }
+}
+
+/// The base page size (glibc reads it from the auxiliary vector, without allocating).
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+}
