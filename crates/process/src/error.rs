@@ -42,3 +42,13 @@ impl RecordError {
         }
     }
 }
+
+/// A mapping the default classification cannot give a treatment a restart can carry out.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ClassifyError {
+    #[error(
+        "mapping {start:#x}-{end:#x} {name:?} is shared memory, which a restart cannot \
+         restore yet: the program must not share memory to be checkpointed"
+    )]
+    Shared { start: u64, end: u64, name: String },
+}

@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod capture;
+mod classify;
 mod decode;
 mod dir;
 mod encode;
@@ -21,9 +22,10 @@ mod record;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use classify::classify;
 pub use decode::decode;
 pub use encode::encode;
-pub use error::RecordError;
+pub use error::{ClassifyError, RecordError};
 pub use fds::{list_fds, parse_fdinfo, FdInfo};
 pub use maps::{parse_maps, read_maps, MapsEntry, SPECIAL_NAMES};
 pub use record::{
