@@ -52,3 +52,40 @@ pub enum ClassifyError {
     )]
     Shared { start: u64, end: u64, name: String },
 }
+
+/// Why a restart must not go on, naming what differs and what to do about it.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CheckError {
+    #[error(
+        "the checkpoint was taken on kernel {recorded:?}, this is {now:?}: a restart needs the \
+         same kernel build, because it moves this kernel's vDSO onto the old one's address; \
+         restart on a machine running that kernel"
+    )]
+    Kernel { recorded: String, now: String },
+    #[error(
+        "the checkpoint was taken on {recorded} with {recorded_page}-byte pages, this is \
+         {now} with {now_page}-byte pages: restart on a machine like the one that took it"
+    )]
+    Machine {
+        recorded: String,
+        recorded_page: u32,
+        now: String,
+        now_page: u32,
+    },
+    #[error(
+        "{path} was rebuilt or updated since the checkpoint ({what}): a restart maps it \
+         again and needs the very same file; put that file back, or start the program anew"
+    )]
+    FileChanged { path: String, what: String },
+    #[error(
+        "{path}, which the checkpointed process had mapped, cannot be found: {reason}; put \
+         it back where it was, or start the program anew"
+    )]
+    FileMissing { path: String, reason: String },
+    #[error("fd {fd} is {target}: {why}")]
+    FdRefused {
+        fd: i32,
+        target: String,
+        why: String,
+    },
+}

@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod capture;
+mod check;
 mod classify;
 mod decode;
 mod dir;
@@ -22,10 +23,11 @@ mod record;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use check::{check_fds, check_files, check_same_kernel};
 pub use classify::classify;
 pub use decode::decode;
 pub use encode::encode;
-pub use error::{ClassifyError, RecordError};
+pub use error::{CheckError, ClassifyError, RecordError};
 pub use fds::{list_fds, parse_fdinfo, FdInfo};
 pub use maps::{parse_maps, read_maps, MapsEntry, SPECIAL_NAMES};
 pub use record::{
