@@ -1,4 +1,4 @@
-//! The plan stage A hands to stage B.
+//! The plan stage A hands to stage B, and stage B itself.
 //!
 //! These types mirror `restorer/plan.h` field for field; the asserts below and the
 //! `_Static_assert`s there fix the same sizes and offsets, so the two cannot drift apart
@@ -25,6 +25,20 @@ pub const ROLE_CHECKPOINTER: u32 = 2;
 
 /// Stage B's exit status when a step fails (after its message on fd 2).
 pub const STAGE_B_FAILED: i32 = 70;
+
+/// Stage B, built by `build.rs` (empty on targets it does not support). Stage A copies it to
+/// any address, maps it read and execute, and enters it at its first byte with
+/// [`super::jump::enter_stage_b`].
+pub const STAGE_B: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/stage_b.bin"));
+
+/// Stage B, or why `ickpt restart` cannot run here.
+pub fn stage_b() -> Result<&'static [u8], &'static str> {
+    if STAGE_B.is_empty() {
+        Err("ickpt restart is not supported on this architecture")
+    } else {
+        Ok(STAGE_B)
+    }
+}
 
 /// A range to unmap.
 #[repr(C)]
