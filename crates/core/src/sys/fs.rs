@@ -2,7 +2,7 @@
 //! forked child must let go of.
 
 use ickpt_format::Piece;
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -239,48 +239,62 @@ pub fn unlink_at(dir: &File, name: &OsStr) -> io::Result<()> {
 }
 
 /// The entries of the open directory `dir` (without `.` and `..`), each with its kind when
-/// the file system reports it in the listing.
+/// the file system reports it in the listing. Read with getdents64 into a buffer of our own,
+/// not readdir: a whole-process checkpoint (`ickpt run`) lists the store while the program's
+/// threads are stopped anywhere, perhaps inside malloc, which opendir would call.
 pub fn list_at(dir: &File) -> io::Result<Vec<(OsString, Option<FileKind>)>> {
-    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own returns a new descriptor or -1.
-    let fd = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    // A fresh open description of the directory: `dir`'s offset, shared with every
+    // duplicate, stays where it is.
+    let dot = c_name(OsStr::new("."))?;
+    // SAFETY: a valid NUL-terminated name, relative to a directory we hold open.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            dot.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: `fd` is ours; on success the DIR stream owns it and closedir closes it.
-    let dp = unsafe { libc::fdopendir(fd) };
-    if dp.is_null() {
-        let e = io::Error::last_os_error();
-        // SAFETY: fdopendir failed, so `fd` is still ours to close.
-        unsafe { libc::close(fd) };
-        return Err(e);
-    }
-    // The duplicate shares its offset with `dir`, which an earlier listing left at the end.
-    // SAFETY: `dp` is a valid DIR stream until closedir below.
-    unsafe { libc::rewinddir(dp) };
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    let listing = unsafe { File::from_raw_fd(fd) };
     let mut out = Vec::new();
-    let result = loop {
-        // SAFETY: errno is thread-local; readdir reports errors only through it.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: `dp` is a valid DIR stream; the entry stays valid until the next readdir.
-        let ent = unsafe { libc::readdir(dp) };
-        if ent.is_null() {
-            let e = io::Error::last_os_error();
-            break if e.raw_os_error() == Some(0) {
-                Ok(())
-            } else {
-                Err(e)
-            };
+    let mut buf = vec![0u8; 32 << 10];
+    loop {
+        // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                listing.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
         }
-        // SAFETY: readdir returned a valid entry whose d_name is NUL-terminated.
-        let (name, t) = unsafe { (CStr::from_ptr((*ent).d_name.as_ptr()), (*ent).d_type) };
-        let name = OsStr::from_bytes(name.to_bytes());
-        if name != "." && name != ".." {
-            out.push((name.to_os_string(), FileKind::of_dirent_type(t)));
+        if n == 0 {
+            return Ok(out);
         }
-    };
-    // SAFETY: `dp` came from fdopendir and is closed exactly once.
-    unsafe { libc::closedir(dp) };
-    result.map(|()| out)
+        let mut at = 0usize;
+        let n = n as usize;
+        // struct linux_dirent64: ino u64, off i64, reclen u16, type u8, name NUL-terminated.
+        while at + 19 <= n {
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            if reclen < 20 || at + reclen > n {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let t = buf[at + 18];
+            let name = &buf[at + 19..at + reclen];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            let name = OsStr::from_bytes(name);
+            if name != "." && name != ".." {
+                out.push((name.to_os_string(), FileKind::of_dirent_type(t)));
+            }
+            at += reclen;
+        }
+    }
 }
 
 /// The effective user id, whom a store directory must belong to.
