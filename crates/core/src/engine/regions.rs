@@ -110,7 +110,11 @@ impl Engine {
         let len = size
             .checked_next_multiple_of(page_size())
             .ok_or_else(|| refused("larger than the address space"))?;
-        let m = Mapping::new(len).map_err(|source| ProtectError::Map { id, len, source })?;
+        let m = Mapping::for_application(len).map_err(|source| ProtectError::Map {
+            id,
+            len,
+            source,
+        })?;
         let p = m.ptr();
         // A refused region drops the mapping, unmapping it.
         self.insert(id, p as usize, size, Some(m))?;

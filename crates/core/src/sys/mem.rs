@@ -137,12 +137,20 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// `len` bytes of zeroed, private, anonymous memory (page-aligned).
+    /// `len` bytes of zeroed, private, anonymous memory (page-aligned), ickpt's own.
     pub fn new(len: usize) -> io::Result<Mapping> {
         Ok(Mapping {
             ptr: map_anonymous(len)?,
             len,
         })
+    }
+
+    /// `len` bytes as [`Mapping::new`], for the application (`ickpt_malloc`): not ickpt's own,
+    /// so a whole-process checkpoint stores it with the program's memory.
+    pub fn for_application(len: usize) -> io::Result<Mapping> {
+        let m = Mapping::new(len)?;
+        super::own_spans::forget(m.ptr as usize);
+        Ok(m)
     }
 
     pub fn ptr(&self) -> *mut u8 {
@@ -188,6 +196,7 @@ pub fn map_anonymous(len: usize) -> io::Result<*mut u8> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
+    super::own_spans::note(p as usize, len);
     Ok(p.cast())
 }
 
@@ -200,6 +209,7 @@ pub unsafe fn unmap(ptr: *mut u8, len: usize) -> io::Result<()> {
     if unsafe { libc::munmap(ptr.cast(), len) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    super::own_spans::forget(ptr as usize);
     Ok(())
 }
 

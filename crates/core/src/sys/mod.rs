@@ -4,6 +4,7 @@ pub mod altstack;
 pub mod fs;
 pub mod io;
 pub mod mem;
+pub mod own_spans;
 pub mod pagemap;
 pub mod random;
 pub mod signal;

@@ -1,0 +1,72 @@
+//! The address ranges of ickpt's own anonymous mappings (bitmaps, page states, copy-on-write
+//! slots, alternate signal stacks, compression workspaces).
+//!
+//! A whole-process checkpoint (`ickpt run`) stores everything the program maps, but ickpt's
+//! own mappings are not the program's: it must find them among the entries of
+//! `/proc/self/maps` (an own mapping may even be merged there with a neighbouring program
+//! mapping of the same protection). It reads them here, while every other thread is stopped
+//! at an arbitrary point, so the table is a fixed array of atomics: no lock, no allocation.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// More than ickpt ever holds at once: a few per protected region and per thread.
+const SLOTS: usize = 8192;
+/// (start, len) pairs; start 0: a free slot.
+static SPANS: [AtomicUsize; 2 * SLOTS] = [const { AtomicUsize::new(0) }; 2 * SLOTS];
+
+/// Remember `start..start+len` as ickpt's own. A full table forgets it: the mapping is then
+/// seen as the program's, which stores it (never loses data).
+pub fn note(start: usize, len: usize) {
+    if start == 0 || len == 0 {
+        return;
+    }
+    for slot in SPANS.chunks_exact(2) {
+        if slot[0]
+            .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            slot[1].store(len, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Forget the span starting at `start` (it is being unmapped, or handed to the application).
+pub fn forget(start: usize) {
+    for slot in SPANS.chunks_exact(2) {
+        if slot[0].load(Ordering::Acquire) == start {
+            slot[1].store(0, Ordering::Release);
+            slot[0].store(0, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Every span noted, as (start, end), in no particular order.
+pub fn spans(out: &mut Vec<(usize, usize)>) {
+    for slot in SPANS.chunks_exact(2) {
+        let start = slot[0].load(Ordering::Acquire);
+        let len = slot[1].load(Ordering::Acquire);
+        if start != 0 && len != 0 {
+            out.push((start, start + len));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_noted_span_is_listed_until_forgotten() {
+        let start = 0x7777_0000_0000;
+        note(start, 8192);
+        let mut out = Vec::new();
+        spans(&mut out);
+        assert!(out.contains(&(start, start + 8192)));
+        forget(start);
+        out.clear();
+        spans(&mut out);
+        assert!(!out.contains(&(start, start + 8192)));
+    }
+}
