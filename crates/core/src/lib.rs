@@ -40,6 +40,7 @@ pub mod sys;
 mod sys;
 pub mod track;
 pub mod tracked_io;
+pub mod whole_process;
 pub mod write;
 
 pub use config::{Compression, Config, SettingError};

@@ -48,6 +48,8 @@ const RANKS: &[(&str, u32)] = &[
     ("write", 7),
     ("engine", 8),
     ("maintain", 9),
+    // What the library `ickpt run` preloads needs of the core besides the engine.
+    ("whole_process", 9),
     ("capi", 10),
     ("fuzzing", 10),
 ];

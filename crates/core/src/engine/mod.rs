@@ -16,6 +16,7 @@ mod open;
 mod pending;
 pub(crate) mod precopy;
 mod regions;
+mod restart;
 mod restore_regions;
 mod schedule;
 mod section;

@@ -4,7 +4,7 @@
 // regions' memory, which takes a slice of each region, made on `protect`'s promise.
 #![allow(unsafe_code)]
 
-use super::{Engine, RestoreInfo};
+use super::{Engine, RestoreInfo, State};
 use crate::error::RestoreError;
 use crate::policy::Head;
 use crate::read::reverse_scan::{reverse_scan, Sink};
@@ -38,33 +38,7 @@ impl Engine {
         let catalog = self.catalog();
         let chain = catalog.chain(version)?;
         let newest = &chain[0].meta;
-        for r in &newest.regions {
-            match st.regions.get(&r.id) {
-                None => {
-                    return Err(RestoreError::RegionMismatch {
-                        id: r.id,
-                        what: format!("version {version} holds it but it is not protected now; protect it (with {} bytes) before restoring", r.length),
-                    })
-                }
-                Some(s) if s.tr.user_len as u64 != r.length => {
-                    return Err(RestoreError::RegionMismatch {
-                        id: r.id,
-                        what: format!(
-                            "size mismatch: protected with {} bytes, version {version} holds {} bytes",
-                            s.tr.user_len, r.length
-                        ),
-                    })
-                }
-                Some(_) => {}
-            }
-        }
-        let held: std::collections::HashSet<u64> = newest.regions.iter().map(|r| r.id).collect();
-        if let Some(id) = st.regions.keys().find(|id| !held.contains(id)) {
-            return Err(RestoreError::RegionMismatch {
-                id: *id,
-                what: format!("protected now but absent from version {version}; restoring would leave it undefined (unprotect it first)"),
-            });
-        }
+        regions_match(&st, newest, version)?;
 
         let targets: Vec<std::sync::Arc<crate::track::TrackedRegion>> = newest
             .regions
@@ -104,6 +78,67 @@ impl Engine {
             &mut |_, _| {},
         )?;
 
+        self.rearm_as(&mut st, newest, version)?;
+        let info = RestoreInfo {
+            version,
+            tag: newest.header.tag,
+            chain_len: chain.len() as u32,
+            pages: report.pages,
+            duration: started.elapsed(),
+        };
+        st.stats.restores += 1;
+        st.stats.pages_restored += report.pages;
+        st.stats.restore_time += info.duration;
+        Ok(info)
+    }
+}
+
+/// Refuse a restore of `version` unless the regions protected now are exactly its regions,
+/// with the same lengths.
+pub(super) fn regions_match(
+    st: &State,
+    newest: &ickpt_format::VersionMeta,
+    version: u64,
+) -> Result<(), RestoreError> {
+    for r in &newest.regions {
+        match st.regions.get(&r.id) {
+            None => {
+                return Err(RestoreError::RegionMismatch {
+                    id: r.id,
+                    what: format!("version {version} holds it but it is not protected now; protect it (with {} bytes) before restoring", r.length),
+                })
+            }
+            Some(s) if s.tr.user_len as u64 != r.length => {
+                return Err(RestoreError::RegionMismatch {
+                    id: r.id,
+                    what: format!(
+                        "size mismatch: protected with {} bytes, version {version} holds {} bytes",
+                        s.tr.user_len, r.length
+                    ),
+                })
+            }
+            Some(_) => {}
+        }
+    }
+    let held: std::collections::HashSet<u64> = newest.regions.iter().map(|r| r.id).collect();
+    if let Some(id) = st.regions.keys().find(|id| !held.contains(id)) {
+        return Err(RestoreError::RegionMismatch {
+            id: *id,
+            what: format!("protected now but absent from version {version}; restoring would leave it undefined (unprotect it first)"),
+        });
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Track every region again from here, memory now being `version` (`newest` its
+    /// metadata): the next checkpoint is an increment of it.
+    pub(super) fn rearm_as(
+        &self,
+        st: &mut State,
+        newest: &ickpt_format::VersionMeta,
+        version: u64,
+    ) -> Result<(), RestoreError> {
         let mut scratch = Vec::new();
         // A version written with another page size cannot be continued page for page.
         let same_pages = newest.page_size() as usize == crate::sys::page_size();
@@ -126,16 +161,6 @@ impl Engine {
             chain_depth: newest.header.chain_depth,
             meta_crc: newest.footer.meta_crc,
         });
-        let info = RestoreInfo {
-            version,
-            tag: newest.header.tag,
-            chain_len: chain.len() as u32,
-            pages: report.pages,
-            duration: started.elapsed(),
-        };
-        st.stats.restores += 1;
-        st.stats.pages_restored += report.pages;
-        st.stats.restore_time += info.duration;
-        Ok(info)
+        Ok(())
     }
 }

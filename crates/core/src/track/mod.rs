@@ -190,6 +190,14 @@ pub trait Tracker: Send + Sync {
     /// itself to write (restore), or for the program to write untracked (a program section's
     /// stop). The pair of [`Tracker::rearm`], which tracks again.
     fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError>;
+    /// After `ickpt restart` put this process's memory back: take the process as this
+    /// tracker's own (its id changed) and make `r` trackable again. A userfaultfd backend
+    /// registers it again (moving a mapping into place dropped its registration; the
+    /// userfaultfd itself was made again at its old descriptor number); page protection
+    /// needs nothing, the [`Tracker::rearm`] that follows protects it.
+    fn after_restart(&self, _r: &TrackedRegion) -> Result<(), TrackError> {
+        Ok(())
+    }
     /// Track writes to `r` again from here, its memory the new baseline: after a restore
     /// wrote it, or as a program section starts or compares. `out` and `before_rearm` as in
     /// `collect` (the bits: pages written since the last collect, which the caller gives

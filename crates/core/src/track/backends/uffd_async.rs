@@ -269,6 +269,10 @@ impl Tracker for UffdAsyncTracker {
         })
     }
 
+    fn after_restart(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        self.regions.after_restart(r)
+    }
+
     fn disarm(&self, r: &TrackedRegion) -> Result<(), TrackError> {
         self.regions.disarm(r)
     }

@@ -15,7 +15,7 @@ use crate::track::region::TrackedRegion;
 use crate::track::registry;
 use crate::track::{Backend, Guard, TrackError, Tracker};
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 
 /// Page runs one PAGEMAP_SCAN call reports (24 bytes each); a region with more is scanned
@@ -130,7 +130,7 @@ pub(crate) struct UffdRegions {
     fallbacks: AtomicUsize,
     /// The process that opened the userfaultfd: in a forked child its ioctls would act on
     /// the parent's address space.
-    pid: u32,
+    pid: AtomicU32,
     mech: Backend,
 }
 
@@ -140,7 +140,7 @@ impl UffdRegions {
             uffd,
             fence: MprotectTracker::new()?,
             fallbacks: AtomicUsize::new(0),
-            pid: std::process::id(),
+            pid: AtomicU32::new(std::process::id()),
             mech,
         })
     }
@@ -166,7 +166,7 @@ impl UffdRegions {
     }
 
     pub fn forked(&self) -> bool {
-        std::process::id() != self.pid
+        std::process::id() != self.pid.load(SeqCst)
     }
 
     /// Refuse to act for a forked child: the userfaultfd (and an open pagemap) would act on
@@ -255,6 +255,18 @@ impl UffdRegions {
         }
         r.dirty.take_range(pages.start, pages.end, out);
         arm(pages, out).map_err(TrackError::Userfault)
+    }
+
+    /// `Tracker::after_restart` for both userfaultfd backends: this process is the
+    /// userfaultfd's now, and `r` is registered with it again.
+    pub fn after_restart(&self, r: &TrackedRegion) -> Result<(), TrackError> {
+        self.pid.store(std::process::id(), SeqCst);
+        if r.tracked_by_protection() {
+            return Ok(());
+        }
+        self.uffd
+            .register_wp(r.base(), r.span_len())
+            .map_err(TrackError::Userfault)
     }
 
     /// Stop tracking `r` and make it writable without a fault per page ([`Tracker::disarm`]).

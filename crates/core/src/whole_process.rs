@@ -1,0 +1,17 @@
+//! What `ickpt run` (the library preloaded into an unmodified program) needs of the core
+//! beyond the engine: which mappings are ickpt's own, and a checkpointing thread made ready
+//! to checkpoint while the program's threads are stopped anywhere.
+
+/// ickpt's own anonymous mappings, as (start, end), in no order: not the program's memory,
+/// though they look like it in `/proc/self/maps`. Lock- and allocation-free but for pushing
+/// onto `out`.
+pub fn own_mappings(out: &mut Vec<(usize, usize)>) {
+    crate::sys::own_spans::spans(out);
+}
+
+/// Read, now, what the calling thread would otherwise look up during its first checkpoint
+/// through calls that may allocate with the C library's malloc (its stack bounds): the
+/// thread will checkpoint while other threads are stopped, perhaps inside malloc.
+pub fn prepare_checkpointing_thread() {
+    crate::track::stack::on_this_stack((0, 0));
+}
