@@ -15,3 +15,14 @@ pub fn own_mappings(out: &mut Vec<(usize, usize)>) {
 pub fn prepare_checkpointing_thread() {
     crate::track::stack::on_this_stack((0, 0));
 }
+
+/// Sleep while `*word == expected`, at most `ms` milliseconds (a signal handler may call it:
+/// one system call).
+pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, ms: u64) {
+    crate::sys::thread::futex_wait_for(word, expected, ms);
+}
+
+/// Wake every thread waiting on `word` (a signal handler may call it: one system call).
+pub fn futex_wake(word: &std::sync::atomic::AtomicU32) {
+    crate::sys::thread::futex_wake_all(word);
+}

@@ -5,15 +5,29 @@ use std::sync::atomic::AtomicU32;
 
 /// Sleep while `*word == expected` (returns at once otherwise, or on any wake or signal).
 pub fn futex_wait(word: &AtomicU32, expected: u32) {
+    wait(word, expected, std::ptr::null());
+}
+
+/// Sleep while `*word == expected`, at most `ms` milliseconds.
+pub fn futex_wait_for(word: &AtomicU32, expected: u32, ms: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    wait(word, expected, &ts);
+}
+
+/// FUTEX_WAIT with `timeout` (NULL: without limit).
+fn wait(word: &AtomicU32, expected: u32, timeout: *const libc::timespec) {
     // SAFETY: `word` is a live, aligned 32-bit atomic for the whole call; FUTEX_WAIT only
-    // reads it, and a NULL timeout waits without limit.
+    // reads it, and `timeout` is NULL or a timespec its callers keep alive for the call.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
             expected,
-            std::ptr::null::<libc::timespec>(),
+            timeout,
         );
     }
 }
