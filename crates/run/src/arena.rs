@@ -1,0 +1,156 @@
+//! The library's own heap: every allocation of ickpt's Rust code in a program under
+//! `ickpt run` comes from here, never from the program's malloc.
+//!
+//! Two reasons. The program's threads are stopped at arbitrary points while ickpt
+//! checkpoints, one of them perhaps inside malloc holding its arena lock: ickpt calling malloc
+//! then would wait for ever. And the program's heap is what is being checkpointed: ickpt's
+//! state must be captured at one instant of its own (`snapshot.rs`), which it can only be if
+//! it lives apart. So the heap is dlmalloc over one reservation made at the first allocation;
+//! it only grows upwards, and everything ickpt holds lies below `high_water()`.
+
+// SAFETY contract of this file: the reservation is private anonymous memory no one else
+// maps; dlmalloc is only ever entered with the spin lock held.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// Address space reserved for the heap (untouched pages cost nothing).
+const RESERVE: usize = 4 << 30;
+
+static BASE: AtomicUsize = AtomicUsize::new(0);
+static TOP: AtomicUsize = AtomicUsize::new(0);
+
+/// The heap's span so far: (start, end). (0, 0) before the first allocation.
+pub fn used() -> (usize, usize) {
+    let base = BASE.load(Ordering::Acquire);
+    (base, TOP.load(Ordering::Acquire))
+}
+
+/// The whole reservation: (start, end).
+pub fn reserved() -> (usize, usize) {
+    let base = BASE.load(Ordering::Acquire);
+    (base, if base == 0 { 0 } else { base + RESERVE })
+}
+
+struct Pages;
+
+// SAFETY: hands out disjoint, zeroed, page-aligned parts of a reservation only this type
+// uses; never frees, which dlmalloc accepts (`free` returns false).
+unsafe impl dlmalloc::Allocator for Pages {
+    fn alloc(&self, size: usize) -> (*mut u8, usize, u32) {
+        let mut base = BASE.load(Ordering::Acquire);
+        if base == 0 {
+            // SAFETY: a fresh private anonymous mapping aliases no existing memory.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    RESERVE,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                return (std::ptr::null_mut(), 0, 0);
+            }
+            base = p as usize;
+            BASE.store(base, Ordering::Release);
+            TOP.store(base, Ordering::Release);
+        }
+        let top = TOP.load(Ordering::Acquire);
+        let size = size.next_multiple_of(4096);
+        if top + size > base + RESERVE {
+            return (std::ptr::null_mut(), 0, 0);
+        }
+        TOP.store(top + size, Ordering::Release);
+        (top as *mut u8, size, 0)
+    }
+
+    fn remap(&self, _ptr: *mut u8, _old: usize, _new: usize, _can_move: bool) -> *mut u8 {
+        std::ptr::null_mut()
+    }
+
+    fn free_part(&self, _ptr: *mut u8, _old: usize, _new: usize) -> bool {
+        false
+    }
+
+    fn free(&self, _ptr: *mut u8, _size: usize) -> bool {
+        false
+    }
+
+    fn can_release_part(&self, _flags: u32) -> bool {
+        false
+    }
+
+    fn allocates_zeros(&self) -> bool {
+        true
+    }
+
+    fn page_size(&self) -> usize {
+        4096
+    }
+}
+
+/// dlmalloc behind a spin lock: no futex a stopped thread could hold, and nothing that
+/// allocates to take it.
+pub struct Arena {
+    lock: AtomicBool,
+    heap: std::cell::UnsafeCell<dlmalloc::Dlmalloc<Pages>>,
+}
+
+// SAFETY: the heap is only reached with `lock` held.
+unsafe impl Sync for Arena {}
+
+impl Arena {
+    pub const fn new() -> Arena {
+        Arena {
+            lock: AtomicBool::new(false),
+            heap: std::cell::UnsafeCell::new(dlmalloc::Dlmalloc::new_with_allocator(Pages)),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut dlmalloc::Dlmalloc<Pages>) -> R) -> R {
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: the lock is held, so this is the only reference to the heap.
+        let r = f(unsafe { &mut *self.heap.get() });
+        self.lock.store(false, Ordering::Release);
+        r
+    }
+}
+
+impl Default for Arena {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: dlmalloc's malloc/free/realloc contract is GlobalAlloc's; every call holds the lock.
+unsafe impl GlobalAlloc for Arena {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        self.with(|h| unsafe { h.malloc(layout.size(), layout.align()) })
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        self.with(|h| unsafe { h.calloc(layout.size(), layout.align()) })
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator with `layout` (the caller's promise).
+        self.with(|h| unsafe { h.free(ptr, layout.size(), layout.align()) })
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: as `dealloc`, and `new_size` is the caller's promise.
+        self.with(|h| unsafe { h.realloc(ptr, layout.size(), layout.align(), new_size) })
+    }
+}

@@ -1,0 +1,87 @@
+//! A buffer of the library's own that the engine stores as a region under a reserved id: the
+//! process record, and the snapshot of ickpt's own memory. Written page by page only where
+//! the bytes changed, so an unchanged page costs nothing in the next increment.
+
+// A mapping of our own, written through raw pointers.
+#![allow(unsafe_code)]
+
+use ickpt::Engine;
+
+/// Region ids with the top bit set: program mappings are named by their start address,
+/// which never has it.
+pub const RECORD_ID: u64 = 1 << 63;
+pub const SNAPSHOT_ID: u64 = (1 << 63) | 1;
+
+pub struct Buffer {
+    pub id: u64,
+    pub start: usize,
+    pub len: usize,
+}
+
+impl Buffer {
+    /// A zeroed buffer of at least `len` bytes, protected as region `id`.
+    pub fn new(engine: &Engine, id: u64, len: usize) -> Result<Buffer, String> {
+        let len = len.next_multiple_of(1 << 20);
+        // SAFETY: a fresh private anonymous mapping aliases no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(format!(
+                "mapping {len} bytes for ickpt's process record: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let b = Buffer {
+            id,
+            start: p as usize,
+            len,
+        };
+        // SAFETY: the mapping just made, ours until `release`.
+        unsafe { engine.protect(id, p.cast(), len) }
+            .map_err(|e| format!("tracking ickpt's own buffer: {e}"))?;
+        Ok(b)
+    }
+
+    /// Replace with a zeroed buffer of at least `len` bytes under the same id (a new
+    /// incarnation of the region, stored whole by the next version).
+    pub fn grow(&mut self, engine: &Engine, len: usize) -> Result<(), String> {
+        let _ = engine.unprotect(self.id);
+        // SAFETY: our mapping, no longer tracked, and nothing refers to it any more.
+        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len) };
+        *self = Buffer::new(engine, self.id, len)?;
+        Ok(())
+    }
+
+    /// Write `src` at `offset`, touching only the pages whose bytes differ.
+    pub fn write_changed(&self, offset: usize, src: &[u8]) {
+        assert!(offset + src.len() <= self.len);
+        // SAFETY: inside the mapping (checked above); only this thread writes it.
+        let dst =
+            unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, src.len()) };
+        for (d, s) in dst.chunks_mut(4096).zip(src.chunks(4096)) {
+            if d != s {
+                d.copy_from_slice(s);
+            }
+        }
+    }
+
+    /// Zero `len` bytes at `offset`, touching only the pages not zero already.
+    pub fn clear(&self, offset: usize, len: usize) {
+        let len = len.min(self.len.saturating_sub(offset));
+        // SAFETY: inside the mapping (clamped above); only this thread writes it.
+        let dst = unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, len) };
+        for d in dst.chunks_mut(4096) {
+            if d.iter().any(|&b| b != 0) {
+                d.fill(0);
+            }
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! The checkpointing thread (`ickpt-ckpt`): waits for a trigger, stops the program's
+//! threads, captures the process and commits a version, then lets them go on.
+//!
+//! It checkpoints from inside the checkpoint signal's handler, raised on itself: its own
+//! registers then lie in a signal frame on its stack like every other thread's, and a restart
+//! resumes it from that frame, just after the raise, where it finds the restart word set.
+
+// The library's state is reached through a raw pointer from the signal handler.
+#![allow(unsafe_code)]
+
+use crate::buffer::{Buffer, RECORD_ID, SNAPSHOT_ID};
+use crate::layout::{self, Own};
+use crate::park::{
+    self, futex_wait, futex_wake, gettid, CHECKPOINTER, FILLED, PARKED, RELEASED, ROUND, SLOTS,
+};
+use ickpt::Engine;
+use ickpt_process::{role, ProcessRecord, Snapshot, ThreadRecord};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+/// Set by the restorer to the version it restored, before anything of the program runs.
+pub static RESTARTED: AtomicU64 = AtomicU64::new(0);
+/// Futex word: bumped by every trigger from outside (`ickpt checkpoint`).
+pub static TRIGGER: AtomicU32 = AtomicU32::new(0);
+/// Versions committed by this process (and its restarted successors).
+pub static COMMITTED: AtomicU64 = AtomicU64::new(0);
+static RUN: AtomicPtr<Run> = AtomicPtr::new(std::ptr::null_mut());
+
+/// How long the other threads get to stop before the checkpoint is given up.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
+
+pub struct Run {
+    pub engine: Engine,
+    pub record: Buffer,
+    pub snapshot: Buffer,
+    /// Program regions tracked now: start address (= id) to length.
+    pub regions: BTreeMap<u64, u64>,
+    /// The library's own writable data (its statics, ickpt's among them).
+    pub data: Vec<(usize, usize)>,
+    /// The checkpointing thread's stack mapping.
+    pub stack: (usize, usize),
+    pub hole: (usize, usize),
+    pub interval: Option<Duration>,
+    pub signal: i32,
+    pub pid_file: std::path::PathBuf,
+    pub pagemap: std::fs::File,
+    /// Checkpoints stop once tracking could not be taken up after a restart.
+    pub broken: bool,
+}
+
+/// The thread's body: never returns.
+pub fn main(mut run: Box<Run>) {
+    CHECKPOINTER.store(gettid() as i32, SeqCst);
+    ickpt::whole_process::prepare_checkpointing_thread();
+    // This thread's stack: the mapping holding this very local.
+    let here = &run as *const Box<Run> as u64;
+    if let Ok(maps) = ickpt_process::read_maps() {
+        if let Some(m) = maps.iter().find(|m| m.start <= here && here < m.end) {
+            run.stack = (m.start as usize, m.end as usize);
+        }
+    }
+    let interval = run.interval;
+    RUN.store(Box::into_raw(run), SeqCst);
+    let mut next = interval.map(|i| Instant::now() + i);
+    loop {
+        let seen = TRIGGER.load(SeqCst);
+        let wait = next.map(|n| n.saturating_duration_since(Instant::now()));
+        if wait != Some(Duration::ZERO) {
+            let ms = wait.map_or(60_000, |w| w.as_millis().clamp(1, 60_000) as u64);
+            futex_wait(&TRIGGER, seen, ms);
+            let triggered = TRIGGER.load(SeqCst) != seen;
+            let due = next.is_some_and(|n| Instant::now() >= n);
+            if !triggered && !due {
+                continue;
+            }
+        }
+        checkpoint_once();
+        next = interval.map(|i| Instant::now() + i);
+    }
+}
+
+fn run() -> &'static mut Run {
+    // SAFETY: set before the loop starts and never freed; only this thread (in its loop or
+    // its own signal handler, never both at once) dereferences it.
+    unsafe { &mut *RUN.load(SeqCst) }
+}
+
+fn checkpoint_once() {
+    if run().broken {
+        return;
+    }
+    let round = ROUND.load(SeqCst).wrapping_add(1);
+    FILLED.store(0, SeqCst);
+    PARKED.store(0, SeqCst);
+    ROUND.store(round, SeqCst);
+    let signal = run().signal;
+    if let Err(e) = stop_others(signal) {
+        release(round);
+        eprintln!("ickpt run: checkpoint given up: {e}");
+        return;
+    }
+    // SAFETY: sends the checkpoint signal to this very thread; its handler runs `in_handler`.
+    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), gettid(), signal) };
+    let restored = RESTARTED.swap(0, SeqCst);
+    if restored != 0 {
+        after_restart(restored);
+        RELEASED.store(ROUND.load(SeqCst), SeqCst);
+        return;
+    }
+    release(round);
+}
+
+fn release(round: u32) {
+    RELEASED.store(round, SeqCst);
+    futex_wake(&RELEASED);
+}
+
+/// The threads of this process, by /proc/self/task.
+fn tasks() -> Vec<u32> {
+    ickpt_process::capture::list_tids().unwrap_or_default()
+}
+
+/// Signal every thread but this one until all are stopped; a thread that does not stop in
+/// time is named.
+fn stop_others(signal: i32) -> Result<(), String> {
+    let me = gettid();
+    // SAFETY: getpid cannot fail.
+    let pid = unsafe { libc::getpid() };
+    let mut signaled: Vec<u32> = Vec::new();
+    let deadline = Instant::now() + STOP_LIMIT;
+    loop {
+        let alive = tasks();
+        for &t in &alive {
+            if t != me && !signaled.contains(&t) {
+                // SAFETY: a signal to a thread of this process; a thread gone meanwhile
+                // gives ESRCH, and is then not waited for.
+                let rc = unsafe { libc::syscall(libc::SYS_tgkill, pid, t, signal) };
+                if rc == 0 {
+                    signaled.push(t);
+                }
+            }
+        }
+        let parked = PARKED.load(SeqCst);
+        let filled = (FILLED.load(SeqCst)).min(park::MAX_THREADS);
+        let stopped: Vec<u32> = SLOTS[..filled].iter().map(|s| s.tid.load(SeqCst)).collect();
+        let waiting: Vec<u32> = alive
+            .iter()
+            .copied()
+            .filter(|t| *t != me && !stopped.contains(t))
+            .collect();
+        if waiting.is_empty() {
+            if FILLED.load(SeqCst) > park::MAX_THREADS {
+                return Err(format!(
+                    "the process has more than {} threads",
+                    park::MAX_THREADS
+                ));
+            }
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "thread{} {} did not stop within {} s (blocking signal {} or in an uninterruptible wait); nothing was stored",
+                if waiting.len() > 1 { "s" } else { "" },
+                waiting.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+                STOP_LIMIT.as_secs(),
+                signal,
+            ));
+        }
+        futex_wait(&PARKED, parked, 20);
+    }
+}
+
+/// In the checkpoint signal's handler on this thread: capture the process and commit.
+pub fn in_handler(frame: usize) {
+    let r = run();
+    match r.capture_and_commit(frame) {
+        Ok(version) => {
+            COMMITTED.fetch_add(1, SeqCst);
+            let _ = version;
+        }
+        Err(e) => eprintln!("ickpt run: checkpoint failed: {e}"),
+    }
+}
+
+/// Resumed by `ickpt restart` from the frame of the checkpoint that stored `version`.
+fn after_restart(version: u64) {
+    CHECKPOINTER.store(gettid() as i32, SeqCst);
+    let r = run();
+    if let Err(e) = r.engine.resume_after_restart(version) {
+        eprintln!("ickpt run: after the restart of version {version}, tracking could not be taken up ({e}); the program goes on without checkpoints");
+        r.broken = true;
+    }
+    let _ = crate::pid_file::write(&r.pid_file, r.signal);
+    // The other threads wait in the restorer until this word is 1.
+    // SAFETY: the restorer's plan lies at the start of the hole, its first word this one.
+    let go = unsafe { &*(r.hole.0 as *const AtomicU32) };
+    go.store(1, SeqCst);
+    futex_wake(go);
+}
+
+impl Run {
+    fn capture_and_commit(&mut self, frame: usize) -> Result<u64, String> {
+        if !crate::signal::intact(self.signal) {
+            return Err(format!(
+                "the program installed a handler of its own for signal {}, which ickpt needs; run it with another (ICKPT_RUN_SIGNAL)",
+                self.signal
+            ));
+        }
+        crate::refuse::children()?;
+        // Tracking changes map memory of ickpt's own, so the layout is read again until it
+        // holds still (once or twice).
+        let mut layout = None;
+        for _ in 0..4 {
+            let pieces = self.layout()?;
+            if self.fit(&pieces)? {
+                layout = Some(pieces);
+                break;
+            }
+        }
+        let pieces = layout.ok_or("the address space kept changing")?;
+        if std::env::var_os("ICKPT_RUN_DEBUG").is_some() {
+            for p in &pieces {
+                eprintln!(
+                    "ickpt run: {:#x}-{:#x} {:?} prot {} snapshot {} {}",
+                    p.rec.start, p.rec.end, p.rec.kind, p.rec.prot, p.snapshot, p.rec.name
+                );
+            }
+        }
+        let mut spans: Vec<(u64, u64)> = pieces
+            .iter()
+            .filter(|p| p.snapshot)
+            .map(|p| (p.rec.start, p.rec.end))
+            .collect();
+        spans.push((0, 0)); // the heap's slot, filled in last
+        let largest = spans.iter().map(|s| s.1 - s.0).max().unwrap_or(0);
+        let heap_now = crate::arena::used();
+        // Room for the heap to grow by these very allocations.
+        let heap_room = (heap_now.1 - heap_now.0) as u64 + (64 << 20);
+        let mut entries = vec![0u64; (largest.max(heap_room) / 4096 + 1) as usize];
+        let mut table: Vec<Snapshot> = Vec::with_capacity(spans.len());
+        // The instant of ickpt's own state: from the heap's top read here to the end of the
+        // copy nothing allocates.
+        let (heap_start, heap_end) = crate::arena::used();
+        *spans.last_mut().expect("pushed above") = (heap_start as u64, heap_end as u64);
+        let used = crate::snapshot::take(
+            &self.snapshot,
+            &spans,
+            &mut table,
+            &self.pagemap,
+            &mut entries,
+        )?;
+        let record = self.record(frame, pieces, table)?;
+        let bytes = ickpt_process::encode(&record).map_err(|e| e.to_string())?;
+        if bytes.len() > self.record.len {
+            return Err("the process record outgrew its buffer".into());
+        }
+        self.record.write_changed(0, &bytes);
+        self.record.clear(bytes.len(), self.record.len);
+        self.snapshot.clear(used as usize, self.snapshot.len);
+        let info = self.engine.checkpoint().map_err(|e| e.to_string())?;
+        Ok(info.version)
+    }
+
+    /// ickpt's own spans, then the address space cut by them.
+    fn layout(&self) -> Result<Vec<layout::Piece>, String> {
+        let maps =
+            ickpt_process::read_maps().map_err(|e| format!("reading /proc/self/maps: {e}"))?;
+        let mut own_mem = Vec::new();
+        ickpt::whole_process::own_mappings(&mut own_mem);
+        let mut own: Vec<(usize, usize, Own)> = own_mem
+            .into_iter()
+            .map(|(s, e)| (s, e, Own::Snapshot))
+            .collect();
+        own.push((self.hole.0, self.hole.1, Own::Skip));
+        let heap = crate::arena::reserved();
+        // The heap's bytes go into the snapshot separately, up to its top at the instant.
+        own.push((heap.0, heap.1, Own::Zero));
+        for &(s, e) in &self.data {
+            own.push((s, e, Own::Snapshot));
+        }
+        own.push((self.stack.0, self.stack.1, Own::Snapshot));
+        own.push((
+            self.record.start,
+            self.record.start + self.record.len,
+            Own::Region(RECORD_ID),
+        ));
+        own.push((
+            self.snapshot.start,
+            self.snapshot.start + self.snapshot.len,
+            Own::Region(SNAPSHOT_ID),
+        ));
+        layout::pieces(&maps, &own, &|s, e| {
+            crate::refuse::written_file_pages(&self.pagemap, s, e)
+        })
+    }
+
+    /// Make the engine's regions the layout's, and the buffers large enough. False when that
+    /// changed the address space (read it again).
+    fn fit(&mut self, pieces: &[layout::Piece]) -> Result<bool, String> {
+        let mut changed = false;
+        let wanted: BTreeMap<u64, u64> = pieces
+            .iter()
+            .filter_map(|p| match p.rec.kind {
+                ickpt_process::MappingKind::Region(id) if id == p.rec.start => {
+                    Some((id, p.rec.end - p.rec.start))
+                }
+                _ => None,
+            })
+            .collect();
+        let gone: Vec<u64> = self
+            .regions
+            .iter()
+            .filter(|(id, len)| wanted.get(id) != Some(len))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.engine.unprotect(id).map_err(|e| e.to_string())?;
+            self.regions.remove(&id);
+            changed = true;
+        }
+        for (&id, &len) in &wanted {
+            if self.regions.contains_key(&id) {
+                continue;
+            }
+            // SAFETY: a private writable mapping of the program, as /proc/self/maps showed
+            // it a moment ago with every other thread stopped; it stays mapped until the
+            // program runs again, and a mapping it unmaps later is unprotected at the next
+            // checkpoint before anything reads it.
+            unsafe { self.engine.protect(id, id as *mut u8, len as usize) }
+                .map_err(|e| format!("tracking the mapping at {id:#x} ({len} bytes): {e}"))?;
+            self.regions.insert(id, len);
+            changed = true;
+        }
+        let snap: u64 = pieces
+            .iter()
+            .filter(|p| p.snapshot)
+            .map(|p| p.rec.end - p.rec.start)
+            .sum::<u64>()
+            + (crate::arena::used().1 - crate::arena::used().0) as u64
+            + (8 << 20);
+        if snap as usize > self.snapshot.len {
+            self.snapshot.grow(&self.engine, snap as usize * 2)?;
+            changed = true;
+        }
+        let rec = pieces.len() * 512 + 64 * 1024;
+        if rec > self.record.len {
+            self.record.grow(&self.engine, rec * 2)?;
+            changed = true;
+        }
+        Ok(!changed)
+    }
+
+    fn record(
+        &self,
+        frame: usize,
+        pieces: Vec<layout::Piece>,
+        snapshots: Vec<Snapshot>,
+    ) -> Result<ProcessRecord, String> {
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() } as u32;
+        let me = park::Slot::here(frame);
+        let filled = FILLED.load(SeqCst).min(park::MAX_THREADS);
+        let mut threads: Vec<ThreadRecord> =
+            SLOTS[..filled].iter().map(|s| s.record(pid)).collect();
+        let mut mine = me.record(pid);
+        mine.role = role::CHECKPOINTER;
+        threads.push(mine);
+        let fds = ickpt_process::list_fds().map_err(|e| format!("listing descriptors: {e}"))?;
+        crate::refuse::descriptors(&fds)?;
+        Ok(ProcessRecord {
+            kernel: ickpt_process::capture::kernel().map_err(|e| e.to_string())?,
+            arch: std::env::consts::ARCH.into(),
+            page_size: 4096,
+            pid,
+            exe: ickpt_process::capture::exe().map_err(|e| e.to_string())?,
+            cwd: ickpt_process::capture::cwd().map_err(|e| e.to_string())?,
+            umask: ickpt_process::capture::umask().map_err(|e| e.to_string())?,
+            mm: ickpt_process::capture::mm_fields().map_err(|e| e.to_string())?,
+            auxv: ickpt_process::capture::auxv().map_err(|e| e.to_string())?,
+            mappings: pieces.into_iter().map(|p| p.rec).collect(),
+            threads,
+            sigactions: ickpt_process::capture::sigactions().map_err(|e| e.to_string())?,
+            fds,
+            hole: (self.hole.0 as u64, (self.hole.1 - self.hole.0) as u64),
+            restart_word: &RESTARTED as *const AtomicU64 as u64,
+            snapshots,
+        })
+    }
+}

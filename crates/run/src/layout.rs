@@ -1,0 +1,117 @@
+//! The address space as a checkpoint stores it: every line of `/proc/self/maps` cut into
+//! pieces that are the program's (classified by `ickpt_process::classify`) or ickpt's own
+//! (its heap, its own mappings, its writable data, its checkpointing thread's stack: zero
+//! mappings whose bytes travel in the snapshot; its two buffers: regions).
+
+use ickpt_process::{MappingKind, MappingRecord, MapsEntry};
+
+/// What a span of ickpt's own is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Own {
+    /// State captured by value at the checkpoint's instant (`snapshot.rs`).
+    Snapshot,
+    /// A buffer stored as the region of this id.
+    Region(u64),
+    /// Mapped again as zeros, nothing stored (the heap's reservation: its used part travels
+    /// in the snapshot separately).
+    Zero,
+    /// Not stored at all (the restore hole).
+    Skip,
+}
+
+/// One piece of the address space: the mapping record a restart follows, and whether its
+/// bytes go into the snapshot.
+pub struct Piece {
+    pub rec: MappingRecord,
+    pub snapshot: bool,
+}
+
+/// Cut `maps` by `own` (sorted or not; spans may overlap maps lines partly) into pieces.
+/// `anon_pages(start, end)`: whether any page of a file mapping was written (RELRO).
+pub fn pieces(
+    maps: &[MapsEntry],
+    own: &[(usize, usize, Own)],
+    anon_pages: &dyn Fn(u64, u64) -> bool,
+) -> Result<Vec<Piece>, String> {
+    let mut own: Vec<(u64, u64, Own)> = own
+        .iter()
+        .map(|&(s, e, k)| (s as u64, e as u64, k))
+        .filter(|&(s, e, _)| s < e)
+        .collect();
+    own.sort_by_key(|o| o.0);
+    let mut out = Vec::new();
+    for m in maps {
+        let mut at = m.start;
+        while at < m.end {
+            // The first own span reaching past `at` within this line.
+            let next = own.iter().find(|o| o.1 > at && o.0 < m.end);
+            match next {
+                Some(&(s, e, kind)) if s <= at => {
+                    let end = e.min(m.end);
+                    if let Some(p) = own_piece(m, at, end, kind) {
+                        out.push(p);
+                    }
+                    at = end;
+                }
+                Some(&(s, _, _)) => {
+                    out.push(program_piece(m, at, s, anon_pages)?);
+                    at = s;
+                }
+                None => {
+                    out.push(program_piece(m, at, m.end, anon_pages)?);
+                    at = m.end;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn record(m: &MapsEntry, start: u64, end: u64, kind: MappingKind) -> MappingRecord {
+    MappingRecord {
+        start,
+        end,
+        prot: m.prot,
+        shared: m.shared,
+        growsdown: m.name == "[stack]",
+        name: m.name.clone(),
+        offset: m.offset + (start - m.start),
+        file: None,
+        kind,
+    }
+}
+
+fn own_piece(m: &MapsEntry, start: u64, end: u64, kind: Own) -> Option<Piece> {
+    let (kind, snapshot) = match kind {
+        Own::Skip => return None,
+        Own::Region(id) => (MappingKind::Region(id), false),
+        Own::Snapshot => (MappingKind::Zero, m.prot & ickpt_process::prot::READ != 0),
+        Own::Zero => (MappingKind::Zero, false),
+    };
+    let mut rec = record(m, start, end, kind);
+    rec.name = String::new();
+    rec.growsdown = false;
+    Some(Piece { rec, snapshot })
+}
+
+fn program_piece(
+    m: &MapsEntry,
+    start: u64,
+    end: u64,
+    anon_pages: &dyn Fn(u64, u64) -> bool,
+) -> Result<Piece, String> {
+    let kind = ickpt_process::classify(m, || anon_pages(start, end)).map_err(|e| e.to_string())?;
+    let kind = match kind {
+        MappingKind::Region(_) => MappingKind::Region(start),
+        k => k,
+    };
+    let mut rec = record(m, start, end, kind);
+    if kind == MappingKind::File {
+        rec.file =
+            Some(ickpt_process::capture::file_id(&m.name).map_err(|e| format!("{}: {e}", m.name))?);
+    }
+    Ok(Piece {
+        snapshot: kind == MappingKind::Snapshot,
+        rec,
+    })
+}

@@ -1,0 +1,189 @@
+//! `libickpt_run.so`: what `ickpt run` preloads into an unmodified program so that ickpt
+//! checkpoints the whole process (`docs/transparent.md`).
+//!
+//! Its constructor opens an engine on the store named by `ICKPT_DIR`, reserves the restore
+//! hole, installs the checkpoint signal and starts the checkpointing thread. It acts only in
+//! the process `ickpt run` started (`ICKPT_RUN_PID`): programs that process starts inherit
+//! the preload but not the checkpoints.
+
+// The constructor is a function pointer in .init_array; the hole is a raw mapping.
+#![allow(unsafe_code)]
+
+mod arena;
+mod buffer;
+mod checkpointer;
+mod layout;
+mod park;
+mod pid_file;
+mod refuse;
+mod signal;
+mod snapshot;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[global_allocator]
+static HEAP: arena::Arena = arena::Arena::new();
+
+/// The restore hole: reserved here so that no mapping of the program ever takes it; the
+/// restorer runs from it.
+const HOLE: usize = 64 << 20;
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = ickpt_run_init;
+
+extern "C" fn ickpt_run_init() {
+    let Ok(want) = std::env::var("ICKPT_RUN_PID") else {
+        return;
+    };
+    if want.parse::<u32>().ok() != Some(std::process::id()) {
+        return;
+    }
+    if let Some(var) = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .into_iter()
+        .find(|v| std::env::var_os(v).is_some())
+    {
+        eprintln!(
+            "ickpt run: this is an MPI rank ({var} is set): a whole MPI process cannot be restarted on its own. \
+             Checkpoint MPI programs with the MPI API instead (#include <ickpt_mpi.h>, docs/mpi.md)."
+        );
+        std::process::exit(2);
+    }
+    if let Err(e) = start() {
+        eprintln!("ickpt run: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn start() -> Result<(), String> {
+    let dir = PathBuf::from(
+        std::env::var_os("ICKPT_DIR").ok_or("ICKPT_DIR is not set (ickpt run sets it)")?,
+    );
+    let interval = match std::env::var("ICKPT_RUN_INTERVAL_MS") {
+        Ok(v) => {
+            let ms: u64 = v.parse().map_err(|_| {
+                format!("ICKPT_RUN_INTERVAL_MS={v:?} is not a number of milliseconds")
+            })?;
+            (ms > 0).then(|| Duration::from_millis(ms))
+        }
+        Err(_) => None,
+    };
+    let signal = match std::env::var("ICKPT_RUN_SIGNAL") {
+        Ok(v) => v
+            .parse::<i32>()
+            .ok()
+            .filter(|s| (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(s))
+            .ok_or_else(|| format!("ICKPT_RUN_SIGNAL={v:?} is not a real-time signal number"))?,
+        Err(_) => libc::SIGRTMIN() + 3,
+    };
+    let mut cfg = ickpt::Config::new(&dir);
+    cfg.backend = ickpt::Backend::UffdAsync;
+    cfg.mode = ickpt::format::CommitMode::Sync;
+    let engine = ickpt::Engine::open(cfg).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    if engine.backend() != ickpt::Backend::UffdAsync {
+        return Err(format!(
+            "whole-process checkpoints need the uffd-async tracker (Linux 6.7+), not {}",
+            engine.backend().as_str()
+        ));
+    }
+    if engine.config().mode != ickpt::format::CommitMode::Sync {
+        return Err("ICKPT_MODE=async is not available under ickpt run yet; use sync".into());
+    }
+    let hole = reserve_hole()?;
+    let record = buffer::Buffer::new(&engine, buffer::RECORD_ID, 1 << 20)?;
+    let snapshot = buffer::Buffer::new(&engine, buffer::SNAPSHOT_ID, 64 << 20)?;
+    let pid_file = pid_file::path(&dir);
+    pid_file::write(&pid_file, signal)
+        .map_err(|e| format!("writing {}: {e}", pid_file.display()))?;
+    let pagemap = std::fs::File::open("/proc/self/pagemap")
+        .map_err(|e| format!("opening /proc/self/pagemap: {e}"))?;
+    let run = Box::new(checkpointer::Run {
+        engine,
+        record,
+        snapshot,
+        regions: Default::default(),
+        data: own_data(),
+        stack: (0, 0),
+        hole,
+        interval,
+        signal,
+        pid_file,
+        pagemap,
+        broken: false,
+    });
+    signal::install(signal)
+        .map_err(|e| format!("installing the handler of signal {signal}: {e}"))?;
+    std::thread::Builder::new()
+        .name("ickpt-ckpt".into())
+        .stack_size(1 << 20)
+        .spawn(move || checkpointer::main(run))
+        .map_err(|e| format!("starting the checkpointing thread: {e}"))?;
+    Ok(())
+}
+
+fn reserve_hole() -> Result<(usize, usize), String> {
+    // SAFETY: a fresh reservation with no access aliases no existing memory.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            HOLE,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!(
+            "reserving the restore hole: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok((p as usize, p as usize + HOLE))
+}
+
+/// This library's writable segments (its statics, the engine's among them), page-rounded.
+fn own_data() -> Vec<(usize, usize)> {
+    struct Found {
+        probe: usize,
+        spans: Vec<(usize, usize)>,
+    }
+    extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: the loader passes a valid info for the call's duration; `data` is the
+        // `Found` passed below.
+        let (info, found) = unsafe { (&*info, &mut *data.cast::<Found>()) };
+        // SAFETY: `dlpi_phdr` points at `dlpi_phnum` program headers.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let base = info.dlpi_addr as usize;
+        let load = |p: &&libc::Elf64_Phdr| p.p_type == libc::PT_LOAD;
+        let ours = phdrs.iter().filter(load).any(|p| {
+            let s = base + p.p_vaddr as usize;
+            (s..s + p.p_memsz as usize).contains(&found.probe)
+        });
+        if ours {
+            for p in phdrs
+                .iter()
+                .filter(load)
+                .filter(|p| p.p_flags & libc::PF_W != 0)
+            {
+                let s = (base + p.p_vaddr as usize) & !4095;
+                let e = (base + (p.p_vaddr + p.p_memsz) as usize).next_multiple_of(4096);
+                found.spans.push((s, e));
+            }
+            return 1;
+        }
+        0
+    }
+    let mut found = Found {
+        probe: ickpt_run_init as *const () as usize,
+        spans: Vec::new(),
+    };
+    // SAFETY: `each` matches the callback type and only reads what the loader passes.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Found).cast()) };
+    found.spans
+}

@@ -1,0 +1,48 @@
+//! What a checkpoint refuses before it stores anything, naming it: a process with children
+//! (a restart would bring back only this one), descriptors a restart cannot open again.
+
+use ickpt_process::{FdKind, FdRecord};
+
+/// Refuse when any thread of this process has a child.
+pub fn children() -> Result<(), String> {
+    let tids = ickpt_process::capture::list_tids().map_err(|e| format!("listing threads: {e}"))?;
+    for t in tids {
+        let kids =
+            std::fs::read_to_string(format!("/proc/self/task/{t}/children")).unwrap_or_default();
+        if let Some(pid) = kids.split_whitespace().next() {
+            return Err(format!(
+                "the program has a child process ({pid}): a restart would not bring it back, so no checkpoint is taken while it lives"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse descriptors above 2 that a restart cannot open again (0-2 come from whoever
+/// restarts the program).
+pub fn descriptors(fds: &[FdRecord]) -> Result<(), String> {
+    match fds.iter().find(|f| f.fd > 2 && f.kind == FdKind::Other) {
+        Some(f) => Err(format!(
+            "descriptor {} is {}, which a restart cannot reopen (sockets, pipes, eventfds and the like are not restorable yet); no checkpoint is taken while it is open",
+            f.fd, f.path
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Whether a page of the file mapping `start..end` was written (is anonymous now, as RELRO
+/// is after relocation) or cannot be told: /proc/self/pagemap's file-page bit (61) is clear
+/// on a present or swapped page.
+pub fn written_file_pages(pagemap: &std::fs::File, start: u64, end: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let pages = ((end - start) / 4096) as usize;
+    let mut buf = vec![0u8; pages * 8];
+    if pagemap.read_exact_at(&mut buf, start / 4096 * 8).is_err() {
+        return true;
+    }
+    buf.chunks_exact(8).any(|w| {
+        let e = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+        let present_or_swapped = e & (3 << 62) != 0;
+        present_or_swapped && e & (1 << 61) == 0
+    })
+}

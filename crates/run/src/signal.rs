@@ -1,0 +1,63 @@
+//! The checkpoint signal: a real-time signal (SIGRTMIN+3 unless `ICKPT_RUN_SIGNAL` says
+//! otherwise), queued per thread, that no ordinary program uses.
+//!
+//! Sent by the checkpointing thread to a thread of its own process (`tgkill`), it stops that
+//! thread (`park.rs`), or, sent to itself, runs the checkpoint. Sent from anywhere else
+//! (`ickpt checkpoint`), it only asks for a checkpoint.
+
+// Installs a signal handler; reads the siginfo the kernel passes it.
+#![allow(unsafe_code)]
+
+use crate::checkpointer::{in_handler, TRIGGER};
+use crate::park::{futex_wake, gettid, park, CHECKPOINTER};
+use std::sync::atomic::Ordering::SeqCst;
+
+const SI_TKILL: i32 = -6;
+
+extern "C" fn on_signal(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_void) {
+    // SAFETY: errno is this thread's; saved here and put back before returning, so the
+    // interrupted code never sees the handler's system calls.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let (code, sender) = unsafe { ((*info).si_code, (*info).si_pid()) };
+    // SAFETY: getpid cannot fail.
+    let ours = code == SI_TKILL && sender == unsafe { libc::getpid() };
+    if !ours {
+        TRIGGER.fetch_add(1, SeqCst);
+        futex_wake(&TRIGGER);
+    } else if gettid() as i32 == CHECKPOINTER.load(SeqCst) {
+        in_handler(uc as usize);
+    } else {
+        park(uc as usize);
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// Install the handler. No SA_ONSTACK: a thread's frame must land on its own stack, which is
+/// stored, never on an alternate stack, which may not be. SA_RESTART: a thread stopped in a
+/// restartable system call makes it again when it goes on (or after a restart).
+pub fn install(signal: i32) -> std::io::Result<()> {
+    // SAFETY: a zeroed sigaction is a valid starting point; every field used is set below.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = on_signal as *const () as usize;
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: `sa.sa_mask` is a valid sigset to empty; sigaction reads `sa` only.
+    let rc = unsafe {
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(signal, &sa, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether the program replaced the handler since.
+pub fn intact(signal: i32) -> bool {
+    // SAFETY: reads the current action into a zeroed struct.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a NULL new action only reads.
+    let rc = unsafe { libc::sigaction(signal, std::ptr::null(), &mut old) };
+    rc == 0 && old.sa_sigaction == on_signal as *const () as usize
+}
