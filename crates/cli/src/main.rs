@@ -1,6 +1,7 @@
 //! `ickpt`: inspect, verify, restore and benchmark checkpoint stores.
 
 mod bench;
+mod checkpoint_cmd;
 mod human;
 mod inspect;
 mod job;
@@ -9,7 +10,9 @@ mod maintain;
 mod merge;
 mod probe;
 mod progress;
+mod restart;
 mod restore;
+mod run_cmd;
 mod sections;
 mod verify;
 
@@ -140,6 +143,35 @@ enum Cmd {
         #[arg(short, long)]
         out: std::path::PathBuf,
     },
+    /// Run an unmodified program so that ickpt checkpoints it as a whole process
+    /// (docs/transparent.md): `ickpt run --dir D --interval 30s -- ./solver input.dat`.
+    /// Dynamically linked x86-64 programs, Linux 6.7 or later; no privilege needed.
+    Run(run_cmd::RunArgs),
+    /// Ask the program `ickpt run` started on --dir for a checkpoint now.
+    Checkpoint {
+        /// The store directory given to `ickpt run`.
+        #[arg(long, env = "ICKPT_DIR")]
+        dir: PathBuf,
+        /// Wait until the version is committed, and print its number.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits (default 60s).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "60s")]
+        timeout: std::time::Duration,
+        /// Set from the global `--json`.
+        #[arg(skip)]
+        json: bool,
+    },
+    /// Restart a program `ickpt run` checkpointed, from the newest version that restores (or
+    /// --version), on any tier given: it goes on where that version was taken, with the
+    /// descriptors 0-2 of this command.
+    Restart {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The version to restart from (default: the newest that restores).
+        #[arg(long)]
+        version: Option<u64>,
+    },
     /// Benchmarks; results go to stdout (tables, or --json).
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -216,6 +248,14 @@ fn main() -> ExitCode {
         Cmd::Merge { a, b, out } => merge::run(&a, &b, &out, json),
         Cmd::Sections(s) => sections::run(&s),
         Cmd::Probe { list } => probe::run(json, list),
+        Cmd::Run(args) => run_cmd::run(&args),
+        Cmd::Checkpoint {
+            dir,
+            wait,
+            timeout,
+            json,
+        } => checkpoint_cmd::run(&dir, wait, timeout, json),
+        Cmd::Restart { store, version } => restart::run(&store, version),
     };
     match r {
         Ok(code) => code,
@@ -248,8 +288,10 @@ impl Cmd {
             Cmd::Inspect { store, .. }
             | Cmd::Restore { store, .. }
             | Cmd::Prune { store, .. }
-            | Cmd::Rm { store, .. } => store.json = json,
-            Cmd::Probe { .. } | Cmd::Merge { .. } => {}
+            | Cmd::Rm { store, .. }
+            | Cmd::Restart { store, .. } => store.json = json,
+            Cmd::Checkpoint { json: j, .. } => *j = json,
+            Cmd::Probe { .. } | Cmd::Merge { .. } | Cmd::Run(_) => {}
             Cmd::Bench(b) => b.set_json(json),
         }
     }
@@ -287,6 +329,36 @@ fn open_store(s: &StoreArgs) -> Result<Box<dyn Store>, Box<dyn std::error::Error
     Ok(Box::new(ickpt::store::TieredStore::new(open_tiers(
         s, false,
     )?)))
+}
+
+/// The store a reading command reads: its tiers as one (a copy found damaged is read again
+/// from another tier's, as the library's restore does), or the directory alone.
+pub(crate) struct ReadStore {
+    pub tiered: Option<ickpt::store::TieredStore>,
+    dir: Option<ickpt::store::DirStore>,
+}
+
+impl ReadStore {
+    pub fn open(s: &StoreArgs) -> Result<ReadStore, Box<dyn std::error::Error>> {
+        if s.shared.is_some() || s.object.is_some() {
+            return Ok(ReadStore {
+                tiered: Some(ickpt::store::TieredStore::new(open_tiers(s, false)?)),
+                dir: None,
+            });
+        }
+        Ok(ReadStore {
+            tiered: None,
+            dir: Some(ickpt::store::DirStore::open_read(s.dir()?)?),
+        })
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        match (&self.tiered, &self.dir) {
+            (Some(t), _) => t,
+            (None, Some(d)) => d,
+            (None, None) => unreachable!("one of the two is always open"),
+        }
+    }
 }
 
 /// Each tier given, fastest first; the local directory left out when it is not there

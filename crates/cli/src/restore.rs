@@ -1,7 +1,7 @@
-use crate::{human, open_tiers, progress, CmdResult, StoreArgs};
+use crate::{human, progress, CmdResult, StoreArgs};
 use ickpt::read::catalog::{Catalog, OpenVersion};
 use ickpt::read::reverse_scan::{reverse_scan, ScanReport, Sink};
-use ickpt::store::{retry_other_copies, DirStore, Store, TieredStore};
+use ickpt::store::retry_other_copies;
 use serde_json::json;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -10,21 +10,8 @@ use std::time::Instant;
 
 pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdResult {
     crate::job::one_store_only(s)?;
-    // With tiers, a copy found damaged is read again from another tier's, as the library's
-    // restore does.
-    let tiered = if s.shared.is_some() || s.object.is_some() {
-        Some(TieredStore::new(open_tiers(s, false)?))
-    } else {
-        None
-    };
-    let dir;
-    let store: &dyn Store = match &tiered {
-        Some(t) => t,
-        None => {
-            dir = DirStore::open_read(s.dir()?)?;
-            &dir
-        }
-    };
+    let read = crate::ReadStore::open(s)?;
+    let (store, tiered) = (read.store(), read.tiered.as_ref());
     let catalog = Catalog::new(store)?;
     let started = Instant::now();
     // A named version is restored or refused; without one, the newest that restores
@@ -41,7 +28,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>, region: u64, out: &Path) -> CmdR
     }
     let mut newest_error = None;
     for &v in &candidates {
-        let attempt = retry_other_copies(tiered.as_ref(), damaged_file, || {
+        let attempt = retry_other_copies(tiered, damaged_file, || {
             catalog
                 .chain(v)
                 .map_err(Box::<dyn std::error::Error>::from)
