@@ -42,14 +42,14 @@ s3-deps: core-deps
 
 # What `make install` ships; the tests' FUSE file system (crates/testfs) is built by `testfs`.
 build: core-deps
-	$(CARGO) build --release -p ickpt -p ickpt-cli
+	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-run
 
 # The tests' build: the library and command with their test-only code (the `testing` feature:
 # store fault injection, ICKPT_DISCARD_WRITES, the power-loss file system, fuzz targets), with
 # the features `cargo test` gives them, so that neither build undoes the other's.
 TESTING := --features ickpt/raw-sys,ickpt/testing
 build-testing: core-deps
-	$(CARGO) build --release -p ickpt -p ickpt-cli $(TESTING)
+	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-run $(TESTING)
 
 # Regenerate include/ickpt.h and include/ickpt_coord.h from the Rust C API (the header test
 # fails when they drift).
@@ -99,7 +99,9 @@ lint: core-deps
 TEST_TIMEOUT ?= 900
 BOUNDED  := timeout -k 10 $(TEST_TIMEOUT)
 
-test-rust: core-deps s3-deps
+# build-testing: the library `ickpt run` preloads, which the tests of `ickpt run` find beside
+# the command (a cdylib, which `cargo test` does not build).
+test-rust: core-deps s3-deps build-testing
 	$(CARGO) test --release --workspace --no-run
 	$(BOUNDED) $(CARGO) test --release --workspace
 	scripts/each-backend.sh $(RELEASE)/ickpt $(BOUNDED) $(CARGO) test --release -p ickpt --tests
@@ -128,8 +130,8 @@ test-mpi: build-testing
 # What needs more (the S3 tier's tests, the FUSE mounts, the cffi example) says SKIPPED;
 # `make test` runs everything.
 check:
+	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-run -p ickpt-testfs $(TESTING)
 	ICKPT_ALLOW_NO_S3=1 $(BOUNDED) $(CARGO) test --release --workspace
-	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-testfs $(TESTING)
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 	ICKPT_ALLOW_NO_FUSE=1 ICKPT_ALLOW_NO_CFFI=1 tests/c/run.sh "$(STAGE)"
 

@@ -21,6 +21,9 @@ ln -sfn "$soname" "$dest/lib/libickpt.so"
 install -m 0644 "$rel/libickpt.a" "$dest/lib/libickpt.a"
 install -m 0644 "$root/include/ickpt.h" "$root/include/ickpt_coord.h" "$dest/include/"
 install -m 0755 "$rel/ickpt" "$dest/bin/ickpt"
+# What `ickpt run` preloads into a program; `ickpt` finds it in ../lib/ickpt/.
+install -d "$dest/lib/ickpt"
+install -m 0755 "$rel/libickpt_run.so" "$dest/lib/ickpt/libickpt_run.so"
 # What libickpt.a needs besides libc (`rustc --print native-static-libs`: -lgcc_s -lutil -lrt
 # -lpthread -lm -ldl -lc).
 native="-lutil -lrt -lpthread -lm -ldl"

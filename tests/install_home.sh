@@ -45,7 +45,7 @@ test_only() {
     strings "$1" | grep -qE 'ICKPT_DISCARD_WRITES|fault injection for tests' && n=$((n + 1))
     echo "$n"
 }
-for f in "$work/prefix/lib/libickpt.so" "$work/prefix/bin/ickpt"; do
+for f in "$work/prefix/lib/libickpt.so" "$work/prefix/lib/ickpt/libickpt_run.so" "$work/prefix/bin/ickpt"; do
     if [ "$(test_only "$f")" != 0 ]; then
         echo "FAIL install-home: $f carries test-only code (built with the testing feature)"
         exit 1
