@@ -16,6 +16,9 @@ pub struct Buffer {
     pub id: u64,
     pub start: usize,
     pub len: usize,
+    /// Bytes from here on are zero: nothing was written there since the buffer was made or
+    /// last cleared (so a clear never reads the untouched rest of a large buffer).
+    high: usize,
 }
 
 impl Buffer {
@@ -43,6 +46,7 @@ impl Buffer {
             id,
             start: p as usize,
             len,
+            high: 0,
         };
         // SAFETY: the mapping just made, ours until `release`.
         unsafe { engine.protect(id, p.cast(), len) }
@@ -61,8 +65,9 @@ impl Buffer {
     }
 
     /// Write `src` at `offset`, touching only the pages whose bytes differ.
-    pub fn write_changed(&self, offset: usize, src: &[u8]) {
+    pub fn write_changed(&mut self, offset: usize, src: &[u8]) {
         assert!(offset + src.len() <= self.len);
+        self.high = self.high.max(offset + src.len());
         // SAFETY: inside the mapping (checked above); only this thread writes it.
         let dst =
             unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, src.len()) };
@@ -73,10 +78,25 @@ impl Buffer {
         }
     }
 
-    /// Zero `len` bytes at `offset`, touching only the pages not zero already.
-    pub fn clear(&self, offset: usize, len: usize) {
-        let len = len.min(self.len.saturating_sub(offset));
-        // SAFETY: inside the mapping (clamped above); only this thread writes it.
+    /// Zero `len` bytes at `offset`, touching only pages not zero.
+    pub fn write_zero(&mut self, offset: usize, len: usize) {
+        let end = (offset + len).min(self.high);
+        if offset < end {
+            self.zero(offset, end - offset);
+        }
+    }
+
+    /// Zero the buffer from `offset` on.
+    pub fn clear_from(&mut self, offset: usize) {
+        if offset < self.high {
+            self.zero(offset, self.high - offset);
+            self.high = offset;
+        }
+    }
+
+    fn zero(&self, offset: usize, len: usize) {
+        // SAFETY: inside the mapping (below `high`, which is at most `len`); only this
+        // thread writes it.
         let dst = unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, len) };
         for d in dst.chunks_mut(4096) {
             if d.iter().any(|&b| b != 0) {

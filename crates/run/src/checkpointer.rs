@@ -47,6 +47,9 @@ pub struct Run {
     pub pagemap: std::fs::File,
     /// Checkpoints stop once tracking could not be taken up after a restart.
     pub broken: bool,
+    /// The checkpoint just committed, until its figures are written.
+    pub last: Option<crate::stats::Done>,
+    pub stats: crate::stats::StatsFile,
 }
 
 /// The thread's body: never returns.
@@ -95,11 +98,13 @@ fn checkpoint_once() {
     PARKED.store(0, SeqCst);
     ROUND.store(round, SeqCst);
     let signal = run().signal;
+    let started = Instant::now();
     if let Err(e) = stop_others(signal) {
         release(round);
         eprintln!("ickpt run: checkpoint given up: {e}");
         return;
     }
+    let parked = started.elapsed();
     // SAFETY: sends the checkpoint signal to this very thread; its handler runs `in_handler`.
     unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), gettid(), signal) };
     let restored = RESTARTED.swap(0, SeqCst);
@@ -109,6 +114,11 @@ fn checkpoint_once() {
         return;
     }
     release(round);
+    let stopped = started.elapsed();
+    let r = run();
+    if let Some(done) = r.last.take() {
+        r.stats.record(&done, parked, stopped);
+    }
 }
 
 fn release(round: u32) {
@@ -175,9 +185,9 @@ fn stop_others(signal: i32) -> Result<(), String> {
 pub fn in_handler(frame: usize) {
     let r = run();
     match r.capture_and_commit(frame) {
-        Ok(version) => {
+        Ok(done) => {
             COMMITTED.fetch_add(1, SeqCst);
-            let _ = version;
+            r.last = Some(done);
         }
         Err(e) => eprintln!("ickpt run: checkpoint failed: {e}"),
     }
@@ -200,7 +210,8 @@ fn after_restart(version: u64) {
 }
 
 impl Run {
-    fn capture_and_commit(&mut self, frame: usize) -> Result<u64, String> {
+    fn capture_and_commit(&mut self, frame: usize) -> Result<crate::stats::Done, String> {
+        let started = Instant::now();
         if !crate::signal::intact(self.signal) {
             return Err(format!(
                 "the program installed a handler of its own for signal {}, which ickpt needs; run it with another (ICKPT_RUN_SIGNAL)",
@@ -244,7 +255,7 @@ impl Run {
         let (heap_start, heap_end) = crate::arena::used();
         *spans.last_mut().expect("pushed above") = (heap_start as u64, heap_end as u64);
         let used = crate::snapshot::take(
-            &self.snapshot,
+            &mut self.snapshot,
             &spans,
             &mut table,
             &self.pagemap,
@@ -256,10 +267,15 @@ impl Run {
             return Err("the process record outgrew its buffer".into());
         }
         self.record.write_changed(0, &bytes);
-        self.record.clear(bytes.len(), self.record.len);
-        self.snapshot.clear(used as usize, self.snapshot.len);
+        self.record.clear_from(bytes.len());
+        self.snapshot.clear_from(used as usize);
+        let captured = started.elapsed();
         let info = self.engine.checkpoint().map_err(|e| e.to_string())?;
-        Ok(info.version)
+        Ok(crate::stats::Done {
+            info,
+            captured,
+            snapshot: used,
+        })
     }
 
     /// ickpt's own spans, then the address space cut by them.

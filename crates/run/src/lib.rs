@@ -18,6 +18,7 @@ mod pid_file;
 mod refuse;
 mod signal;
 mod snapshot;
+mod stats;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -111,6 +112,8 @@ fn start() -> Result<(), String> {
         pid_file,
         pagemap,
         broken: false,
+        last: None,
+        stats: stats::StatsFile::open()?,
     });
     signal::install(signal)
         .map_err(|e| format!("installing the handler of signal {signal}: {e}"))?;

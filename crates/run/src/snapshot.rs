@@ -23,7 +23,7 @@ const PM_SWAP: u64 = 1 << 62;
 /// reserved: nothing here allocates once `entries` holds a word per page of the largest
 /// span). `pagemap`: this process's `/proc/self/pagemap`.
 pub fn take(
-    buf: &Buffer,
+    buf: &mut Buffer,
     spans: &[(u64, u64)],
     table: &mut Vec<Snapshot>,
     pagemap: &std::fs::File,
@@ -49,7 +49,7 @@ pub fn take(
             let n = 4096.min(end - at) as usize;
             let dst = (offset + (p as u64) * 4096) as usize;
             if known && entry & (PM_PRESENT | PM_SWAP) == 0 {
-                buf.clear(dst, n);
+                buf.write_zero(dst, n);
                 continue;
             }
             // SAFETY: a readable page of ickpt's own (the caller passes readable spans only).
