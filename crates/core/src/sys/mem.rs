@@ -196,7 +196,8 @@ pub fn map_anonymous(len: usize) -> io::Result<*mut u8> {
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    super::own_spans::note(p as usize, len);
+    // The kernel maps whole pages.
+    super::own_spans::note(p as usize, len.next_multiple_of(super::page_size()));
     Ok(p.cast())
 }
 
