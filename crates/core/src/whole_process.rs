@@ -16,6 +16,13 @@ pub fn prepare_checkpointing_thread() {
     crate::track::stack::on_this_stack((0, 0));
 }
 
+/// Have ickpt's own threads (the async committer) list their stacks among ickpt's own
+/// mappings as they start: they run while the program does, and their stacks must not be
+/// tracked (and fenced) as the program's.
+pub fn own_thread_stacks() {
+    crate::sys::own_spans::note_thread_stacks();
+}
+
 /// Sleep while `*word == expected`, at most `ms` milliseconds (a signal handler may call it:
 /// one system call).
 pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, ms: u64) {

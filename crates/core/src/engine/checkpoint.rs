@@ -61,6 +61,13 @@ impl Engine {
                 commit: job.stats,
                 precopy: job.precopy.clone(),
             };
+            // Async: the pages are scheduled and fenced; whoever stopped the program for this
+            // checkpoint lets it go on now, before the committer starts (`ickpt run`).
+            if self.cfg.mode == CommitMode::Async {
+                if let Some(go) = &self.scheduled {
+                    go();
+                }
+            }
             match self.launch(&mut st, job)? {
                 Launched::Raced => (fence_all, attempt) = (true, attempt + 1),
                 Launched::Started => break scheduled,

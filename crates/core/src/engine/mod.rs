@@ -107,6 +107,9 @@ pub struct Engine {
     /// The process that opened it: a child forked from it inherits the engine but must not
     /// write into its parent's store, nor wait for threads that did not come along.
     pid: u32,
+    /// Called by an async checkpoint once its pages are scheduled, before its commit starts
+    /// (`Engine::on_scheduled`).
+    scheduled: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Engine {
@@ -120,6 +123,14 @@ impl Engine {
 
     pub fn backend(&self) -> Backend {
         self.tracker.backend()
+    }
+
+    /// Have every async checkpoint call `go` once its pages are scheduled (collected and
+    /// fenced: from then on the version is fixed, whatever the program writes), before the
+    /// commit starts. `ickpt run` releases the program's stopped threads there, so that they
+    /// run on during the commit and the commit's thread starts with them running.
+    pub fn on_scheduled(&mut self, go: Box<dyn Fn() + Send + Sync>) {
+        self.scheduled = Some(go);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

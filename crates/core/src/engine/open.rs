@@ -190,6 +190,7 @@ impl Engine {
             tiered: None,
             huge_worker,
             pid: std::process::id(),
+            scheduled: None,
             cfg,
             store,
             id,

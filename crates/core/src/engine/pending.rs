@@ -34,6 +34,7 @@ impl Engine {
                 .spawn(move || {
                     // First: from here on this thread's faults never wait for a page.
                     protocol.set_committer(thread::tid());
+                    crate::sys::own_spans::note_this_stack();
                     let job: commit::Job = rx.recv().expect("the job follows the spawn");
                     commit::run(job)
                 });

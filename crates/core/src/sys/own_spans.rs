@@ -20,12 +20,57 @@ pub fn note(start: usize, len: usize) {
     if start == 0 || len == 0 {
         return;
     }
+    // A span noted again (a thread stack glibc reuses) keeps its slot.
+    if let Some(slot) = SPANS
+        .chunks_exact(2)
+        .find(|s| s[0].load(Ordering::Acquire) == start)
+    {
+        slot[1].store(len, Ordering::Release);
+        return;
+    }
     for slot in SPANS.chunks_exact(2) {
         if slot[0]
             .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             slot[1].store(len, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Whether ickpt's own threads note their stacks too (a whole-process checkpoint asks it:
+/// those threads run while the program does, and their stacks must not be tracked as the
+/// program's).
+static NOTE_STACKS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn note_thread_stacks() {
+    NOTE_STACKS.store(true, Ordering::SeqCst);
+}
+
+/// Called first by each thread of ickpt's: note the mapping that holds its stack (its guard
+/// page aside), when asked to. Reads /proc/self/maps: never while the program is stopped.
+pub fn note_this_stack() {
+    if !NOTE_STACKS.load(Ordering::SeqCst) {
+        return;
+    }
+    let local = 0u8;
+    let sp = std::hint::black_box(&local) as *const u8 as usize;
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    for line in maps.lines() {
+        let Some((range, _)) = line.split_once(' ') else {
+            continue;
+        };
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+            continue;
+        };
+        if a <= sp && sp < b {
+            note(a, b - a);
             return;
         }
     }
