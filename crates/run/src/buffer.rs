@@ -78,6 +78,12 @@ impl Buffer {
         }
     }
 
+    /// After a restart the buffer holds what the version stored, written after ickpt's own
+    /// state (this mark among it) was captured: the mark may be too low. Assume all of it.
+    pub fn assume_written(&mut self) {
+        self.high = self.len;
+    }
+
     /// Zero `len` bytes at `offset`, touching only pages not zero.
     pub fn write_zero(&mut self, offset: usize, len: usize) {
         let end = (offset + len).min(self.high);

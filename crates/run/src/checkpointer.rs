@@ -11,7 +11,8 @@
 use crate::buffer::{Buffer, RECORD_ID, SNAPSHOT_ID};
 use crate::layout::{self, Own};
 use crate::park::{
-    self, futex_wait, futex_wake, gettid, CHECKPOINTER, FILLED, PARKED, RELEASED, ROUND, SLOTS,
+    self, futex_wait, futex_wake, gettid, release, CHECKPOINTER, FILLED, PARKED, RELEASED,
+    RELEASED_AT, ROUND, SLOTS,
 };
 use ickpt::Engine;
 use ickpt_process::{role, ProcessRecord, Snapshot, ThreadRecord};
@@ -99,6 +100,8 @@ fn checkpoint_once() {
     ROUND.store(round, SeqCst);
     let signal = run().signal;
     let started = Instant::now();
+    let started_ns = park::monotonic_ns();
+    RELEASED_AT.store(0, SeqCst);
     if let Err(e) = stop_others(signal) {
         release(round);
         eprintln!("ickpt run: checkpoint given up: {e}");
@@ -113,17 +116,29 @@ fn checkpoint_once() {
         RELEASED.store(ROUND.load(SeqCst), SeqCst);
         return;
     }
+    // Sync: the version is committed; async: the threads went on once its pages were
+    // scheduled (`Engine::on_scheduled`), and this releases nobody.
     release(round);
-    let stopped = started.elapsed();
+    let stopped = match RELEASED_AT.load(SeqCst) {
+        0 => started.elapsed(),
+        at => Duration::from_nanos(at.saturating_sub(started_ns)),
+    };
     let r = run();
-    if let Some(done) = r.last.take() {
+    if let Some(mut done) = r.last.take() {
+        // Async: the commit runs on; wait for it here, with the program running, so that it
+        // is over before the next stop and its figures are known.
+        if r.engine.config().mode == ickpt::format::CommitMode::Async {
+            match r.engine.wait() {
+                Ok(Some(info)) => done.info = info,
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("ickpt run: checkpoint failed: {e}");
+                    return;
+                }
+            }
+        }
         r.stats.record(&done, parked, stopped);
     }
-}
-
-fn release(round: u32) {
-    RELEASED.store(round, SeqCst);
-    futex_wake(&RELEASED);
 }
 
 /// The threads of this process, by /proc/self/task.
@@ -197,6 +212,8 @@ pub fn in_handler(frame: usize) {
 fn after_restart(version: u64) {
     CHECKPOINTER.store(gettid() as i32, SeqCst);
     let r = run();
+    r.record.assume_written();
+    r.snapshot.assume_written();
     if let Err(e) = r.engine.resume_after_restart(version) {
         eprintln!("ickpt run: after the restart of version {version}, tracking could not be taken up ({e}); the program goes on without checkpoints");
         r.broken = true;
@@ -296,6 +313,18 @@ impl Run {
             own.push((s, e, Own::Snapshot));
         }
         own.push((self.stack.0, self.stack.1, Own::Snapshot));
+        // Each stopped thread's stack (the mapping its signal frame lies in) and its TLS block
+        // (the mapping its thread pointer points into: glibc's thread control block with the
+        // rseq area, the robust list and the tid word, which the kernel itself writes; for the
+        // main thread it lies outside its stack).
+        let filled = FILLED.load(SeqCst).min(park::MAX_THREADS);
+        for slot in &SLOTS[..filled] {
+            for addr in [slot.frame.load(SeqCst), slot.fs_base.load(SeqCst)] {
+                if let Some(m) = maps.iter().find(|m| m.start <= addr && addr < m.end) {
+                    own.push((m.start as usize, m.end as usize, Own::Stack));
+                }
+            }
+        }
         own.push((
             self.record.start,
             self.record.start + self.record.len,

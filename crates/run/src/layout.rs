@@ -17,6 +17,11 @@ pub enum Own {
     Zero,
     /// Not stored at all (the restore hole).
     Skip,
+    /// A thread's stack, the program's: captured by value while its thread is stopped, like
+    /// ickpt's own state, so that an async commit never fences it (a thread writing its
+    /// own fenced stack could not even take the fault: the kernel puts the signal frame
+    /// there).
+    Stack,
 }
 
 /// One piece of the address space: the mapping record a restart follows, and whether its
@@ -82,11 +87,19 @@ fn record(m: &MapsEntry, start: u64, end: u64, kind: MappingKind) -> MappingReco
 }
 
 fn own_piece(m: &MapsEntry, start: u64, end: u64, kind: Own) -> Option<Piece> {
+    let readable = m.prot & ickpt_process::prot::READ != 0;
     let (kind, snapshot) = match kind {
         Own::Skip => return None,
         Own::Region(id) => (MappingKind::Region(id), false),
-        Own::Snapshot => (MappingKind::Zero, m.prot & ickpt_process::prot::READ != 0),
+        Own::Snapshot => (MappingKind::Zero, readable),
         Own::Zero => (MappingKind::Zero, false),
+        Own::Stack => {
+            let rec = record(m, start, end, MappingKind::Snapshot);
+            return Some(Piece {
+                rec,
+                snapshot: readable,
+            });
+        }
     };
     let mut rec = record(m, start, end, kind);
     rec.name = String::new();

@@ -81,15 +81,19 @@ fn start() -> Result<(), String> {
     let mut cfg = ickpt::Config::new(&dir);
     cfg.backend = ickpt::Backend::UffdAsync;
     cfg.mode = ickpt::format::CommitMode::Sync;
-    let engine = ickpt::Engine::open(cfg).map_err(|e| format!("opening {}: {e}", dir.display()))?;
+    let mut engine =
+        ickpt::Engine::open(cfg).map_err(|e| format!("opening {}: {e}", dir.display()))?;
     if engine.backend() != ickpt::Backend::UffdAsync {
         return Err(format!(
             "whole-process checkpoints need the uffd-async tracker (Linux 6.7+), not {}",
             engine.backend().as_str()
         ));
     }
-    if engine.config().mode != ickpt::format::CommitMode::Sync {
-        return Err("ICKPT_MODE=async is not available under ickpt run yet; use sync".into());
+    if engine.config().mode == ickpt::format::CommitMode::Async {
+        // The program goes on once the version's pages are scheduled; the commit's thread
+        // runs beside it, its stack not the program's.
+        engine.on_scheduled(Box::new(park::release_now));
+        ickpt::whole_process::own_thread_stacks();
     }
     let hole = reserve_hole()?;
     let record = buffer::Buffer::new(&engine, buffer::RECORD_ID, 1 << 20)?;

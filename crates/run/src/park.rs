@@ -141,6 +141,32 @@ pub const RSEQ_SIG: u32 = 0x5305_3053;
 
 pub use ickpt::whole_process::{futex_wait, futex_wake};
 
+/// Let the stopped threads of `round` go on.
+pub fn release(round: u32) {
+    RELEASED.store(round, SeqCst);
+    futex_wake(&RELEASED);
+}
+
+/// Let the stopped threads of the round under way go on (an async checkpoint does once its
+/// pages are scheduled), and note when.
+pub fn release_now() {
+    RELEASED_AT.store(monotonic_ns(), SeqCst);
+    release(ROUND.load(SeqCst));
+}
+
+/// When `release_now` last ran (monotonic nanoseconds).
+pub static RELEASED_AT: AtomicU64 = AtomicU64::new(0);
+
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the local timespec only.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The handler's part for a thread other than the checkpointing one: leave its state and
 /// wait for the release of this round.
 pub fn park(frame: usize) {
