@@ -2,10 +2,10 @@
 //! beyond the engine: which mappings are ickpt's own, and a checkpointing thread made ready
 //! to checkpoint while the program's threads are stopped anywhere.
 
-/// ickpt's own anonymous mappings, as (start, end), in no order: not the program's memory,
-/// though they look like it in `/proc/self/maps`. Lock- and allocation-free but for pushing
-/// onto `out`.
-pub fn own_mappings(out: &mut Vec<(usize, usize)>) {
+/// ickpt's own anonymous mappings, as (start, end, scratch), in no order: not the program's
+/// memory, though they look like it in `/proc/self/maps`; scratch ones hold nothing that
+/// matters between two checkpoints. Lock- and allocation-free but for pushing onto `out`.
+pub fn own_mappings(out: &mut Vec<(usize, usize, bool)>) {
     crate::sys::own_spans::spans(out);
 }
 

@@ -303,7 +303,7 @@ impl Run {
         ickpt::whole_process::own_mappings(&mut own_mem);
         let mut own: Vec<(usize, usize, Own)> = own_mem
             .into_iter()
-            .map(|(s, e)| (s, e, Own::Snapshot))
+            .map(|(s, e, scratch)| (s, e, if scratch { Own::Zero } else { Own::Snapshot }))
             .collect();
         own.push((self.hole.0, self.hole.1, Own::Skip));
         let heap = crate::arena::reserved();

@@ -177,8 +177,8 @@ impl Engine {
             }
             None => None,
         };
-        let staging =
-            OwnBytes::new(sink::batch_bytes(page_size())).map_err(track::TrackError::OwnAlloc)?;
+        let staging = OwnBytes::scratch(sink::batch_bytes(page_size()))
+            .map_err(track::TrackError::OwnAlloc)?;
         let encoder = frame_encoder(cfg.compression.level(cfg.mode), page_size())
             .map_err(track::TrackError::OwnAlloc)?;
         let precopy = (cfg.precopy != crate::policy::prwip::Strategy::Off)

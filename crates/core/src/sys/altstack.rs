@@ -63,6 +63,8 @@ impl AltStack {
         let ps = page_size();
         let len = size() + ps;
         let p = mem::map_anonymous(len)? as usize;
+        // Used only while a signal is handled on it, never across a checkpoint.
+        super::own_spans::mark_scratch(p);
         let s = AltStack { map: (p, p + len) };
         mem::protect(p, ps, libc::PROT_NONE)?;
         ours().push(s.map);

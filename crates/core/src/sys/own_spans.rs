@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// More than ickpt ever holds at once: a few per protected region and per thread.
 const SLOTS: usize = 8192;
-/// (start, len) pairs; start 0: a free slot.
+/// (start, len) pairs; start 0: a free slot. Bit 0 of len (a whole number of pages) marks
+/// scratch memory (`mark_scratch`).
 static SPANS: [AtomicUsize; 2 * SLOTS] = [const { AtomicUsize::new(0) }; 2 * SLOTS];
 
 /// Remember `start..start+len` as ickpt's own. A full table forgets it: the mapping is then
@@ -87,13 +88,25 @@ pub fn forget(start: usize) {
     }
 }
 
-/// Every span noted, as (start, end), in no particular order.
-pub fn spans(out: &mut Vec<(usize, usize)>) {
+/// Mark the span at `start` as scratch: bytes that mean nothing between two checkpoints
+/// (copy-on-write slots, the commit's staging buffer, scan buffers), which a whole-process
+/// checkpoint need not store.
+pub fn mark_scratch(start: usize) {
+    if let Some(slot) = SPANS
+        .chunks_exact(2)
+        .find(|s| s[0].load(Ordering::Acquire) == start)
+    {
+        slot[1].fetch_or(1, Ordering::AcqRel);
+    }
+}
+
+/// Every span noted, as (start, end, scratch), in no particular order.
+pub fn spans(out: &mut Vec<(usize, usize, bool)>) {
     for slot in SPANS.chunks_exact(2) {
         let start = slot[0].load(Ordering::Acquire);
         let len = slot[1].load(Ordering::Acquire);
-        if start != 0 && len != 0 {
-            out.push((start, start + len));
+        if start != 0 && len & !1 != 0 {
+            out.push((start, start + (len & !1), len & 1 == 1));
         }
     }
 }
@@ -108,10 +121,14 @@ mod tests {
         note(start, 8192);
         let mut out = Vec::new();
         spans(&mut out);
-        assert!(out.contains(&(start, start + 8192)));
+        assert!(out.contains(&(start, start + 8192, false)));
+        mark_scratch(start);
+        out.clear();
+        spans(&mut out);
+        assert!(out.contains(&(start, start + 8192, true)));
         forget(start);
         out.clear();
         spans(&mut out);
-        assert!(!out.contains(&(start, start + 8192)));
+        assert!(!out.iter().any(|s| s.0 == start));
     }
 }

@@ -144,7 +144,7 @@ impl UffdTracker {
             Unfaulted::Scan(Scanner::new()?)
         } else {
             Unfaulted::Entries(Mutex::new(
-                OwnBytes::new(PAGEMAP_ENTRIES_BYTES).map_err(TrackError::OwnAlloc)?,
+                OwnBytes::scratch(PAGEMAP_ENTRIES_BYTES).map_err(TrackError::OwnAlloc)?,
             ))
         };
         let own = vec![

@@ -36,7 +36,7 @@ impl Scanner {
         Ok(Scanner {
             pagemap: Pagemap::open().map_err(TrackError::Userfault)?,
             buf: Mutex::new(
-                OwnBytes::new(SCAN_RUNS * std::mem::size_of::<PageRegion>())
+                OwnBytes::scratch(SCAN_RUNS * std::mem::size_of::<PageRegion>())
                     .map_err(TrackError::OwnAlloc)?,
             ),
         })

@@ -75,6 +75,14 @@ impl OwnBytes {
         })
     }
 
+    /// `len` bytes whose content means nothing between two checkpoints (copy-on-write
+    /// slots, staging and scan buffers): a whole-process checkpoint does not store them.
+    pub fn scratch(len: usize) -> io::Result<Self> {
+        let b = Self::new(len)?;
+        crate::sys::own_spans::mark_scratch(b.as_ptr() as usize);
+        Ok(b)
+    }
+
     pub fn as_ptr(&self) -> *mut u8 {
         self.map.ptr()
     }

@@ -53,7 +53,7 @@ impl CowPool {
         Ok(CowPool {
             slots,
             total,
-            mem: OwnBytes::new(total * page_size())?,
+            mem: OwnBytes::scratch(total * page_size())?,
             used: OwnSlice::new(total.div_ceil(64))?,
             ring: OwnSlice::new(total)?,
             owner: OwnSlice::new(2 * total)?,
