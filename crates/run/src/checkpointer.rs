@@ -48,6 +48,8 @@ pub struct Run {
     pub pagemap: std::fs::File,
     /// Checkpoints stop once tracking could not be taken up after a restart.
     pub broken: bool,
+    /// The tag of the checkpoint under way (the program's `ickpt_checkpoint_tagged`).
+    pub tag: u64,
     /// The checkpoint just committed, until its figures are written.
     pub last: Option<crate::stats::Done>,
     pub stats: crate::stats::StatsFile,
@@ -79,7 +81,11 @@ pub fn main(mut run: Box<Run>) {
                 continue;
             }
         }
-        checkpoint_once();
+        let asked = crate::request::pending();
+        let version = checkpoint_once(asked.map_or(0, |a| a.1));
+        if let Some((upto, _)) = asked {
+            crate::request::answer(upto, version);
+        }
         next = interval.map(|i| Instant::now() + i);
     }
 }
@@ -90,10 +96,13 @@ fn run() -> &'static mut Run {
     unsafe { &mut *RUN.load(SeqCst) }
 }
 
-fn checkpoint_once() {
+/// One checkpoint of the whole process, the version carrying `tag`: its number once
+/// committed, None when it was given up or failed (said on stderr).
+fn checkpoint_once(tag: u64) -> Option<u64> {
     if run().broken {
-        return;
+        return None;
     }
+    run().tag = tag;
     let round = ROUND.load(SeqCst).wrapping_add(1);
     FILLED.store(0, SeqCst);
     PARKED.store(0, SeqCst);
@@ -105,7 +114,7 @@ fn checkpoint_once() {
     if let Err(e) = stop_others(signal) {
         release(round);
         eprintln!("ickpt run: checkpoint given up: {e}");
-        return;
+        return None;
     }
     let parked = started.elapsed();
     // SAFETY: sends the checkpoint signal to this very thread; its handler runs `in_handler`.
@@ -114,7 +123,7 @@ fn checkpoint_once() {
     if restored != 0 {
         after_restart(restored);
         RELEASED.store(ROUND.load(SeqCst), SeqCst);
-        return;
+        return Some(restored);
     }
     // Sync: the version is committed; async: the threads went on once its pages were
     // scheduled (`Engine::on_scheduled`), and this releases nobody.
@@ -124,21 +133,21 @@ fn checkpoint_once() {
         at => Duration::from_nanos(at.saturating_sub(started_ns)),
     };
     let r = run();
-    if let Some(mut done) = r.last.take() {
-        // Async: the commit runs on; wait for it here, with the program running, so that it
-        // is over before the next stop and its figures are known.
-        if r.engine.config().mode == ickpt::format::CommitMode::Async {
-            match r.engine.wait() {
-                Ok(Some(info)) => done.info = info,
-                Ok(None) => {}
-                Err(e) => {
-                    eprintln!("ickpt run: checkpoint failed: {e}");
-                    return;
-                }
+    let mut done = r.last.take()?;
+    // Async: the commit runs on; wait for it here, with the program running, so that it is
+    // over before the next stop and its figures are known.
+    if r.engine.config().mode == ickpt::format::CommitMode::Async {
+        match r.engine.wait() {
+            Ok(Some(info)) => done.info = info,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("ickpt run: checkpoint failed: {e}");
+                return None;
             }
         }
-        r.stats.record(&done, parked, stopped);
     }
+    r.stats.record(&done, parked, stopped);
+    Some(done.info.version)
 }
 
 /// The threads of this process, by /proc/self/task.
@@ -214,6 +223,7 @@ fn after_restart(version: u64) {
     let r = run();
     r.record.assume_written();
     r.snapshot.assume_written();
+    crate::request::RESTARTS.fetch_add(1, SeqCst);
     if let Err(e) = r.engine.resume_after_restart(version) {
         eprintln!("ickpt run: after the restart of version {version}, tracking could not be taken up ({e}); the program goes on without checkpoints");
         r.broken = true;
@@ -287,7 +297,10 @@ impl Run {
         self.record.clear_from(bytes.len());
         self.snapshot.clear_from(used as usize);
         let captured = started.elapsed();
-        let info = self.engine.checkpoint().map_err(|e| e.to_string())?;
+        let info = self
+            .engine
+            .checkpoint_tagged(self.tag)
+            .map_err(|e| e.to_string())?;
         Ok(crate::stats::Done {
             info,
             captured,

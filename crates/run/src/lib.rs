@@ -16,6 +16,7 @@ mod layout;
 mod park;
 mod pid_file;
 mod refuse;
+mod request;
 mod signal;
 mod snapshot;
 mod stats;
@@ -116,11 +117,13 @@ fn start() -> Result<(), String> {
         pid_file,
         pagemap,
         broken: false,
+        tag: 0,
         last: None,
         stats: stats::StatsFile::open()?,
     });
     signal::install(signal)
         .map_err(|e| format!("installing the handler of signal {signal}: {e}"))?;
+    request::ACTIVE.store(true, std::sync::atomic::Ordering::SeqCst);
     std::thread::Builder::new()
         .name("ickpt-ckpt".into())
         .stack_size(1 << 20)
