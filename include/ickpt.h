@@ -855,6 +855,14 @@ enum ickpt_result ickpt_merge(const char *a, const char *b, const char *out);
  */
 enum ickpt_result ickpt_require(enum ickpt_result r, const char *what);
 
+/**
+ * How many times `ickpt restart` brought this process back (0 when it never did, or when it
+ * does not run under `ickpt run`). A restarted program resumes inside the
+ * `ickpt_checkpoint` that took the version it came back from, which returns ICKPT_OK as it
+ * did the first time: this count tells the two apart. `restarts` must not be NULL.
+ */
+enum ickpt_result ickpt_restarted(uint32_t *restarts);
+
 /* Fills the caller's struct and no more, whichever ickpt.h the program was built with. */
 #define ickpt_config_init(cfg) ickpt_config_init_sized((cfg), sizeof *(cfg))
 #define ickpt_get_phases(out) ickpt_get_phases_sized((out), sizeof *(out))

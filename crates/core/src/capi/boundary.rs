@@ -59,6 +59,9 @@ pub fn with_engine<T, E>(
 where
     Error: From<E>,
 {
+    if super::whole::active() {
+        return Err(Error::WholeProcess { call: "this call" });
+    }
     let g = engine.read();
     match &*g {
         Some((pid, e)) if *pid == std::process::id() => Ok(f(e)?),

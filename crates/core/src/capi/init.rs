@@ -9,6 +9,10 @@ use super::*;
 #[no_mangle]
 pub extern "C" fn ickpt_init(cfg: *const ickpt_config) -> ickpt_result {
     guard(|| {
+        // Under `ickpt run` the whole process is checkpointed: no engine of its own.
+        if whole::begin() {
+            return Ok(());
+        }
         let mut slot = ENGINE.write();
         match &*slot {
             Some((pid, _)) if *pid == std::process::id() => return Err(Error::AlreadyInitialized),
@@ -43,6 +47,9 @@ pub extern "C" fn ickpt_wait_drained() -> ickpt_result {
 #[no_mangle]
 pub extern "C" fn ickpt_finalize() -> ickpt_result {
     guard(|| {
+        if whole::end() {
+            return Ok(());
+        }
         let mut slot = ENGINE.write();
         match slot.take() {
             Some((pid, e)) if pid == std::process::id() => {

@@ -36,6 +36,8 @@ mod precopy;
 
 mod sections;
 
+mod whole;
+
 // Not in ickpt.h: include/ickpt_coord.h is generated from this module.
 /// cbindgen:ignore
 mod coord;

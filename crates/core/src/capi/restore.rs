@@ -34,7 +34,10 @@ pub extern "C" fn ickpt_inject(path: *const c_char) -> ickpt_result {
 /// when the protected regions differ from the newest version's.
 #[no_mangle]
 pub extern "C" fn ickpt_restore_latest(version: *mut u64) -> ickpt_result {
-    guard(|| found_version(version, |e| Ok(e.restore_latest()?.map(|i| i.version))))
+    guard(|| {
+        whole::nothing_to_restore()?;
+        found_version(version, |e| Ok(e.restore_latest()?.map(|i| i.version)))
+    })
 }
 
 /// `ickpt_restore_latest`, also giving the restored version's tag (0 when it was
@@ -47,6 +50,7 @@ pub extern "C" fn ickpt_restore_latest_tagged(version: *mut u64, tag: *mut u64) 
             return Err(Error::Null { what: "tag" });
         }
         let version = out_ptr(version, "version")?;
+        whole::nothing_to_restore()?;
         let info = with_engine(&ENGINE, |e| {
             e.restore_latest()?.ok_or_else(|| no_checkpoint(e))
         })?;

@@ -72,6 +72,8 @@ pub fn code_of(e: &Error) -> ickpt_result {
         },
         Error::Setting(_) | Error::Null { .. } => ICKPT_ERR_INVALID_ARGUMENT,
         Error::NotInitialized | Error::Forked(_) => ICKPT_ERR_NOT_INITIALIZED,
+        Error::WholeProcess { .. } => ICKPT_ERR_INVALID_ARGUMENT,
+        Error::WholeProcessCheckpoint => ICKPT_ERR_IO,
         Error::AlreadyInitialized => ICKPT_ERR_ALREADY_INITIALIZED,
     }
 }

@@ -82,6 +82,13 @@ pub enum Error {
     NotInitialized,
     #[error("ickpt is already initialised; call ickpt_finalize first")]
     AlreadyInitialized,
+    /// Under `ickpt run`, which checkpoints the whole process, a call that needs an engine
+    /// of the program's own.
+    #[error("{call} is not available under ickpt run, which checkpoints the whole process (docs/transparent.md)")]
+    WholeProcess { call: &'static str },
+    /// Under `ickpt run`, the whole-process checkpoint the program asked for failed.
+    #[error("the whole-process checkpoint failed; ickpt run said why on stderr")]
+    WholeProcessCheckpoint,
     #[error(transparent)]
     Forked(#[from] ForkedChild),
 }
