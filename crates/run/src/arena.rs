@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// Address space reserved for the heap (untouched pages cost nothing).
 const RESERVE: usize = 4 << 30;
@@ -94,9 +94,12 @@ unsafe impl dlmalloc::Allocator for Pages {
 }
 
 /// dlmalloc behind a spin lock: no futex a stopped thread could hold, and nothing that
-/// allocates to take it.
+/// allocates to take it. The lock word holds its holder's thread id, so that the checkpoint
+/// signal's handler can tell that the thread it interrupted holds it, and leave the thread
+/// to stop when it lets go (`park.rs`); otherwise the checkpointing thread, which allocates,
+/// would wait for ever for a lock held by a stopped thread.
 pub struct Arena {
-    lock: AtomicBool,
+    lock: AtomicU32,
     heap: std::cell::UnsafeCell<dlmalloc::Dlmalloc<Pages>>,
 }
 
@@ -106,23 +109,30 @@ unsafe impl Sync for Arena {}
 impl Arena {
     pub const fn new() -> Arena {
         Arena {
-            lock: AtomicBool::new(false),
+            lock: AtomicU32::new(0),
             heap: std::cell::UnsafeCell::new(dlmalloc::Dlmalloc::new_with_allocator(Pages)),
         }
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut dlmalloc::Dlmalloc<Pages>) -> R) -> R {
+        let me = crate::park::gettid();
         while self
             .lock
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             std::hint::spin_loop();
         }
         // SAFETY: the lock is held, so this is the only reference to the heap.
         let r = f(unsafe { &mut *self.heap.get() });
-        self.lock.store(false, Ordering::Release);
+        self.lock.store(0, Ordering::Release);
+        crate::park::stop_if_deferred(me);
         r
+    }
+
+    /// Whether thread `tid` holds the lock.
+    pub fn held_by(&self, tid: u32) -> bool {
+        self.lock.load(Ordering::Acquire) == tid
     }
 }
 

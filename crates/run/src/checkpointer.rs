@@ -67,6 +67,7 @@ pub fn main(mut run: Box<Run>) {
         }
     }
     let interval = run.interval;
+    SIGNAL.store(run.signal, SeqCst);
     RUN.store(Box::into_raw(run), SeqCst);
     let mut next = interval.map(|i| Instant::now() + i);
     loop {
@@ -89,6 +90,12 @@ pub fn main(mut run: Box<Run>) {
         next = interval.map(|i| Instant::now() + i);
     }
 }
+
+/// The checkpoint signal (0 before the thread starts).
+pub fn signal() -> i32 {
+    SIGNAL.load(SeqCst)
+}
+static SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 fn run() -> &'static mut Run {
     // SAFETY: set before the loop starts and never freed; only this thread (in its loop or

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[global_allocator]
-static HEAP: arena::Arena = arena::Arena::new();
+pub(crate) static HEAP: arena::Arena = arena::Arena::new();
 
 /// The restore hole: reserved here so that no mapping of the program ever takes it; the
 /// restorer runs from it.

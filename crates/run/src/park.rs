@@ -167,9 +167,28 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A thread the checkpoint signal found holding ickpt's heap lock: it stops as soon as it
+/// lets go of it (`stop_if_deferred`), not inside.
+static DEFERRED: AtomicU32 = AtomicU32::new(0);
+
+/// Called by a thread that has just let go of ickpt's heap lock: if the checkpoint signal was
+/// deferred for it, raise it now.
+pub fn stop_if_deferred(me: u32) {
+    if DEFERRED.load(SeqCst) == me && DEFERRED.swap(0, SeqCst) == me {
+        let signal = crate::checkpointer::signal();
+        // SAFETY: sends the checkpoint signal to this very thread.
+        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), me, signal) };
+    }
+}
+
 /// The handler's part for a thread other than the checkpointing one: leave its state and
-/// wait for the release of this round.
+/// wait for the release of this round (once out of ickpt's heap, if it was inside).
 pub fn park(frame: usize) {
+    let me = gettid();
+    if crate::HEAP.held_by(me) {
+        DEFERRED.store(me, SeqCst);
+        return;
+    }
     let round = ROUND.load(SeqCst);
     let i = FILLED.fetch_add(1, SeqCst);
     if i < MAX_THREADS {
