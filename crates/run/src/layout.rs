@@ -38,12 +38,7 @@ pub fn pieces(
     own: &[(usize, usize, Own)],
     anon_pages: &dyn Fn(u64, u64) -> bool,
 ) -> Result<Vec<Piece>, String> {
-    let mut own: Vec<(u64, u64, Own)> = own
-        .iter()
-        .map(|&(s, e, k)| (s as u64, e as u64, k))
-        .filter(|&(s, e, _)| s < e)
-        .collect();
-    own.sort_by_key(|o| o.0);
+    let own = exact_first(own);
     let mut out = Vec::new();
     for m in maps {
         let mut at = m.start;
@@ -70,6 +65,40 @@ pub fn pieces(
         }
     }
     Ok(out)
+}
+
+/// `own` with every `Stack` span cut around the other spans, sorted, none overlapping. A
+/// stack span is a whole line of /proc/self/maps, which the kernel may have merged with a
+/// neighbouring mapping of the same protection (ickpt's heap reservation, say): the exact
+/// spans of ickpt's own memory win.
+fn exact_first(own: &[(usize, usize, Own)]) -> Vec<(u64, u64, Own)> {
+    let mut exact: Vec<(u64, u64, Own)> = own
+        .iter()
+        .filter(|o| o.2 != Own::Stack && o.0 < o.1)
+        .map(|&(s, e, k)| (s as u64, e as u64, k))
+        .collect();
+    exact.sort_by_key(|o| o.0);
+    let mut out = exact.clone();
+    for &(s, e, _) in own.iter().filter(|o| o.2 == Own::Stack) {
+        let mut at = s as u64;
+        let end = e as u64;
+        for &(xs, xe, _) in &exact {
+            if xe <= at || xs >= end {
+                continue;
+            }
+            if xs > at {
+                out.push((at, xs, Own::Stack));
+            }
+            at = at.max(xe);
+        }
+        if at < end {
+            out.push((at, end, Own::Stack));
+        }
+    }
+    out.sort_by_key(|o| o.0);
+    // Two threads' spans may name the same mapping: keep one.
+    out.dedup_by(|b, a| a.2 == Own::Stack && b.2 == Own::Stack && b.0 < a.1);
+    out
 }
 
 fn record(m: &MapsEntry, start: u64, end: u64, kind: MappingKind) -> MappingRecord {
@@ -127,4 +156,28 @@ fn program_piece(
         snapshot: kind == MappingKind::Snapshot,
         rec,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stack_merged_with_ickpts_heap_leaves_the_heap_out() {
+        // A thread stack whose maps line the kernel merged with the heap reservation after it.
+        let own = [
+            (0x10000, 0x50000, Own::Zero),
+            (0x8000, 0x50000, Own::Stack),
+            (0x8000, 0x50000, Own::Stack),
+            (0x60000, 0x61000, Own::Snapshot),
+        ];
+        assert_eq!(
+            exact_first(&own),
+            vec![
+                (0x8000, 0x10000, Own::Stack),
+                (0x10000, 0x50000, Own::Zero),
+                (0x60000, 0x61000, Own::Snapshot),
+            ]
+        );
+    }
 }
