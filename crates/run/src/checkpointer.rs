@@ -110,6 +110,12 @@ fn checkpoint_once(tag: u64) -> Option<u64> {
         return None;
     }
     run().tag = tag;
+    // With a lower tier, the drain copies versions behind the commits on a thread of ickpt's:
+    // let it finish first, so that it waits idle (holding nothing) while the process is
+    // captured.
+    if let Err(e) = run().engine.wait_drained() {
+        eprintln!("ickpt run: copying to the lower tier failed: {e}");
+    }
     let round = ROUND.load(SeqCst).wrapping_add(1);
     FILLED.store(0, SeqCst);
     PARKED.store(0, SeqCst);

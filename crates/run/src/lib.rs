@@ -79,6 +79,9 @@ fn start() -> Result<(), String> {
             .ok_or_else(|| format!("ICKPT_RUN_SIGNAL={v:?} is not a real-time signal number"))?,
         Err(_) => libc::SIGRTMIN() + 3,
     };
+    if std::env::var_os("ICKPT_OBJECT_URL").is_some_and(|u| !u.is_empty()) {
+        return Err("an object-store tier (ICKPT_OBJECT_URL, --object) is not available under ickpt run yet: its client's connections cannot be restored; use --shared".into());
+    }
     let mut cfg = ickpt::Config::new(&dir);
     cfg.backend = ickpt::Backend::UffdAsync;
     cfg.mode = ickpt::format::CommitMode::Sync;

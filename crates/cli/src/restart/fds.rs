@@ -28,6 +28,34 @@ fn place(fd: i32, target: i32, cloexec: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Make again what the store held open inside the local directory `store` when that
+/// directory is gone (a restart on another node, from a lower tier): the directory itself
+/// (owner-only) and its lock file.
+fn recreate_in_store(r: &FdRecord, store: Option<&std::path::Path>) -> Result<(), String> {
+    let path = std::path::Path::new(&r.path);
+    let Some(store) = store else {
+        return Ok(());
+    };
+    if path.exists() || !path.starts_with(store) {
+        return Ok(());
+    }
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let made = match r.kind {
+        FdKind::Directory => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path),
+        FdKind::File if r.locked => std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .map(drop),
+        _ => return Ok(()),
+    };
+    made.map_err(|e| format!("making {} again: {e}", path.display()))
+}
+
 fn open_path(r: &FdRecord) -> Result<i32, String> {
     let path =
         CString::new(r.path.as_bytes()).map_err(|_| format!("descriptor {}: bad path", r.fd))?;
@@ -82,6 +110,31 @@ fn open_one(r: &FdRecord) -> Result<i32, String> {
             r.fd, r.path
         )),
     }
+}
+
+/// Make the local store directory `store` again, with its lock file, if it is gone and the
+/// program had them open (a restart from a lower tier, on another node).
+pub fn recreate_store(
+    record: &ProcessRecord,
+    store: Option<&std::path::Path>,
+) -> Result<(), String> {
+    // The record's paths are absolute (as /proc/self/fd reads them).
+    let store = store.and_then(|s| std::path::absolute(s).ok());
+    // A store made as its writer makes one (its marker and lock file), then let go.
+    if let Some(dir) = store.as_deref().filter(|d| !d.exists()) {
+        let held = record
+            .fds
+            .iter()
+            .any(|r| std::path::Path::new(&r.path) == dir);
+        if held {
+            ickpt::store::DirStore::open_write(dir)
+                .map_err(|e| format!("making the local store {} again: {e}", dir.display()))?;
+        }
+    }
+    record
+        .fds
+        .iter()
+        .try_for_each(|r| recreate_in_store(r, store.as_deref()))
 }
 
 /// Close everything but 0-2, then open every recorded descriptor above 2 at its number.

@@ -130,6 +130,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     let (v, chain, record) = chosen.ok_or("no version holds a process record that reads")?;
     ickpt_process::check_same_kernel(&record).map_err(|e| e.to_string())?;
     ickpt_process::check_files(&record).map_err(|e| e.to_string())?;
+    fds::recreate_store(&record, s.dir.as_deref())?;
     ickpt_process::check_fds(&record).map_err(|e| e.to_string())?;
     let Some(hole) = plan_build::map_hole(&record)? else {
         drop(catalog);
