@@ -6,7 +6,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use crate::record::{FileId, ProcessRecord, SigAction, MM_FIELDS, SIGNALS};
+use crate::record::{FileId, ProcessRecord, SigAction, ITIMERS, MM_FIELDS, SIGNALS};
 
 /// What `uname` says: release, a space, version (`6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC
 /// Debian 6.1.76-1 (2024-02-01)`). The version string tells builds of one release apart.
@@ -158,8 +158,14 @@ pub fn process_base() -> io::Result<ProcessRecord> {
         fds: crate::fds::list_fds()?,
         hole: (0, 0),
         restart_word: 0,
+        itimers: itimers(),
         snapshots: Vec::new(),
     })
+}
+
+/// The interval timers, as [`ProcessRecord::itimers`] keeps them.
+pub fn itimers() -> [(u64, u64); ITIMERS] {
+    [libc::ITIMER_REAL, libc::ITIMER_VIRTUAL, libc::ITIMER_PROF].map(crate::sys::getitimer_us)
 }
 
 fn read_text(path: &str) -> io::Result<String> {

@@ -7,7 +7,7 @@ use crate::error::RecordError;
 use crate::layout::{self, limits, FORMAT, MAGIC};
 use crate::record::{
     FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction, Snapshot, ThreadRecord,
-    MM_FIELDS, SIGNALS,
+    ITIMERS, MM_FIELDS, SIGNALS,
 };
 
 /// Decode a record from the bytes of its region: the record, then only zeros.
@@ -94,6 +94,10 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
         return Err(RecordError::invalid(hole_at, "hole", "ends past 2^64"));
     }
     let restart_word = c.u64("restart word")?;
+    let mut itimers = [(0u64, 0u64); ITIMERS];
+    for t in &mut itimers {
+        *t = (c.u64("interval timers")?, c.u64("interval timers")?);
+    }
     let kernel = c.string("kernel")?;
     let arch = c.string("arch")?;
     let cwd = c.string("cwd")?;
@@ -173,6 +177,7 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
         fds,
         hole,
         restart_word,
+        itimers,
         snapshots,
     })
 }

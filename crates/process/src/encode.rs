@@ -49,6 +49,10 @@ pub fn encode(r: &ProcessRecord) -> Result<Vec<u8>, RecordError> {
     w.u64(r.hole.0);
     w.u64(r.hole.1);
     w.u64(r.restart_word);
+    for (interval, value) in r.itimers {
+        w.u64(interval);
+        w.u64(value);
+    }
     w.string("kernel", &r.kernel)?;
     w.string("arch", &r.arch)?;
     w.string("cwd", &r.cwd)?;

@@ -1,15 +1,16 @@
 //! The process record's byte layout (`docs/FORMAT.md`, "The process record"): sizes, codes
 //! and limits that [`crate::encode`] writes by and [`crate::decode`] checks.
 
-use crate::record::{FdKind, MappingKind, MM_FIELDS};
+use crate::record::{FdKind, MappingKind, ITIMERS, MM_FIELDS};
 
 pub const MAGIC: [u8; 8] = *b"ICKPTPRC";
 pub const FORMAT: u16 = 1;
 
 /// The header: magic, format, page size, total length, pid, umask, the tables' counts.
 pub const HEADER_LEN: usize = 64;
-/// The header and the fixed fields after it: the mm fields, the hole, the restart word.
-pub const FIXED_LEN: usize = HEADER_LEN + MM_FIELDS * 8 + 24;
+/// The header and the fixed fields after it: the mm fields, the hole, the restart word, the
+/// interval timers.
+pub const FIXED_LEN: usize = HEADER_LEN + MM_FIELDS * 8 + 24 + ITIMERS * 16;
 /// A string's length prefix.
 pub const STRING_HEAD: usize = 2;
 /// A file identity without its path.

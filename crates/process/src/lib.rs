@@ -32,5 +32,5 @@ pub use fds::{list_fds, parse_fdinfo, FdInfo};
 pub use maps::{parse_maps, read_maps, MapsEntry, SPECIAL_NAMES};
 pub use record::{
     prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction,
-    Snapshot, ThreadRecord, MM_FIELDS, SIGNALS,
+    Snapshot, ThreadRecord, ITIMERS, MM_FIELDS, SIGNALS,
 };

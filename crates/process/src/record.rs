@@ -36,10 +36,16 @@ pub struct ProcessRecord {
     pub hole: (u64, u64),
     /// Where the word lives that tells resumed code it is running after a restart.
     pub restart_word: u64,
+    /// The interval timers `ITIMER_REAL`, `ITIMER_VIRTUAL`, `ITIMER_PROF` (`setitimer`,
+    /// `alarm`): each (interval, value) in microseconds, value 0 when disarmed. A restart
+    /// arms them again with the time each had left.
+    pub itimers: [(u64, u64); ITIMERS],
     /// What the snapshot region holds, and where each piece goes.
     pub snapshots: Vec<Snapshot>,
 }
 
+/// The number of interval timers in [`ProcessRecord::itimers`].
+pub const ITIMERS: usize = 3;
 /// The number of mm fields in [`ProcessRecord::mm`].
 pub const MM_FIELDS: usize = 11;
 /// The signals 1 to 64 of Linux's `rt_sigaction`.

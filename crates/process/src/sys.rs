@@ -88,3 +88,15 @@ pub fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
 }
+
+/// `getitimer(which)` as (interval, value) in microseconds; zeros when it fails.
+pub fn getitimer_us(which: libc::c_int) -> (u64, u64) {
+    // SAFETY: a zeroed itimerval is valid; getitimer only writes it.
+    let mut t: libc::itimerval = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::getitimer(which, &mut t) } != 0 {
+        return (0, 0);
+    }
+    let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
+    (us(t.it_interval), us(t.it_value))
+}

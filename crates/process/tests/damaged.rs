@@ -67,7 +67,7 @@ fn each_kind_of_damage_is_named() {
     named(damaged(44, &63u32.to_le_bytes()), "signal actions");
     named(damaged(56, &[1]), "reserved header bytes");
     // The kernel string's first byte: an invalid UTF-8 lead byte.
-    named(damaged(178, &[0xff]), "kernel");
+    named(damaged(226, &[0xff]), "kernel");
 }
 
 #[test]

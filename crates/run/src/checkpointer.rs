@@ -455,6 +455,7 @@ impl Run {
             fds,
             hole: (self.hole.0 as u64, (self.hole.1 - self.hole.0) as u64),
             restart_word: &RESTARTED as *const AtomicU64 as u64,
+            itimers: ickpt_process::capture::itimers(),
             snapshots,
         })
     }

@@ -163,6 +163,7 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     fds::cwd_and_umask(&record)?;
     signals::block_all()?;
     signals::set_actions(&record)?;
+    signals::set_itimers(&record)?;
     let (plan_at, blob_at, stack_top) = plan_build::write(hole, &record, &staged, v, blob)?;
     // SAFETY: the plan, the blob (read-execute) and the stack are in the hole, complete;
     // every signal is blocked; this process is single-threaded; nothing after this line runs.

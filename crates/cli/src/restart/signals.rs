@@ -54,3 +54,27 @@ pub fn set_actions(record: &ProcessRecord) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Arm the interval timers again with the time each had left (a timer that fires before the
+/// program runs leaves its signal pending, blocked until a thread's own mask lets it in).
+pub fn set_itimers(record: &ProcessRecord) -> Result<(), String> {
+    let which = [libc::ITIMER_REAL, libc::ITIMER_VIRTUAL, libc::ITIMER_PROF];
+    for (w, &(interval, value)) in which.into_iter().zip(&record.itimers) {
+        let tv = |us: u64| libc::timeval {
+            tv_sec: (us / 1_000_000) as libc::time_t,
+            tv_usec: (us % 1_000_000) as libc::suseconds_t,
+        };
+        let t = libc::itimerval {
+            it_interval: tv(interval),
+            it_value: tv(value),
+        };
+        // SAFETY: a valid itimerval; no old value asked for.
+        if unsafe { libc::setitimer(w, &t, std::ptr::null_mut()) } != 0 {
+            return Err(format!(
+                "arming interval timer {w} again: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}

@@ -85,6 +85,7 @@ pub fn sample() -> ProcessRecord {
         ],
         hole: (0x100000, 0x4000000),
         restart_word: 0x4008,
+        itimers: [(0, 0), (1000, 250), (0, 0)],
         snapshots: vec![Snapshot {
             target: 0x3000,
             len: 100,
@@ -284,6 +285,7 @@ pub fn record() -> impl Strategy<Value = ProcessRecord> {
                     fds: fds.clone(),
                     hole: (h0, h1),
                     restart_word: rw,
+                    itimers: [(rw & 0xfff, rw >> 20), (h0 & 0xff, 0), (0, h1 & 0xffff)],
                     snapshots: snapshots.clone(),
                 }
             })
