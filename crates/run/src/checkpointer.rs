@@ -163,6 +163,15 @@ fn checkpoint_once(tag: u64) -> Option<u64> {
     Some(done.info.version)
 }
 
+/// The kernel's count of this process's threads (`Threads:` of /proc/self/status).
+fn thread_count() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+}
+
 /// The threads of this process, by /proc/self/task.
 fn tasks() -> Vec<u32> {
     ickpt_process::capture::list_tids().unwrap_or_default()
@@ -196,7 +205,9 @@ fn stop_others(signal: i32) -> Result<(), String> {
             .copied()
             .filter(|t| *t != me && !stopped.contains(t))
             .collect();
-        if waiting.is_empty() {
+        // A listing of /proc/self/task can miss a thread while others come and go: the
+        // kernel's own count must agree that every thread but this one is stopped.
+        if waiting.is_empty() && thread_count() == Some(stopped.len() + 1) {
             if FILLED.load(SeqCst) > park::MAX_THREADS {
                 return Err(format!(
                     "the process has more than {} threads",
