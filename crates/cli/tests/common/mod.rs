@@ -11,6 +11,8 @@ pub use scratch_dirs::Scratch;
 mod other;
 #[allow(unused_imports)]
 pub use other::{as_other, as_other_ok, other_user};
+/// The harness of the `ickpt run` tests.
+pub mod run;
 
 pub fn scratch(name: &str) -> Scratch {
     scratch_dirs::scratch_dir(&format!("cli-{name}"))
