@@ -385,6 +385,26 @@ pub fn verify(store: &Path, when: &str) {
     assert!(out.status.success(), "{when}: ickpt verify: {}", text(&out));
 }
 
+/// Start `ickpt restart` and wait until stage A has read its version, which must be
+/// `expected`: a restart that passes over a version that should restore fails here.
+pub fn restart_expecting(p: &Program, store: &Path, expected: u64) -> Proc {
+    let mut proc = Proc::spawn(p.restart(store), "ickpt restart");
+    let line = proc.expect("ickpt restart: version ");
+    let got: u64 = line
+        .split("version ")
+        .nth(1)
+        .and_then(|w| w.split_whitespace().next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no version in {line:?}"));
+    assert_eq!(
+        got,
+        expected,
+        "the restart did not restore the newest version; its stderr:\n{}",
+        proc.stderr()
+    );
+    proc
+}
+
 /// What an uninterrupted run gives: its stdout and its output file.
 pub struct Reference {
     pub stdout: String,
@@ -415,8 +435,8 @@ pub fn assert_same(proc: Proc, out: &Path, want: &Reference) {
 }
 
 /// Run `p` uninterrupted in `dir`, then under `ickpt run` with `kills` checkpoints, kills
-/// and restarts; it must end as the uninterrupted run did, with `ickpt verify` passing after
-/// every kill.
+/// and restarts; it must end as the uninterrupted run did, each restart from the newest
+/// version, with `ickpt verify` passing after every kill.
 pub fn generations(p: &Program, dir: &Path, kills: usize) {
     let want = reference(p, dir);
     let store = dir.join("store");
@@ -428,9 +448,10 @@ pub fn generations(p: &Program, dir: &Path, kills: usize) {
         // Let it run on a little past the checkpoint (or not at all), then kill it.
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..150)));
         proc.kill();
-        assert!(*versions(&store).last().unwrap() >= committed);
+        let newest = *versions(&store).last().unwrap();
+        assert!(newest >= committed);
         verify(&store, &format!("after kill {generation}"));
-        proc = Proc::spawn(p.restart(&store), "ickpt restart");
+        proc = restart_expecting(p, &store, newest);
     }
     assert_same(proc, &out, &want);
     verify(&store, "at the end");
