@@ -352,8 +352,8 @@ pub fn versions(store: &Path) -> Vec<u64> {
         .collect()
 }
 
-/// `ickpt checkpoint --wait`, which must succeed: the version committed.
-pub fn checkpoint_now(store: &Path) -> u64 {
+/// `ickpt checkpoint --wait` of `proc`, which must succeed: the version committed.
+pub fn checkpoint_now(store: &Path, proc: &Proc) -> u64 {
     let out = ickpt(&[
         "checkpoint",
         "--dir",
@@ -364,14 +364,47 @@ pub fn checkpoint_now(store: &Path) -> u64 {
     ]);
     assert!(
         out.status.success(),
-        "ickpt checkpoint failed: {}",
-        text(&out)
+        "ickpt checkpoint failed: {}; the program's threads:\n{}its stderr:\n{}",
+        text(&out),
+        threads(proc.pid),
+        proc.stderr()
     );
     let t = text(&out);
     t.rsplit("committed version ")
         .next()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("no version in {t:?}"))
+}
+
+/// Each thread of process `pid`: its id, name, state, kernel wait channel and signal masks,
+/// for the message of a checkpoint that never came.
+pub fn threads(pid: i32) -> String {
+    let mut all = String::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("process {pid} is gone\n");
+    };
+    for t in tasks.flatten() {
+        let d = t.path();
+        let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+        let status = read("status");
+        let field = |k: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(k))
+                .map_or("", |l| l[k.len()..].trim())
+                .to_string()
+        };
+        all += &format!(
+            "  {} {:16} {} wchan {} blocked {} pending {}\n",
+            t.file_name().to_string_lossy(),
+            read("comm").trim(),
+            field("State:"),
+            read("wchan"),
+            field("SigBlk:"),
+            field("SigPnd:"),
+        );
+    }
+    all
 }
 
 /// Ask for a checkpoint without waiting for it (one that is refused commits nothing).
@@ -444,7 +477,7 @@ pub fn generations(p: &Program, dir: &Path, kills: usize) {
     let mut proc = Proc::spawn(p.under_ickpt(&store, Some("200ms"), &out), "ickpt run");
     let mut rng = rand::thread_rng();
     for generation in 0..kills {
-        let committed = checkpoint_now(&store);
+        let committed = checkpoint_now(&store, &proc);
         // Let it run on a little past the checkpoint (or not at all), then kill it.
         std::thread::sleep(Duration::from_millis(rng.gen_range(0..150)));
         proc.kill();
