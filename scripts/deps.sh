@@ -27,7 +27,7 @@ if [ "${1:-}" = s3 ]; then
   exit 0
 fi
 need=()
-for tool in cc:gcc make:make pkg-config:pkg-config; do
+for tool in cc:gcc c++:g++ make:make pkg-config:pkg-config; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -43,6 +43,14 @@ if ! /usr/bin/python3 -c 'import cffi' >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-cffi
+fi
+# The `ickpt run` tests restart a CPython program that uses NumPy (crates/cli/tests/
+# run_languages.rs), run by Debian's python3 with Debian's NumPy.
+if ! /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1; then
+  echo "deps: installing python3-numpy with apt-get"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-numpy
 fi
 # MPI jobs: Open MPI and MPICH, both tested (mpicc.openmpi, mpicc.mpich), and
 # gfortran for the Fortran modules and examples.
