@@ -48,6 +48,26 @@ pub fn build_c(file: &str, dir: &Path) -> PathBuf {
     compile("cc", file, dir, &["-O1", "-pthread"])
 }
 
+/// Whether `program args` runs and succeeds (a compiler, or Python importing a module).
+/// When it does not, the test fails naming scripts/deps.sh, which installs it for `make
+/// test`; with `ICKPT_ALLOW_NO_LANGS=1` (a machine with only Rust and a C compiler, as `make
+/// check` assumes) it says SKIPPED instead and the caller returns.
+pub fn have(program: &str, args: &[&str]) -> bool {
+    let ok = Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let what = format!("{program} {}", args.join(" "));
+        if std::env::var_os("ICKPT_ALLOW_NO_LANGS").is_some() {
+            eprintln!("SKIPPED: `{what}` fails on this machine (scripts/deps.sh installs it)");
+        } else {
+            panic!("`{what}` fails: scripts/deps.sh installs what this test needs (ICKPT_ALLOW_NO_LANGS=1 skips it)");
+        }
+    }
+    ok
+}
+
 /// How a program is started: `wrap… exe before… OUT after…`, with `env` added.
 #[derive(Clone, Default)]
 pub struct Program {
