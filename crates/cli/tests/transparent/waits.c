@@ -1,0 +1,116 @@
+/* An unmodified program for `ickpt run` tests that spends its time waiting: argv[3] says how.
+ *
+ *   sleep  usleep(500) and nanosleep(500 us) each step
+ *   poll   poll() on stdin (which never becomes readable) with a 1 ms timeout each step
+ *   timer  setitimer(ITIMER_REAL, 1 ms) with a SIGALRM handler counting ticks; each step
+ *          waits for the next tick
+ *
+ * A checkpoint signal cuts a sleep or a poll short (EINTR), so the program counts steps, not
+ * time: its output depends only on the step number. A timer that no longer ticks (after a
+ * restart that did not bring it back) is reported on stderr within about 2 s and the program
+ * exits 3, instead of waiting forever. Each step appends a line to argv[1]; stdout gets the
+ * final checksum once. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t ticks;
+static long interrupted; /* waits cut short: counted, never part of the output */
+
+static void on_alarm(int sig) {
+    (void)sig;
+    ticks++;
+}
+
+static void nap(void) {
+    if (usleep(500) != 0 && errno == EINTR)
+        interrupted++;
+    struct timespec ts = {0, 500000};
+    if (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        interrupted++;
+}
+
+static void wait_poll(void) {
+    struct pollfd p = {.fd = 0, .events = POLLIN};
+    int rc = poll(&p, 1, 1);
+    if (rc < 0 && errno == EINTR)
+        interrupted++;
+    else if (rc != 0) {
+        fprintf(stderr, "waits: poll returned %d (revents %#x)\n", rc, p.revents);
+        exit(1);
+    }
+}
+
+/* Wait until the timer has ticked more than `seen` times; give up after about 2 s. */
+static int wait_tick(long seen) {
+    for (int i = 0; i < 4000; i++) {
+        if (ticks > seen)
+            return 0;
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: waits OUT STEPS sleep|poll|timer\n");
+        return 2;
+    }
+    int out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0) {
+        perror(argv[1]);
+        return 1;
+    }
+    long steps = atol(argv[2]);
+    const char *how = argv[3];
+    int timer = strcmp(how, "timer") == 0;
+    if (!timer && strcmp(how, "sleep") != 0 && strcmp(how, "poll") != 0) {
+        fprintf(stderr, "waits: unknown way of waiting %s\n", how);
+        return 2;
+    }
+    if (timer) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGALRM, &sa, NULL);
+        struct itimerval it = {{0, 1000}, {0, 1000}};
+        setitimer(ITIMER_REAL, &it, NULL);
+    }
+    uint64_t h = 1469598103934665603ull;
+    long tick_seen = 0;
+    for (long s = 0; s < steps; s++) {
+        if (timer) {
+            if (wait_tick(tick_seen) != 0) {
+                fprintf(stderr,
+                        "waits: no SIGALRM for 2 s at step %ld: the interval timer is gone\n",
+                        s);
+                return 3;
+            }
+            tick_seen = ticks;
+        } else if (how[0] == 's') {
+            nap();
+        } else {
+            wait_poll();
+        }
+        h = (h ^ (uint64_t)s) * 1099511628211ull;
+        char line[64];
+        int len = snprintf(line, sizeof line, "step %ld %016llx\n", s, (unsigned long long)h);
+        if (write(out, line, (size_t)len) != len) {
+            perror("write");
+            return 1;
+        }
+    }
+    printf("final %016llx after %ld steps (%s)\n", (unsigned long long)h, steps, how);
+    return 0;
+}
