@@ -276,9 +276,10 @@ impl Proc {
     /// Wait until it exits and its streams end: (exit code, stdout, stderr).
     pub fn finish(self) -> (i32, String, String) {
         if !self.shared.wait(|s| s.status.is_some() && s.open == 0) {
+            let threads = threads(self.pid);
             self.kill();
             panic!(
-                "{} did not finish within {LIMIT:?}; stderr:\n{}",
+                "{} did not finish within {LIMIT:?}; its threads:\n{threads}stderr:\n{}",
                 self.what,
                 self.stderr()
             );
