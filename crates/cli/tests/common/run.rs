@@ -80,6 +80,9 @@ pub struct Program {
     /// A command the program, `ickpt run` and `ickpt restart` are started through
     /// (`taskset`, `setpriv`); it must exec, keeping the process id.
     pub wrap: Vec<OsString>,
+    /// A line the program prints on stderr once it has started up; the first checkpoint is
+    /// asked for only after it.
+    pub ready: Option<&'static str>,
 }
 
 impl Program {
@@ -496,6 +499,9 @@ pub fn generations(p: &Program, dir: &Path, kills: usize) {
     let store = dir.join("store");
     let out = dir.join("run.out");
     let mut proc = Proc::spawn(p.under_ickpt(&store, Some("200ms"), &out), "ickpt run");
+    if let Some(line) = p.ready {
+        proc.expect(line);
+    }
     let mut rng = rand::thread_rng();
     for generation in 0..kills {
         let committed = checkpoint_now(&store, &proc);
