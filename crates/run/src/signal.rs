@@ -36,15 +36,28 @@ extern "C" fn on_signal(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut 
 
 /// Install the handler. No SA_ONSTACK: a thread's frame must land on its own stack, which is
 /// stored, never on an alternate stack, which may not be. SA_RESTART: a thread stopped in a
-/// restartable system call makes it again when it goes on (or after a restart).
+/// restartable system call makes it again when it goes on (or after a restart). Every
+/// signal but the synchronous faults is blocked while a thread is stopped in it: a program's
+/// own handler (a SIGALRM tick) must not run on a stopped thread, on top of its frame, while
+/// the process is captured; it runs once the thread goes on. The faults stay open for the
+/// checkpointing thread, whose commit may take one on a fenced page.
 pub fn install(signal: i32) -> std::io::Result<()> {
     // SAFETY: a zeroed sigaction is a valid starting point; every field used is set below.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = on_signal as *const () as usize;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-    // SAFETY: `sa.sa_mask` is a valid sigset to empty; sigaction reads `sa` only.
+    // SAFETY: `sa.sa_mask` is a valid sigset to fill and trim; sigaction reads `sa` only.
     let rc = unsafe {
-        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigfillset(&mut sa.sa_mask);
+        for fault in [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGILL,
+            libc::SIGFPE,
+            libc::SIGTRAP,
+        ] {
+            libc::sigdelset(&mut sa.sa_mask, fault);
+        }
         libc::sigaction(signal, &sa, std::ptr::null_mut())
     };
     if rc != 0 {
