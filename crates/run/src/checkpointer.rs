@@ -70,10 +70,13 @@ pub fn main(mut run: Box<Run>) {
     SIGNAL.store(run.signal, SeqCst);
     RUN.store(Box::into_raw(run), SeqCst);
     let mut next = interval.map(|i| Instant::now() + i);
+    // Triggers answered so far: one that came before this thread first looked (the program
+    // asking at once, `ickpt checkpoint` right after the start) is still seen as new.
+    let mut seen = 0;
     loop {
-        let seen = TRIGGER.load(SeqCst);
         let wait = next.map(|n| n.saturating_duration_since(Instant::now()));
-        if wait != Some(Duration::ZERO) {
+        let triggered = TRIGGER.load(SeqCst) != seen;
+        if !triggered && wait != Some(Duration::ZERO) {
             let ms = wait.map_or(60_000, |w| w.as_millis().clamp(1, 60_000) as u64);
             futex_wait(&TRIGGER, seen, ms);
             let triggered = TRIGGER.load(SeqCst) != seen;
@@ -82,6 +85,7 @@ pub fn main(mut run: Box<Run>) {
                 continue;
             }
         }
+        seen = TRIGGER.load(SeqCst);
         let asked = crate::request::pending();
         let version = checkpoint_once(asked.map_or(0, |a| a.1));
         if let Some((upto, _)) = asked {
