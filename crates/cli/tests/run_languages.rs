@@ -63,9 +63,6 @@ fn fortran_allocatables_and_write_survive_three_kills() {
 }
 
 #[test]
-#[ignore = "library: every checkpoint fails with 'the SIGSEGV handler was replaced after ickpt \
-            started' once libgfortran installs its backtrace handler, though sync commits \
-            under uffd-async never use SIGSEGV"]
 fn fortran_with_its_backtrace_handler_survives_three_kills() {
     fortran(&["-O1"]);
 }

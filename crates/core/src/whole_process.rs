@@ -33,3 +33,10 @@ pub fn futex_wait(word: &std::sync::atomic::AtomicU32, expected: u32, ms: u64) {
 pub fn futex_wake(word: &std::sync::atomic::AtomicU32) {
     crate::sys::thread::futex_wake_all(word);
 }
+
+/// If the program installed a SIGSEGV handler of its own since ickpt started (libgfortran
+/// does, at its start), install ickpt's again, the program's then receiving every fault that
+/// is not ickpt's. Returns whether it had been replaced. Called while the program is stopped.
+pub fn take_back_fault_handler() -> std::io::Result<bool> {
+    crate::track::take_back_fault_handler()
+}

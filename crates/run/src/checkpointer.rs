@@ -274,6 +274,10 @@ impl Run {
             ));
         }
         crate::refuse::children()?;
+        // A program may install a SIGSEGV handler of its own after ickpt started (libgfortran
+        // does): ickpt's goes back on top, chaining to it.
+        ickpt::whole_process::take_back_fault_handler()
+            .map_err(|e| format!("installing ickpt's SIGSEGV handler again: {e}"))?;
         // Tracking changes map memory of ickpt's own, so the layout is read again until it
         // holds still (once or twice).
         let mut layout = None;

@@ -4,19 +4,20 @@
 //! is async-signal-safe: atomics, plain loads and raw system calls only.
 
 use std::io;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 /// The handler type for SA_SIGINFO handlers.
 pub type SigInfoHandler = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
-struct SavedAction(libc::sigaction);
-// SAFETY: the saved action is written once before our handler is installed and only read
-// afterwards; it holds plain integers and function addresses, nothing thread-bound.
-unsafe impl Sync for SavedAction {}
-// SAFETY: as above, the value carries no thread affinity.
-unsafe impl Send for SavedAction {}
+/// The action faults that are not ickpt's are handed to: the application's, saved when ickpt
+/// installed its handler, or later when ickpt took the signal back (`take_back`). Never
+/// freed (a handler may be reading one): replaced at most once per take-back.
+static PREVIOUS: AtomicPtr<libc::sigaction> = AtomicPtr::new(std::ptr::null_mut());
 
-static PREVIOUS: OnceLock<SavedAction> = OnceLock::new();
+fn set_previous(a: libc::sigaction) {
+    PREVIOUS.store(Box::into_raw(Box::new(a)), Ordering::SeqCst);
+}
 
 fn current_action(sig: libc::c_int) -> io::Result<libc::sigaction> {
     // SAFETY: an all-zero sigaction is a valid value for the kernel to overwrite.
@@ -34,7 +35,7 @@ pub fn install_segv_handler(handler: SigInfoHandler) -> io::Result<()> {
     static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
     let r = INSTALLED.get_or_init(|| {
         let old = current_action(libc::SIGSEGV).map_err(|e| e.raw_os_error().unwrap_or(0))?;
-        let _ = PREVIOUS.set(SavedAction(old));
+        set_previous(old);
         // SAFETY: zeroed sigaction is valid; we fill handler, flags and an empty mask.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
         sa.sa_sigaction = handler as usize;
@@ -51,6 +52,34 @@ pub fn install_segv_handler(handler: SigInfoHandler) -> io::Result<()> {
         Ok(())
     });
     r.map_err(io::Error::from_raw_os_error)
+}
+
+/// If the application replaced `handler` as the SIGSEGV handler since ickpt installed it,
+/// install `handler` again and hand the application's the faults that are not ickpt's, as
+/// with the one it had before. Returns whether it had been replaced. For `ickpt run`, whose
+/// program may install one of its own after ickpt started (libgfortran's backtrace handler),
+/// called while the program is stopped.
+pub fn take_back(handler: SigInfoHandler) -> io::Result<bool> {
+    // Never installed: nothing to take back.
+    if PREVIOUS.load(Ordering::SeqCst).is_null() {
+        return Ok(false);
+    }
+    let now = current_action(libc::SIGSEGV)?;
+    if now.sa_sigaction == handler as usize {
+        return Ok(false);
+    }
+    set_previous(now);
+    // SAFETY: zeroed sigaction is valid; filled as `install_segv_handler` does.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = handler as usize;
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+    // SAFETY: as in `install_segv_handler`.
+    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    // SAFETY: as in `install_segv_handler`.
+    if unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(true)
 }
 
 /// Whether `handler` is still the process's SIGSEGV handler (the application may have
@@ -115,7 +144,8 @@ pub unsafe fn is_access_error(info: *const libc::siginfo_t) -> bool {
 /// # Safety
 /// Must be called from a SIGSEGV handler with the arguments the kernel passed to it.
 pub unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let Some(prev) = PREVIOUS.get().map(|s| &s.0) else {
+    // SAFETY: null or a leaked, never-freed action (`set_previous`).
+    let Some(prev) = (unsafe { PREVIOUS.load(Ordering::SeqCst).as_ref() }) else {
         // SAFETY: forwarded from our caller's contract.
         return unsafe { default_action(sig, info) };
     };

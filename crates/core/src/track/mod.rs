@@ -12,6 +12,7 @@ pub(crate) mod registry;
 pub(crate) mod stack;
 
 use crate::sys::uffd::{Features, Hidden};
+pub(crate) use backends::take_back_fault_handler;
 pub use backends::{MprotectTracker, UffdAsyncTracker, UffdSpin, UffdTracker};
 pub(crate) use memory::bitmap;
 pub(crate) use memory::own_mem::OwnBytes;

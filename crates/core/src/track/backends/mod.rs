@@ -7,7 +7,7 @@ mod uffd;
 mod uffd_async;
 mod uffd_shared;
 
-pub(crate) use mprotect::collect_pages_by_protection;
 pub use mprotect::MprotectTracker;
+pub(crate) use mprotect::{collect_pages_by_protection, take_back_fault_handler};
 pub use uffd::{UffdSpin, UffdTracker};
 pub use uffd_async::UffdAsyncTracker;

@@ -16,6 +16,12 @@ use std::sync::Arc;
 /// The SIGSEGV handler. Async-signal-safe: a lock-free registry lookup, atomics, futexes,
 /// memcpy and mprotect(2). Faults outside tracked memory go to the previous handler or the
 /// default action. errno is preserved: the interrupted code may be about to read it.
+/// Install ickpt's SIGSEGV handler again if the application replaced it, the application's
+/// then receiving the faults that are not ickpt's (`sys::signal::take_back`).
+pub(crate) fn take_back_fault_handler() -> std::io::Result<bool> {
+    signal::take_back(on_segv)
+}
+
 extern "C" fn on_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let errno = crate::sys::io::errno();
     let restore_errno = || crate::sys::io::set_errno(errno);
