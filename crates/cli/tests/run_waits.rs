@@ -30,8 +30,6 @@ fn a_program_in_poll_with_a_timeout_survives_three_kills() {
 /// 1 ms), and `ickpt restart` arms the timer with that value, which disarms it (and the
 /// pending SIGALRM is not recorded either).
 #[test]
-#[ignore = "library: a 1 ms ITIMER_REAL is recorded with 0 left while its SIGALRM is \
-            pending, and setitimer with a value of 0 at restart disarms it"]
 fn a_program_counting_setitimer_ticks_survives_three_kills() {
     waits("timer");
 }

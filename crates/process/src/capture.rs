@@ -163,9 +163,34 @@ pub fn process_base() -> io::Result<ProcessRecord> {
     })
 }
 
-/// The interval timers, as [`ProcessRecord::itimers`] keeps them.
+/// The interval timers, as [`ProcessRecord::itimers`] keeps them. A timer that fired while
+/// every thread is stopped with its signal blocked shows 0 left (the kernel re-arms it only
+/// as the signal is taken, and that signal is pending, which a restart would lose): it is
+/// kept as due at once, so that a restart fires it.
 pub fn itimers() -> [(u64, u64); ITIMERS] {
-    [libc::ITIMER_REAL, libc::ITIMER_VIRTUAL, libc::ITIMER_PROF].map(crate::sys::getitimer_us)
+    let pending = shared_pending();
+    [
+        (libc::ITIMER_REAL, libc::SIGALRM),
+        (libc::ITIMER_VIRTUAL, libc::SIGVTALRM),
+        (libc::ITIMER_PROF, libc::SIGPROF),
+    ]
+    .map(|(which, sig)| {
+        let (interval, value) = crate::sys::getitimer_us(which);
+        let fired = pending & (1 << (sig - 1)) != 0;
+        (interval, if value == 0 && fired { 1 } else { value })
+    })
+}
+
+/// The signals pending for the whole process (`ShdPnd:` of /proc/self/status).
+fn shared_pending() -> u64 {
+    read_text("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("ShdPnd:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .unwrap_or(0)
 }
 
 fn read_text(path: &str) -> io::Result<String> {
