@@ -83,6 +83,9 @@ pub fn run(dir: &Path, wait: bool, timeout: Duration, json: bool) -> CmdResult {
             }
             return Ok(ExitCode::SUCCESS);
         }
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(format!("process {pid} ended before it committed a version").into());
+        }
         if Instant::now() >= deadline {
             return Err(format!(
                 "process {pid} committed no version within {} s (its stderr says why)",
