@@ -25,7 +25,7 @@ endif
 endif
 endif
 
-.PHONY: all deps core-deps s3-deps build build-testing header install uninstall stage testfs test test-rust test-c test-asan test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking plot-deps clean
+.PHONY: all deps core-deps s3-deps build build-testing header install uninstall stage testfs test test-rust test-c test-asan test-mpi test-install check lint demo bench bench-mpi bench-tiers bench-cape bench-prwip bench-incremental bench-aickpt bench-tracking bench-transparent plot-deps clean
 
 all: build
 
@@ -146,7 +146,8 @@ test: lint test-rust test-c test-asan test-mpi test-install
 demo: stage
 	demo/run.sh "$(STAGE)"
 
-bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers bench-cape bench-prwip
+bench: bench-incremental bench-aickpt bench-tracking bench-mpi bench-tiers bench-cape bench-prwip \
+       bench-transparent
 
 # Checkpoint and restore against plain file I/O of the same bytes: writes docs/benchmarks/incremental.{json,csv,png} (about 2 minutes).
 # The backend is auto's choice, or ICKPT_BACKEND's when set (make bench-incremental
@@ -200,6 +201,15 @@ bench-cape: stage plot-deps
 bench-prwip: stage plot-deps
 	scripts/bench-prwip.sh "$(STAGE)" docs/benchmarks
 	/usr/bin/python3 scripts/plot_prwip.py docs/benchmarks
+
+# Whole-process checkpoints (docs/transparent.md) of an unmodified 256 MiB and 4 GiB program
+# (examples/transparent/dirty.c) rewriting 1, 10 and 50% of its pages between checkpoints:
+# ickpt run, CRIU 4.1.1 (scripts/criu.sh builds it once into ~/.cache/ickpt) and the same
+# program on the API, 5 paired repetitions: docs/benchmarks/transparent/transparent.{json,csv,png}
+# and summary.md. As root (CRIU; cold restarts drop the page cache); about 13 minutes.
+bench-transparent: stage plot-deps
+	scripts/bench-transparent.sh "$(STAGE)" docs/benchmarks/transparent
+	/usr/bin/python3 scripts/plot_transparent.py docs/benchmarks/transparent
 
 plot-deps:
 	@scripts/deps.sh plot
