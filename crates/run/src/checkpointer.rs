@@ -67,6 +67,7 @@ pub fn main(mut run: Box<Run>) {
         }
     }
     let interval = run.interval;
+    crate::signal::unblock(run.signal);
     SIGNAL.store(run.signal, SeqCst);
     RUN.store(Box::into_raw(run), SeqCst);
     let mut next = interval.map(|i| Instant::now() + i);
@@ -380,7 +381,14 @@ impl Run {
             self.snapshot.start + self.snapshot.len,
             Own::Region(SNAPSHOT_ID),
         ));
-        layout::pieces(&maps, &own, &|s, e| {
+        let mut cuts: Vec<u64> = self
+            .regions
+            .iter()
+            .flat_map(|(&start, &len)| [start, start + len])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        layout::pieces(&maps, &own, &cuts, &|s, e| {
             crate::refuse::written_file_pages(&self.pagemap, s, e)
         })
     }

@@ -33,12 +33,27 @@ pub struct Piece {
 
 /// Cut `maps` by `own` (sorted or not; spans may overlap maps lines partly) into pieces.
 /// `anon_pages(start, end)`: whether any page of a file mapping was written (RELRO).
+/// `cuts`: the starts and ends of the regions tracked now, sorted. The program's memory is
+/// cut there too: the kernel merges a new mapping with a neighbour of the same protection
+/// (and, after a restart, mappings that were apart), and a region that became part of a
+/// larger line would otherwise be a new region, stored whole again; cut, it stays, and only
+/// the new part is new.
 pub fn pieces(
     maps: &[MapsEntry],
     own: &[(usize, usize, Own)],
+    cuts: &[u64],
     anon_pages: &dyn Fn(u64, u64) -> bool,
 ) -> Result<Vec<Piece>, String> {
     let own = exact_first(own);
+    let program = |out: &mut Vec<Piece>, m: &MapsEntry, start: u64, end: u64| {
+        let mut at = start;
+        for &c in cuts.iter().filter(|&&c| start < c && c < end) {
+            out.push(program_piece(m, at, c, anon_pages)?);
+            at = c;
+        }
+        out.push(program_piece(m, at, end, anon_pages)?);
+        Ok::<(), String>(())
+    };
     let mut out = Vec::new();
     for m in maps {
         let mut at = m.start;
@@ -54,11 +69,11 @@ pub fn pieces(
                     at = end;
                 }
                 Some(&(s, _, _)) => {
-                    out.push(program_piece(m, at, s, anon_pages)?);
+                    program(&mut out, m, at, s)?;
                     at = s;
                 }
                 None => {
-                    out.push(program_piece(m, at, m.end, anon_pages)?);
+                    program(&mut out, m, at, m.end)?;
                     at = m.end;
                 }
             }
