@@ -82,6 +82,21 @@ fn start() -> Result<(), String> {
     if std::env::var_os("ICKPT_OBJECT_URL").is_some_and(|u| !u.is_empty()) {
         return Err("an object-store tier (ICKPT_OBJECT_URL, --object) is not available under ickpt run yet: its client's connections cannot be restored; use --shared".into());
     }
+    // ickpt's threads (the drain, started with the engine, and the checkpointing thread)
+    // take no signal of the program's: one the program blocks everywhere to wait for it
+    // (sigwait) would otherwise end on them, and with its default action end the process.
+    // They inherit this mask; the main thread gets its own back below.
+    let old_mask = signal::block_all_but_faults();
+    let started = start_engine_and_thread(dir, interval, signal);
+    signal::set_mask(&old_mask);
+    started
+}
+
+fn start_engine_and_thread(
+    dir: PathBuf,
+    interval: Option<Duration>,
+    signal: i32,
+) -> Result<(), String> {
     let mut cfg = ickpt::Config::new(&dir);
     cfg.backend = ickpt::Backend::UffdAsync;
     cfg.mode = ickpt::format::CommitMode::Sync;

@@ -34,6 +34,49 @@ extern "C" fn on_signal(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut 
     unsafe { *libc::__errno_location() = errno };
 }
 
+/// The synchronous faults, which no thread may block (a fault with its signal blocked kills
+/// the process).
+const FAULTS: [i32; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+    libc::SIGFPE,
+    libc::SIGTRAP,
+];
+
+/// Block every signal but the faults on the calling thread; returns the mask it had.
+pub fn block_all_but_faults() -> libc::sigset_t {
+    // SAFETY: sigset operations on local sets; pthread_sigmask changes this thread only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        for f in FAULTS {
+            libc::sigdelset(&mut set, f);
+        }
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, &mut old);
+        old
+    }
+}
+
+/// Give the calling thread `mask`.
+pub fn set_mask(mask: &libc::sigset_t) {
+    // SAFETY: a valid set; changes this thread only.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
+}
+
+/// Let the checkpoint signal in on the calling thread (the checkpointing thread, which
+/// blocks every other).
+pub fn unblock(signal: i32) {
+    // SAFETY: sigset operations on a local set; changes this thread only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Install the handler. No SA_ONSTACK: a thread's frame must land on its own stack, which is
 /// stored, never on an alternate stack, which may not be. SA_RESTART: a thread stopped in a
 /// restartable system call makes it again when it goes on (or after a restart). Every
