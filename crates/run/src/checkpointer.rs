@@ -381,13 +381,13 @@ impl Run {
             self.snapshot.start + self.snapshot.len,
             Own::Region(SNAPSHOT_ID),
         ));
-        let mut cuts: Vec<u64> = self
+        // The regions' bounds, start and end in turn, in address order (regions never
+        // overlap).
+        let cuts: Vec<u64> = self
             .regions
             .iter()
             .flat_map(|(&start, &len)| [start, start + len])
             .collect();
-        cuts.sort_unstable();
-        cuts.dedup();
         layout::pieces(&maps, &own, &cuts, &|s, e| {
             crate::refuse::written_file_pages(&self.pagemap, s, e)
         })

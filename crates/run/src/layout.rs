@@ -44,12 +44,15 @@ pub fn pieces(
     cuts: &[u64],
     anon_pages: &dyn Fn(u64, u64) -> bool,
 ) -> Result<Vec<Piece>, String> {
-    let own = exact_first(own);
+    let own = exact_first(own, cuts);
     let program = |out: &mut Vec<Piece>, m: &MapsEntry, start: u64, end: u64| {
         let mut at = start;
+        // Bounds shared by two regions appear twice.
         for &c in cuts.iter().filter(|&&c| start < c && c < end) {
-            out.push(program_piece(m, at, c, anon_pages)?);
-            at = c;
+            if c > at {
+                out.push(program_piece(m, at, c, anon_pages)?);
+                at = c;
+            }
         }
         out.push(program_piece(m, at, end, anon_pages)?);
         Ok::<(), String>(())
@@ -82,11 +85,13 @@ pub fn pieces(
     Ok(out)
 }
 
-/// `own` with every `Stack` span cut around the other spans, sorted, none overlapping. A
+/// `own` with every `Stack` span cut around the other spans and around the regions tracked
+/// now (`cuts`: their bounds, sorted, start and end in turn), sorted, none overlapping. A
 /// stack span is a whole line of /proc/self/maps, which the kernel may have merged with a
-/// neighbouring mapping of the same protection (ickpt's heap reservation, say): the exact
-/// spans of ickpt's own memory win.
-fn exact_first(own: &[(usize, usize, Own)]) -> Vec<(u64, u64, Own)> {
+/// neighbouring mapping of the same protection (ickpt's heap reservation; after a restart,
+/// which maps everything alike, a program buffer): the exact spans of ickpt's own memory and
+/// the program's regions win.
+fn exact_first(own: &[(usize, usize, Own)], cuts: &[u64]) -> Vec<(u64, u64, Own)> {
     let mut exact: Vec<(u64, u64, Own)> = own
         .iter()
         .filter(|o| o.2 != Own::Stack && o.0 < o.1)
@@ -94,10 +99,13 @@ fn exact_first(own: &[(usize, usize, Own)]) -> Vec<(u64, u64, Own)> {
         .collect();
     exact.sort_by_key(|o| o.0);
     let mut out = exact.clone();
+    let mut avoid: Vec<(u64, u64)> = exact.iter().map(|x| (x.0, x.1)).collect();
+    avoid.extend(cuts.chunks_exact(2).map(|c| (c[0], c[1])));
+    avoid.sort_unstable();
     for &(s, e, _) in own.iter().filter(|o| o.2 == Own::Stack) {
         let mut at = s as u64;
         let end = e as u64;
-        for &(xs, xe, _) in &exact {
+        for &(xs, xe) in &avoid {
             if xe <= at || xs >= end {
                 continue;
             }
@@ -178,6 +186,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_stack_merged_with_a_tracked_region_leaves_the_region_out() {
+        let own = [(0x8000, 0x50000, Own::Stack)];
+        assert_eq!(
+            exact_first(&own, &[0x10000, 0x20000, 0x20000, 0x30000]),
+            vec![
+                (0x8000, 0x10000, Own::Stack),
+                (0x30000, 0x50000, Own::Stack)
+            ]
+        );
+    }
+
+    #[test]
     fn a_stack_merged_with_ickpts_heap_leaves_the_heap_out() {
         // A thread stack whose maps line the kernel merged with the heap reservation after it.
         let own = [
@@ -187,7 +207,7 @@ mod tests {
             (0x60000, 0x61000, Own::Snapshot),
         ];
         assert_eq!(
-            exact_first(&own),
+            exact_first(&own, &[]),
             vec![
                 (0x8000, 0x10000, Own::Stack),
                 (0x10000, 0x50000, Own::Zero),
