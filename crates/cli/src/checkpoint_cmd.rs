@@ -8,16 +8,47 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// What `ickpt-run.pid` names: the process and its checkpoint signal.
+/// The largest `ickpt-run.pid` there is: a process id, a space, a signal number, a newline.
+const PID_FILE_MAX: u64 = 64;
+
+/// What `ickpt-run.pid` names: the process and its checkpoint signal. The file is trusted
+/// only as far as it is checked: a regular file of this user's, not a link, small; a real-
+/// time signal; a process of this user's with the library loaded (the file may be stale,
+/// its number reused by an unrelated process).
 fn target(dir: &Path) -> Result<(i32, i32), String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let file = dir.join("ickpt-run.pid");
-    let text = std::fs::read_to_string(&file).map_err(|e| {
+    let bad = |why: &str| {
         format!(
-            "{}: {e}: no program runs under `ickpt run --dir {}`",
-            file.display(),
-            dir.display()
+            "{}: {why}; `ickpt run` writes it, nothing else should",
+            file.display()
         )
-    })?;
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&file)
+        .map_err(|e| {
+            format!(
+                "{}: {e}: no program runs under `ickpt run --dir {}`",
+                file.display(),
+                dir.display()
+            )
+        })?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_file() || meta.uid() != me || meta.len() > PID_FILE_MAX {
+        return Err(bad("not a small regular file of yours"));
+    }
+    let mut text = String::new();
+    f.by_ref()
+        .take(PID_FILE_MAX)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let mut words = text.split_whitespace();
     let pid: i32 = words
         .next()
@@ -27,11 +58,11 @@ fn target(dir: &Path) -> Result<(i32, i32), String> {
     let signal: i32 = words
         .next()
         .and_then(|w| w.parse().ok())
-        .unwrap_or_else(|| libc::SIGRTMIN() + 3);
-    // Only a process of ours that has the library loaded is signalled: the file may be
-    // stale, and the number reused by an unrelated process.
+        .filter(|s| (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(s))
+        .ok_or_else(|| bad("no real-time signal number in it"))?;
+    let owner = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid());
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    if !maps.contains("libickpt_run") {
+    if owner.ok() != Some(me) || !maps.contains("libickpt_run") {
         return Err(format!(
             "process {pid} (from {}) is not running under ickpt run any more",
             file.display()

@@ -227,3 +227,48 @@ fn a_restart_is_refused_while_the_program_still_runs() {
     assert_same(proc, &out, &want);
     verify(&store, "at the end");
 }
+
+/// `ickpt checkpoint` trusts `ickpt-run.pid` only as far as it checks it: a signal that is not
+/// a real-time one, or a link planted at the file's name, is refused, and the process the
+/// file names gets no signal.
+#[test]
+fn a_forged_pid_file_is_refused_and_signals_nobody() {
+    let tmp = dir("pid-file");
+    let store = tmp.as_path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let mut victim = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    let pid_file = store.join("ickpt-run.pid");
+    let ask = || {
+        common::ickpt(&[
+            "checkpoint",
+            "--dir",
+            store.to_str().unwrap(),
+            "--timeout",
+            "1s",
+        ])
+    };
+    // SIGTERM (15): not the checkpoint signal of any ickpt run.
+    std::fs::write(&pid_file, format!("{} 15\n", victim.id())).unwrap();
+    let out = ask();
+    assert!(!out.status.success());
+    assert!(
+        common::text(&out).contains("real-time signal"),
+        "{}",
+        common::text(&out)
+    );
+    std::fs::remove_file(&pid_file).unwrap();
+    let elsewhere = tmp.as_path().join("elsewhere.pid");
+    std::fs::write(&elsewhere, format!("{} 37\n", victim.id())).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &pid_file).unwrap();
+    let out = ask();
+    assert!(!out.status.success(), "{}", common::text(&out));
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the process named was signalled"
+    );
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
