@@ -29,6 +29,24 @@ fn current_action(sig: libc::c_int) -> io::Result<libc::sigaction> {
     Ok(old)
 }
 
+/// Make `handler` the SIGSEGV handler: SA_SIGINFO, on the alternate stack, every signal
+/// blocked while it runs (another signal's handler writing tracked memory would fault with
+/// SIGSEGV blocked, which is fatal, and one that longjmps out would leave the registry's
+/// in-flight count raised for good).
+fn set_handler(handler: SigInfoHandler) -> io::Result<()> {
+    // SAFETY: zeroed sigaction is valid; handler, flags and a full mask are filled in.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = handler as usize;
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+    // SAFETY: sa.sa_mask is a valid sigset_t to initialise.
+    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    // SAFETY: `sa` is fully initialised and `handler` is async-signal-safe by contract.
+    if unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Install `handler` for SIGSEGV once per process, remembering the previous action so that
 /// faults which are not ours reach it unchanged.
 pub fn install_segv_handler(handler: SigInfoHandler) -> io::Result<()> {
@@ -36,19 +54,7 @@ pub fn install_segv_handler(handler: SigInfoHandler) -> io::Result<()> {
     let r = INSTALLED.get_or_init(|| {
         let old = current_action(libc::SIGSEGV).map_err(|e| e.raw_os_error().unwrap_or(0))?;
         set_previous(old);
-        // SAFETY: zeroed sigaction is valid; we fill handler, flags and an empty mask.
-        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-        sa.sa_sigaction = handler as usize;
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-        // Block every signal while the handler runs: another signal's handler writing
-        // tracked memory would fault with SIGSEGV blocked (fatal), and one that longjmps out
-        // would leave the registry's in-flight count raised for good.
-        // SAFETY: sa.sa_mask is a valid sigset_t to initialise.
-        unsafe { libc::sigfillset(&mut sa.sa_mask) };
-        // SAFETY: `sa` is fully initialised and `handler` is async-signal-safe by contract.
-        if unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) } != 0 {
-            return Err(io::Error::last_os_error().raw_os_error().unwrap_or(0));
-        }
+        set_handler(handler).map_err(|e| e.raw_os_error().unwrap_or(0))?;
         Ok(())
     });
     r.map_err(io::Error::from_raw_os_error)
@@ -69,16 +75,7 @@ pub fn take_back(handler: SigInfoHandler) -> io::Result<bool> {
         return Ok(false);
     }
     set_previous(now);
-    // SAFETY: zeroed sigaction is valid; filled as `install_segv_handler` does.
-    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
-    sa.sa_sigaction = handler as usize;
-    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-    // SAFETY: as in `install_segv_handler`.
-    unsafe { libc::sigfillset(&mut sa.sa_mask) };
-    // SAFETY: as in `install_segv_handler`.
-    if unsafe { libc::sigaction(libc::SIGSEGV, &sa, std::ptr::null_mut()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    set_handler(handler)?;
     Ok(true)
 }
 
