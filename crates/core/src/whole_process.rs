@@ -40,3 +40,8 @@ pub fn futex_wake(word: &std::sync::atomic::AtomicU32) {
 pub fn take_back_fault_handler() -> std::io::Result<bool> {
     crate::track::take_back_fault_handler()
 }
+
+/// CLOCK_MONOTONIC in nanoseconds (a signal handler may call it: one vDSO call).
+pub fn monotonic_ns() -> u64 {
+    crate::sys::thread::monotonic_ns()
+}

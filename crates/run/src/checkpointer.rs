@@ -24,8 +24,6 @@ use std::time::{Duration, Instant};
 pub static RESTARTED: AtomicU64 = AtomicU64::new(0);
 /// Futex word: bumped by every trigger from outside (`ickpt checkpoint`).
 pub static TRIGGER: AtomicU32 = AtomicU32::new(0);
-/// Versions committed by this process (and its restarted successors).
-pub static COMMITTED: AtomicU64 = AtomicU64::new(0);
 static RUN: AtomicPtr<Run> = AtomicPtr::new(std::ptr::null_mut());
 
 /// How long the other threads get to stop before the checkpoint is given up.
@@ -238,10 +236,7 @@ fn stop_others(signal: i32) -> Result<(), String> {
 pub fn in_handler(frame: usize) {
     let r = run();
     match r.capture_and_commit(frame) {
-        Ok(done) => {
-            COMMITTED.fetch_add(1, SeqCst);
-            r.last = Some(done);
-        }
+        Ok(done) => r.last = Some(done),
         Err(e) => eprintln!("ickpt run: checkpoint failed: {e}"),
     }
 }
@@ -464,26 +459,16 @@ impl Run {
         let mut mine = me.record(pid);
         mine.role = role::CHECKPOINTER;
         threads.push(mine);
-        let fds = ickpt_process::list_fds().map_err(|e| format!("listing descriptors: {e}"))?;
-        crate::refuse::descriptors(&fds)?;
-        Ok(ProcessRecord {
-            kernel: ickpt_process::capture::kernel().map_err(|e| e.to_string())?,
-            arch: std::env::consts::ARCH.into(),
-            page_size: 4096,
-            pid,
-            exe: ickpt_process::capture::exe().map_err(|e| e.to_string())?,
-            cwd: ickpt_process::capture::cwd().map_err(|e| e.to_string())?,
-            umask: ickpt_process::capture::umask().map_err(|e| e.to_string())?,
-            mm: ickpt_process::capture::mm_fields().map_err(|e| e.to_string())?,
-            auxv: ickpt_process::capture::auxv().map_err(|e| e.to_string())?,
-            mappings: pieces.into_iter().map(|p| p.rec).collect(),
-            threads,
-            sigactions: ickpt_process::capture::sigactions().map_err(|e| e.to_string())?,
-            fds,
-            hole: (self.hole.0 as u64, (self.hole.1 - self.hole.0) as u64),
-            restart_word: &RESTARTED as *const AtomicU64 as u64,
-            itimers: ickpt_process::capture::itimers(),
-            snapshots,
-        })
+        // What the capture reads by itself (kernel, files, descriptors, mm fields, signal
+        // actions, timers), then what only this library knows.
+        let mut record = ickpt_process::capture::process_base()
+            .map_err(|e| format!("reading the process's state: {e}"))?;
+        crate::refuse::descriptors(&record.fds)?;
+        record.mappings = pieces.into_iter().map(|p| p.rec).collect();
+        record.threads = threads;
+        record.hole = (self.hole.0 as u64, (self.hole.1 - self.hole.0) as u64);
+        record.restart_word = &RESTARTED as *const AtomicU64 as u64;
+        record.snapshots = snapshots;
+        Ok(record)
     }
 }

@@ -157,15 +157,7 @@ pub fn release_now() {
 /// When `release_now` last ran (monotonic nanoseconds).
 pub static RELEASED_AT: AtomicU64 = AtomicU64::new(0);
 
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes the local timespec only.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use ickpt::whole_process::monotonic_ns;
 
 /// A thread the checkpoint signal found holding ickpt's heap lock: it stops as soon as it
 /// lets go of it (`stop_if_deferred`), not inside.
