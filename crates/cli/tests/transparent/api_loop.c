@@ -11,13 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void spin(long ns) {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
-}
+#include "prog.h"
 
 #define CK(call)                                                                          \
     do {                                                                                  \

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "prog.h"
+
 #define INNER (1L << 20)
 
 /* The lanes' bits, taken out of the register (no store: the accumulators never need an
@@ -25,15 +27,7 @@ static uint64_t fold(__m256d v, uint64_t h) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: avx OUT STEPS\n");
-        return 2;
-    }
-    int out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0) {
-        perror(argv[1]);
-        return 1;
-    }
+    int out = open_output(argc, argv, 3, "avx OUT STEPS");
     long steps = atol(argv[2]);
     /* c in (-2, -1.5): the real Mandelbrot map's chaotic band, bounded in [-2, 2]. */
     __m256d c0 = _mm256_setr_pd(-1.90, -1.91, -1.92, -1.93);

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prog.h"
+
 static double table[4096];          /* .bss */
 static uint64_t seed = 88172645463325252ull; /* .data */
 
@@ -20,24 +22,8 @@ static uint64_t next(void) {
     return seed;
 }
 
-static void spin(long ns) {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a); /* the vDSO */
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
-}
-
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: heat OUT STEPS [N]\n");
-        return 2;
-    }
-    int out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0) {
-        perror(argv[1]);
-        return 1;
-    }
+    int out = open_output(argc, argv, 3, "heat OUT STEPS [N]");
     long steps = atol(argv[2]);
     size_t n = argc > 3 ? (size_t)atol(argv[3]) : (1 << 20);
     double *u = calloc(n, sizeof *u), *v = calloc(n, sizeof *v);

@@ -11,18 +11,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "prog.h"
+
 #define MAX_TEAM 64
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: omp OUT STEPS N\n");
-        return 2;
-    }
-    int out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0) {
-        perror(argv[1]);
-        return 1;
-    }
+    int out = open_output(argc, argv, 4, "omp OUT STEPS N");
     long steps = atol(argv[2]);
     long n = atol(argv[3]);
     uint64_t *a = calloc((size_t)n, sizeof *a);

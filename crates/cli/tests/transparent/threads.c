@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prog.h"
+
 #define WORKERS 16
 #define SLICE 4096
 
@@ -23,14 +25,6 @@ static long rounds_done;
 static long rounds;
 static uint64_t *data;
 static int out;
-
-static void spin(long ns) {
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do {
-        clock_gettime(CLOCK_MONOTONIC, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000000000L + (b.tv_nsec - a.tv_nsec) < ns);
-}
 
 static void *worker(void *arg) {
     long id = (long)arg;
@@ -62,15 +56,7 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: threads OUT ROUNDS\n");
-        return 2;
-    }
-    out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0) {
-        perror(argv[1]);
-        return 1;
-    }
+    out = open_output(argc, argv, 3, "threads OUT ROUNDS");
     rounds = atol(argv[2]);
     data = calloc(WORKERS * SLICE, sizeof *data);
     pthread_barrier_init(&barrier, NULL, WORKERS);

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prog.h"
+
 static volatile sig_atomic_t ticks;
 static long interrupted; /* waits cut short: counted, never part of the output */
 
@@ -61,15 +63,7 @@ static int wait_tick(long seen) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4) {
-        fprintf(stderr, "usage: waits OUT STEPS sleep|poll|timer\n");
-        return 2;
-    }
-    int out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0) {
-        perror(argv[1]);
-        return 1;
-    }
+    int out = open_output(argc, argv, 4, "waits OUT STEPS sleep|poll|timer");
     long steps = atol(argv[2]);
     const char *how = argv[3];
     int timer = strcmp(how, "timer") == 0;
