@@ -12,16 +12,17 @@ pub struct RunArgs {
     #[arg(long, env = "ICKPT_DIR")]
     pub dir: PathBuf,
     /// Checkpoint this often (30s, 5min, 1h); without it, only on `ickpt checkpoint`.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "ICKPT_CHECKPOINT_INTERVAL", value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub interval: Option<std::time::Duration>,
-    /// sync: the program waits while a version is written; async: not yet available
-    /// under `ickpt run`.
+    /// sync: the program waits while a version is written; async: only while its pages are
+    /// collected, the commit running beside it.
     #[arg(long, env = "ICKPT_MODE", value_parser = ["sync", "async"])]
     pub mode: Option<String>,
     /// A shared tier the versions are drained to.
     #[arg(long, env = "ICKPT_SHARED_DIR")]
     pub shared: Option<PathBuf>,
-    /// An object-store tier (s3://bucket/prefix).
+    /// An object-store tier (s3://bucket/prefix): refused for now, its client's connections
+    /// being sockets a restart cannot bring back; use --shared.
     #[arg(long, env = "ICKPT_OBJECT_URL")]
     pub object: Option<String>,
     /// The program and its arguments, after `--`.
