@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 const PID_FILE_MAX: u64 = 64;
 
 /// What `ickpt-run.pid` names: the process and its checkpoint signal. The file is trusted
-/// only as far as it is checked: a regular file of this user's, not a link, small; a real-
-/// time signal; a process of this user's with the library loaded (the file may be stale,
-/// its number reused by an unrelated process).
+/// only as far as it is checked: a small regular file, not a link, of the same owner as the
+/// process it names, who is this user (or this user is root, asking for a checkpoint of
+/// another user's program); a real-time signal; a process with the library loaded (the file
+/// may be stale, its number reused by an unrelated process).
 fn target(dir: &Path) -> Result<(i32, i32), String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -41,7 +42,7 @@ fn target(dir: &Path) -> Result<(i32, i32), String> {
         .map_err(|e| format!("{}: {e}", file.display()))?;
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
-    if !meta.is_file() || meta.uid() != me || meta.len() > PID_FILE_MAX {
+    if !meta.is_file() || (meta.uid() != me && me != 0) || meta.len() > PID_FILE_MAX {
         return Err(bad("not a small regular file of yours"));
     }
     let mut text = String::new();
@@ -62,7 +63,7 @@ fn target(dir: &Path) -> Result<(i32, i32), String> {
         .ok_or_else(|| bad("no real-time signal number in it"))?;
     let owner = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid());
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    if owner.ok() != Some(me) || !maps.contains("libickpt_run") {
+    if owner.ok() != Some(meta.uid()) || !maps.contains("libickpt_run") {
         return Err(format!(
             "process {pid} (from {}) is not running under ickpt run any more",
             file.display()
