@@ -19,6 +19,10 @@
 #define ICKPT_ROLE_LEADER 1u       /* the thread running stage B: the process's main thread */
 #define ICKPT_ROLE_CHECKPOINTER 2u /* released first, through go_ckpt */
 
+/* Every thread drops its capabilities before it returns to the program: they came with a user
+ * namespace `ickpt restart` made, which the program, started by an exec, never had. */
+#define ICKPT_FLAG_DROP_CAPS 1u
+
 struct ickpt_range {
 	uint64_t start, len;
 };
@@ -39,7 +43,7 @@ struct ickpt_thread {
 	uint32_t rseq_sig;
 	uint64_t stack_top; /* a 16-byte aligned stack in the hole for stage B's code on this thread */
 	uint32_t role;      /* ICKPT_ROLE_* */
-	uint32_t pad;
+	uint32_t tid;       /* the id to create it with (clone3's set_tid); 0: any */
 };
 
 struct ickpt_plan {
@@ -66,7 +70,7 @@ struct ickpt_plan {
 	uint64_t mm[11];
 	uint64_t auxv_at;
 	uint32_t auxv_size; /* bytes */
-	uint32_t pad0;
+	uint32_t flags;     /* ICKPT_FLAG_* */
 	/* struct ickpt_thread[]: exactly one has the leader's role */
 	uint64_t n_thread;
 	uint64_t thread_at;
@@ -83,6 +87,7 @@ _Static_assert(sizeof(struct ickpt_thread) == 72, "ickpt_thread");
 _Static_assert(offsetof(struct ickpt_thread, rseq_len) == 48, "ickpt_thread.rseq_len");
 _Static_assert(offsetof(struct ickpt_thread, stack_top) == 56, "ickpt_thread.stack_top");
 _Static_assert(offsetof(struct ickpt_thread, role) == 64, "ickpt_thread.role");
+_Static_assert(offsetof(struct ickpt_thread, tid) == 68, "ickpt_thread.tid");
 _Static_assert(sizeof(struct ickpt_plan) == 232, "ickpt_plan");
 _Static_assert(offsetof(struct ickpt_plan, go_all) == 0, "ickpt_plan.go_all");
 _Static_assert(offsetof(struct ickpt_plan, go_ckpt) == 4, "ickpt_plan.go_ckpt");
@@ -94,6 +99,7 @@ _Static_assert(offsetof(struct ickpt_plan, temp) == 64, "ickpt_plan.temp");
 _Static_assert(offsetof(struct ickpt_plan, n_move) == 72, "ickpt_plan.n_move");
 _Static_assert(offsetof(struct ickpt_plan, mm) == 88, "ickpt_plan.mm");
 _Static_assert(offsetof(struct ickpt_plan, auxv_at) == 176, "ickpt_plan.auxv_at");
+_Static_assert(offsetof(struct ickpt_plan, flags) == 188, "ickpt_plan.flags");
 _Static_assert(offsetof(struct ickpt_plan, n_thread) == 192, "ickpt_plan.n_thread");
 _Static_assert(offsetof(struct ickpt_plan, restart_word) == 208, "ickpt_plan.restart_word");
 _Static_assert(offsetof(struct ickpt_plan, created) == 224, "ickpt_plan.created");

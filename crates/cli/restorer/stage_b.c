@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <asm/prctl.h>
+#include <linux/capability.h>
 #include <linux/signal.h>
 #include <asm/unistd.h>
 #include <linux/errno.h>
@@ -25,7 +26,7 @@
 #include "plan.h"
 
 long ickpt_syscall(long nr, long a1, long a2, long a3, long a4, long a5);
-long ickpt_clone(unsigned long flags, uint64_t sp, uint64_t ptid, uint64_t ctid, uint64_t tls);
+long ickpt_clone3(struct clone_args *args, unsigned long size);
 __attribute__((noreturn)) void ickpt_sigreturn(uint64_t frame);
 __attribute__((noreturn)) void stage_b_thread(struct ickpt_plan *p, struct ickpt_thread *t);
 __attribute__((noreturn)) void stage_b(struct ickpt_plan *p);
@@ -121,10 +122,27 @@ static void own_lists(struct ickpt_plan *p, int step, const struct ickpt_thread 
 		      SYS(__NR_rseq, t->rseq, t->rseq_len, 0, t->rseq_sig, 0));
 }
 
-/* A recreated thread's first code, on its stack in the hole (ickpt_clone calls it). */
+/* Capabilities are per thread, so each thread drops its own, after the leader has used them to
+ * choose the threads' ids. */
+static void drop_caps(struct ickpt_plan *p, int step)
+{
+	if (!(p->flags & ICKPT_FLAG_DROP_CAPS))
+		return;
+	struct __user_cap_header_struct header = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct none[2];
+	for (int i = 0; i < 2; i++) {
+		none[i].effective = 0;
+		none[i].permitted = 0;
+		none[i].inheritable = 0;
+	}
+	check(p, step, "capset", SYS(__NR_capset, &header, none, 0, 0, 0));
+}
+
+/* A recreated thread's first code, on its stack in the hole (ickpt_clone3 calls it). */
 void stage_b_thread(struct ickpt_plan *p, struct ickpt_thread *t)
 {
 	own_lists(p, 6, t);
+	drop_caps(p, 6);
 	wait_for(p, 6, t->role == ICKPT_ROLE_CHECKPOINTER ? &p->go_ckpt : &p->go_all);
 	ickpt_sigreturn(t->frame);
 }
@@ -144,8 +162,22 @@ static void spawn(struct ickpt_plan *p, struct ickpt_thread *t)
 	uint64_t *sp = (uint64_t *)(uintptr_t)(t->stack_top - 16);
 	sp[0] = (uint64_t)(uintptr_t)p;
 	sp[1] = (uint64_t)(uintptr_t)t;
-	check(p, 6, "clone",
-	      ickpt_clone(flags, (uint64_t)(uintptr_t)sp, t->tid_address, t->tid_address, t->fs_base));
+	/* With set_tid the thread gets its old id back (the program may hold it: a mutex's owner);
+	 * the kernel allows that to whoever holds CAP_SYS_ADMIN over the PID namespace. */
+	int32_t tid = (int32_t)t->tid;
+	struct clone_args args;
+	args.flags = flags;
+	args.pidfd = 0;
+	args.child_tid = t->tid_address;
+	args.parent_tid = t->tid_address;
+	args.exit_signal = 0;
+	args.stack = (uint64_t)(uintptr_t)sp - 256;
+	args.stack_size = 256;
+	args.tls = t->fs_base;
+	args.set_tid = tid ? (uint64_t)(uintptr_t)&tid : 0;
+	args.set_tid_size = tid ? 1 : 0;
+	args.cgroup = 0;
+	check(p, 6, "clone3", ickpt_clone3(&args, sizeof args));
 	p->created++;
 }
 
@@ -230,6 +262,7 @@ __attribute__((section(".text.stage_b_entry"), noreturn)) void stage_b(struct ic
 	}
 
 	/* 7. */
+	drop_caps(p, 7);
 	check(p, 7, "arch_prctl(ARCH_SET_FS)", SYS(__NR_arch_prctl, ARCH_SET_FS, leader->fs_base, 0, 0, 0));
 	/* Always set, so that stage A's clear_child_tid, now an address in the program, is not
 	 * cleared when the process exits. glibc caches the tid in pd->tid; PARENT_SETTID did that

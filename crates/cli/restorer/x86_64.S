@@ -1,4 +1,4 @@
-/* Stage B's x86-64 pieces: the system call, the clone whose child starts on a stack of its own,
+/* Stage B's x86-64 pieces: the system call, the clone3 whose child starts on a stack of its own,
  * and rt_sigreturn, none of which C can say. Every symbol is hidden, so calls between them are
  * PC-relative and the blob needs no relocation. */
 #include <asm/unistd.h>
@@ -20,16 +20,15 @@ ickpt_syscall:
 	ret
 	.size ickpt_syscall, . - ickpt_syscall
 
-/* long ickpt_clone(unsigned long flags, uint64_t sp, uint64_t ptid, uint64_t ctid, uint64_t tls)
- * sp holds {plan, thread}, put there by the parent: the child, which shares no registers the
- * compiler knows of, pops them as stage_b_thread's arguments. sp + 16 is 16-byte aligned, so
- * stage_b_thread starts as after any call. */
-	.globl ickpt_clone
-	.hidden ickpt_clone
-	.type ickpt_clone, @function
-ickpt_clone:
-	mov %rcx, %r10
-	mov $__NR_clone, %eax
+/* long ickpt_clone3(struct clone_args *args, size_t size)
+ * The child starts on args->stack + args->stack_size, where the parent put {plan, thread}: it
+ * shares no registers the compiler knows of, so it pops them as stage_b_thread's arguments.
+ * That address is 16-byte aligned, so stage_b_thread starts as after any call. */
+	.globl ickpt_clone3
+	.hidden ickpt_clone3
+	.type ickpt_clone3, @function
+ickpt_clone3:
+	mov $__NR_clone3, %eax
 	syscall
 	test %rax, %rax
 	jnz 1f
@@ -39,7 +38,7 @@ ickpt_clone:
 	call stage_b_thread
 	ud2
 1:	ret
-	.size ickpt_clone, . - ickpt_clone
+	.size ickpt_clone3, . - ickpt_clone3
 
 /* void ickpt_sigreturn(uint64_t frame): the kernel reads the ucontext at rsp. */
 	.globl ickpt_sigreturn

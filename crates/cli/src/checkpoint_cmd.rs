@@ -63,13 +63,30 @@ fn target(dir: &Path) -> Result<(i32, i32), String> {
         .ok_or_else(|| bad("no real-time signal number in it"))?;
     let owner = std::fs::metadata(format!("/proc/{pid}")).map(|m| m.uid());
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    if owner.ok() != Some(meta.uid()) || !maps.contains("libickpt_run") {
+    if owner.ok() != Some(meta.uid()) || !maps.contains(ickpt_process::checkpoint_signal::LIBRARY) {
         return Err(format!(
-            "process {pid} (from {}) is not running under ickpt run any more",
+            "process {pid} (from {}) is not running under ickpt run (it ended, or is still starting)",
             file.display()
         ));
     }
+    // Until the library's handler is in place, the signal's default action would end the
+    // program: it is sent only once the process catches it.
+    if !catches(pid, signal) {
+        return Err(format!(
+            "process {pid} does not handle the checkpoint signal {signal} yet (it is starting or restarting): try again, or use --wait"
+        ));
+    }
     Ok((pid, signal))
+}
+
+/// Whether process `pid` has a handler for `signal` (the SigCgt mask of its status).
+fn catches(pid: i32, signal: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (signal - 1)) != 0)
 }
 
 fn newest(dir: &Path) -> Option<u64> {

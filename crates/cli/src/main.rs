@@ -8,6 +8,8 @@ mod job;
 mod ls;
 mod maintain;
 mod merge;
+mod pid_file;
+mod pid_namespace;
 mod probe;
 mod progress;
 mod restart;
@@ -171,6 +173,10 @@ enum Cmd {
         /// The version to restart from (default: the newest that restores).
         #[arg(long)]
         version: Option<u64>,
+        /// Whether the program comes back in a PID namespace of its own, with its process
+        /// and thread ids as they were (auto: when the machine allows it).
+        #[arg(long, env = "ICKPT_PID_NAMESPACE", value_enum, default_value = "auto")]
+        pid_namespace: pid_namespace::Mode,
     },
     /// Benchmarks; results go to stdout (tables, or --json).
     #[command(subcommand)]
@@ -255,7 +261,11 @@ fn main() -> ExitCode {
             timeout,
             json,
         } => checkpoint_cmd::run(&dir, wait, timeout, json),
-        Cmd::Restart { store, version } => restart::run(&store, version),
+        Cmd::Restart {
+            store,
+            version,
+            pid_namespace,
+        } => restart::run(&store, version, pid_namespace),
     };
     match r {
         Ok(code) => code,

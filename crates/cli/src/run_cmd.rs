@@ -25,6 +25,10 @@ pub struct RunArgs {
     /// being sockets a restart cannot bring back; use --shared.
     #[arg(long, env = "ICKPT_OBJECT_URL")]
     pub object: Option<String>,
+    /// Whether the program runs in a PID namespace of its own, so that a restart gives it
+    /// its process and thread ids back (auto: when the machine allows it).
+    #[arg(long, env = "ICKPT_PID_NAMESPACE", value_enum, default_value = "auto")]
+    pub pid_namespace: crate::pid_namespace::Mode,
     /// The program and its arguments, after `--`.
     #[arg(required = true, last = true)]
     pub program: Vec<std::ffi::OsString>,
@@ -97,6 +101,9 @@ pub fn run(a: &RunArgs) -> CmdResult {
     if !ickpt::track::available(Default::default()).contains(&ickpt::Backend::UffdAsync) {
         return Err("ickpt run needs userfaultfd's asynchronous write-protect and PAGEMAP_SCAN (Linux 6.7 or later); this kernel lacks them (see `ickpt probe`)".into());
     }
+    if let Some(why) = ickpt_process::mpi::refusal() {
+        return Err(why.into());
+    }
     let (prog, args) = a.program.split_first().ok_or("no program given after --")?;
     let path = resolve(prog)?;
     if !dynamically_linked(&path)? {
@@ -107,16 +114,22 @@ pub fn run(a: &RunArgs) -> CmdResult {
         .into());
     }
     let lib = library()?;
+    let signal = ickpt_process::checkpoint_signal::from_env()?;
     std::fs::create_dir_all(&a.dir).map_err(|e| format!("creating {}: {e}", a.dir.display()))?;
+    // Made (or checked) here, before the pid file goes into it and while an error can still
+    // be told before the program starts.
+    drop(ickpt::store::DirStore::open_write(&a.dir).map_err(|e| e.to_string())?);
+    let dir = std::path::absolute(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     let mut preload = lib.into_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
         preload.push(":");
         preload.push(old);
     }
+    let inside = crate::pid_namespace::enter(a.pid_namespace, "ickpt run")?;
     let mut cmd = std::process::Command::new(&path);
     cmd.args(args)
         .env("LD_PRELOAD", preload)
-        .env("ICKPT_DIR", &a.dir)
+        .env("ICKPT_DIR", &dir)
         // exec keeps the process id: the library acts in this process only.
         .env("ICKPT_RUN_PID", std::process::id().to_string());
     if let Some(i) = a.interval {
@@ -133,6 +146,7 @@ pub fn run(a: &RunArgs) -> CmdResult {
     }
     cmd.arg0(prog);
     close_inherited();
+    crate::pid_file::write(&dir, inside.outer_pid, signal)?;
     let e = cmd.exec();
     Err(format!("starting {}: {e}", path.display()).into())
 }

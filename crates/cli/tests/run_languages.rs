@@ -96,12 +96,10 @@ fn python_with_numpy_survives_three_kills() {
 }
 
 /// A checkpoint that stops CPython inside dlopen (importing NumPy's extension modules) holds
-/// the dynamic loader's recursive lock, whose owner glibc records as a thread id. The
-/// restarted thread has another id, so when it takes that lock again it waits for itself:
-/// the restarted program hangs in _dl_lookup_symbol_x / add_dependency.
+/// the dynamic loader's recursive lock, whose owner glibc records as a thread id: restarted
+/// with another id, the thread would wait for itself when it takes that lock again. The
+/// restart gives the ids back.
 #[test]
-#[ignore = "library: a checkpoint taken inside dlopen restarts into a deadlock (glibc's \
-            recursive loader lock names the old thread id); about half the runs hang"]
 fn python_checkpointed_while_importing_numpy_survives_three_kills() {
     python(None);
 }

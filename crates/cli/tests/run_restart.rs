@@ -24,3 +24,10 @@ fn a_single_threaded_program_survives_three_kills() {
 fn sixteen_threads_survive_three_kills() {
     c_generations("threads", &["400"], 3);
 }
+
+/// Threads that own error-checking and recursive mutexes across a restart find them still
+/// theirs: the restart gives back the process and thread ids.
+#[test]
+fn threads_keep_their_ids_and_their_mutexes_over_three_kills() {
+    c_generations("ids", &["2000"], 3);
+}

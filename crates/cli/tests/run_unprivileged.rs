@@ -7,7 +7,7 @@ use common::run::{build_c, generations, Program};
 use common::{other_user, scratch};
 use std::os::unix::fs::MetadataExt;
 
-fn as_other_user(name: &str, args: &[&str]) {
+fn as_other_user(name: &str, args: &[&str], env: &[(&str, &str)]) {
     let (uid, gid) = other_user();
     let tmp = scratch(&format!("unprivileged-{name}"));
     std::fs::create_dir_all(tmp.as_path()).unwrap();
@@ -15,6 +15,9 @@ fn as_other_user(name: &str, args: &[&str]) {
     // user's own.
     std::os::unix::fs::chown(tmp.as_path(), Some(uid), Some(gid)).unwrap();
     let mut p = Program::new(build_c(&format!("{name}.c"), &tmp), args);
+    for (k, v) in env {
+        p = p.env(k, v);
+    }
     p.wrap = [
         "setpriv",
         &format!("--reuid={uid}"),
@@ -36,10 +39,18 @@ fn as_other_user(name: &str, args: &[&str]) {
 
 #[test]
 fn a_single_threaded_program_restarts_as_an_ordinary_user() {
-    as_other_user("heat", &["300", "65536"]);
+    as_other_user("heat", &["300", "65536"], &[]);
 }
 
 #[test]
 fn sixteen_threads_restart_as_an_ordinary_user() {
-    as_other_user("threads", &["400"]);
+    as_other_user("threads", &["400"], &[]);
+}
+
+/// An ordinary user's restart chooses the threads' ids in the user namespace it makes, also
+/// when `ickpt restart` has to run itself again (forced here), which an exec would otherwise
+/// take the capability for away.
+#[test]
+fn thread_ids_come_back_as_an_ordinary_user() {
+    as_other_user("ids", &["2000"], &[("ICKPT_RESTART_REEXEC", "1")]);
 }

@@ -11,6 +11,7 @@
 
 pub mod capture;
 mod check;
+pub mod checkpoint_signal;
 mod classify;
 mod decode;
 mod dir;
@@ -19,6 +20,7 @@ mod error;
 mod fds;
 pub mod layout;
 mod maps;
+pub mod mpi;
 mod record;
 #[allow(unsafe_code)]
 mod sys;

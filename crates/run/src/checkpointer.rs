@@ -42,7 +42,6 @@ pub struct Run {
     pub hole: (usize, usize),
     pub interval: Option<Duration>,
     pub signal: i32,
-    pub pid_file: std::path::PathBuf,
     pub pagemap: std::fs::File,
     /// Checkpoints stop once tracking could not be taken up after a restart.
     pub broken: bool,
@@ -252,7 +251,6 @@ fn after_restart(version: u64) {
         eprintln!("ickpt run: after the restart of version {version}, tracking could not be taken up ({e}); the program goes on without checkpoints");
         r.broken = true;
     }
-    let _ = crate::pid_file::write(&r.pid_file, r.signal);
     // The other threads wait in the restorer until this word is 1.
     // SAFETY: the restorer's plan lies at the start of the hole, its first word this one.
     let go = unsafe { &*(r.hole.0 as *const AtomicU32) };

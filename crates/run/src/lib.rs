@@ -14,7 +14,6 @@ mod buffer;
 mod checkpointer;
 mod layout;
 mod park;
-mod pid_file;
 mod refuse;
 mod request;
 mod signal;
@@ -42,14 +41,8 @@ extern "C" fn ickpt_run_init() {
     if want.parse::<u32>().ok() != Some(std::process::id()) {
         return;
     }
-    if let Some(var) = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
-        .into_iter()
-        .find(|v| std::env::var_os(v).is_some())
-    {
-        eprintln!(
-            "ickpt run: this is an MPI rank ({var} is set): a whole MPI process cannot be restarted on its own. \
-             Checkpoint MPI programs with the MPI API instead (#include <ickpt_mpi.h>, docs/mpi.md)."
-        );
+    if let Some(why) = ickpt_process::mpi::refusal() {
+        eprintln!("ickpt run: {why}");
         std::process::exit(2);
     }
     if let Err(e) = start() {
@@ -71,14 +64,7 @@ fn start() -> Result<(), String> {
         }
         Err(_) => None,
     };
-    let signal = match std::env::var("ICKPT_RUN_SIGNAL") {
-        Ok(v) => v
-            .parse::<i32>()
-            .ok()
-            .filter(|s| (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(s))
-            .ok_or_else(|| format!("ICKPT_RUN_SIGNAL={v:?} is not a real-time signal number"))?,
-        Err(_) => libc::SIGRTMIN() + 3,
-    };
+    let signal = ickpt_process::checkpoint_signal::from_env()?;
     if std::env::var_os("ICKPT_OBJECT_URL").is_some_and(|u| !u.is_empty()) {
         return Err("an object-store tier (ICKPT_OBJECT_URL, --object) is not available under ickpt run yet: its client's connections cannot be restored; use --shared".into());
     }
@@ -117,9 +103,6 @@ fn start_engine_and_thread(
     let hole = reserve_hole()?;
     let record = buffer::Buffer::new(&engine, buffer::RECORD_ID, 1 << 20)?;
     let snapshot = buffer::Buffer::new(&engine, buffer::SNAPSHOT_ID, 64 << 20)?;
-    let pid_file = pid_file::path(&dir);
-    pid_file::write(&pid_file, signal)
-        .map_err(|e| format!("writing {}: {e}", pid_file.display()))?;
     let pagemap = std::fs::File::open("/proc/self/pagemap")
         .map_err(|e| format!("opening /proc/self/pagemap: {e}"))?;
     let run = Box::new(checkpointer::Run {
@@ -132,7 +115,6 @@ fn start_engine_and_thread(
         hole,
         interval,
         signal,
-        pid_file,
         pagemap,
         broken: false,
         tag: 0,

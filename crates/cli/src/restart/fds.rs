@@ -74,16 +74,33 @@ fn open_path(r: &FdRecord) -> Result<i32, String> {
             )));
         }
     }
-    if r.locked {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(os(format!(
-                "taking the lock again through descriptor {} ({}); is the program still running",
-                r.fd, r.path
-            )));
-        }
+    if r.locked && !lock(fd) {
+        return Err(os(format!(
+            "taking the lock again through descriptor {} ({}); is the program still running",
+            r.fd, r.path
+        )));
     }
     Ok(fd)
+}
+
+/// How long the lock of a program that is still ending is waited for: killing `ickpt run`'s
+/// supervisor kills the program through its namespace, a moment after the supervisor is gone.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Take the store's lock through `fd`, waiting up to [`LOCK_WAIT`] for a holder to end.
+fn lock(fd: i32) -> bool {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return true;
+        }
+        let busy = std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK);
+        if !busy || std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 fn open_one(r: &FdRecord) -> Result<i32, String> {

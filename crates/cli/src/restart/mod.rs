@@ -15,6 +15,7 @@ mod plan_build;
 mod signals;
 mod stage;
 
+use crate::pid_namespace::{Inside, Mode};
 use crate::{CmdResult, StoreArgs};
 use ickpt::read::catalog::{Catalog, OpenVersion};
 use ickpt::read::reverse_scan::{reverse_scan, Sink};
@@ -75,8 +76,9 @@ fn read_record(
     ickpt_process::decode(&buf).map_err(|e| format!("version {v}: its process record: {e}"))
 }
 
-/// Run this command again (the kernel lays the new image out elsewhere).
-fn again(attempt: u32) -> CmdResult {
+/// Run this command again (the kernel lays the new image out elsewhere), in the same
+/// process and so in the same namespaces.
+fn again(attempt: u32, inside: &Inside) -> CmdResult {
     if attempt >= ATTEMPTS {
         return Err(format!(
             "the restore hole stayed covered by ickpt's own memory over {ATTEMPTS} tries"
@@ -85,16 +87,22 @@ fn again(attempt: u32) -> CmdResult {
     }
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
-    let e = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env("ICKPT_RESTART_ATTEMPT", (attempt + 1).to_string())
-        .exec();
+    if inside.user_ns {
+        keep_sys_admin_across_exec()?;
+    }
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(std::env::args_os().skip(1))
+        .env("ICKPT_RESTART_ATTEMPT", (attempt + 1).to_string());
+    inside.export(&mut cmd);
+    let e = cmd.exec();
     Err(format!("running ickpt again: {e}").into())
 }
 
-pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
+pub fn run(s: &StoreArgs, version: Option<u64>, namespace: Mode) -> CmdResult {
     crate::job::one_store_only(s)?;
     let blob = plan::stage_b()?;
+    // First, while this process has one thread: from here on it is the program's process.
+    let inside = crate::pid_namespace::enter(namespace, "ickpt restart")?;
     let attempt: u32 = std::env::var("ICKPT_RESTART_ATTEMPT")
         .ok()
         .and_then(|a| a.parse().ok())
@@ -132,9 +140,11 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     ickpt_process::check_files(&record).map_err(|e| e.to_string())?;
     fds::recreate_store(&record, s.dir.as_deref())?;
     ickpt_process::check_fds(&record).map_err(|e| e.to_string())?;
-    let Some(hole) = plan_build::map_hole(&record)? else {
+    // ICKPT_RESTART_REEXEC=1 takes the path of a covered hole once (the tests do).
+    let forced = attempt == 0 && std::env::var_os("ICKPT_RESTART_REEXEC").is_some();
+    let Some(hole) = plan_build::map_hole(&record)?.filter(|_| !forced) else {
         drop(catalog);
-        return again(attempt);
+        return again(attempt, &inside);
     };
     let mut staged = stage::Staged::new(&record)?;
     let newest = &chain[0].meta;
@@ -164,10 +174,82 @@ pub fn run(s: &StoreArgs, version: Option<u64>) -> CmdResult {
     signals::block_all()?;
     signals::set_actions(&record)?;
     signals::set_itimers(&record)?;
-    let (plan_at, blob_at, stack_top) = plan_build::write(hole, &record, &staged, v, blob)?;
+    write_pid_file(&record, s, &inside)?;
+    let (plan_at, blob_at, stack_top) =
+        plan_build::write(hole, &record, &staged, v, blob, &inside)?;
     // SAFETY: the plan, the blob (read-execute) and the stack are in the hole, complete;
     // every signal is blocked; this process is single-threaded; nothing after this line runs.
     unsafe { jump::enter_stage_b(blob_at, plan_at, stack_top) }
+}
+
+/// Name this process in the program's store for `ickpt checkpoint`: the store is where the
+/// program's lock file is (or --dir), the signal the one the library handled.
+fn write_pid_file(record: &ProcessRecord, s: &StoreArgs, inside: &Inside) -> Result<(), String> {
+    let held = record.fds.iter().find(|f| f.locked).and_then(|f| {
+        std::path::Path::new(&f.path)
+            .parent()
+            .map(std::path::Path::to_path_buf)
+    });
+    let Some(dir) = held.or_else(|| s.dir.clone()) else {
+        return Ok(());
+    };
+    let signal = ickpt_process::checkpoint_signal::in_record(record)
+        .ok_or("the checkpoint records no handler of ickpt's checkpoint signal")?;
+    if inside.namespaced && record.pid != std::process::id() {
+        eprintln!(
+            "ickpt restart: the program was process {} and is now process {} (it was not in a PID namespace of its own)",
+            record.pid,
+            std::process::id()
+        );
+    }
+    crate::pid_file::write(&dir, inside.outer_pid, signal)
+}
+
+/// A user namespace's capabilities end at the exec of a program run by another user than its
+/// root, unless ambient: the one that chooses thread ids is kept so (stage B drops it).
+fn keep_sys_admin_across_exec() -> Result<(), String> {
+    /// linux/capability.h
+    const CAP_SYS_ADMIN: u32 = 21;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    let os = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: capget and capset read and write the two structures above, as the kernel's
+    // version 3 layout has them; prctl takes integers.
+    unsafe {
+        if libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) != 0 {
+            return Err(os("capget"));
+        }
+        data[0].inheritable |= 1 << CAP_SYS_ADMIN;
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(os("capset"));
+        }
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE,
+            CAP_SYS_ADMIN as libc::c_ulong,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(os("raising CAP_SYS_ADMIN as ambient"));
+        }
+    }
+    Ok(())
 }
 
 /// Stage B replaces the whole process, so no other thread of it may run: the tiers' clients

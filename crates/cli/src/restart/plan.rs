@@ -80,8 +80,13 @@ pub struct Thread {
     pub stack_top: u64,
     /// `ROLE_*`.
     pub role: u32,
-    pub pad: u32,
+    /// The id the thread is created with (`clone3`'s `set_tid`); 0: whatever the kernel gives.
+    pub tid: u32,
 }
+
+/// Every thread drops its capabilities before it returns to the program: they came with a
+/// user namespace `ickpt restart` made, which the program, started by an exec, never had.
+pub const FLAG_DROP_CAPS: u32 = 1;
 
 /// The plan (`struct ickpt_plan`).
 #[repr(C)]
@@ -115,7 +120,8 @@ pub struct Plan {
     pub auxv_at: u64,
     /// Bytes.
     pub auxv_size: u32,
-    pub pad0: u32,
+    /// `FLAG_*`.
+    pub flags: u32,
     /// [`Thread`]s: exactly one has [`ROLE_LEADER`].
     pub n_thread: u64,
     pub thread_at: u64,
@@ -135,6 +141,7 @@ const _: () = {
     assert!(offset_of!(Thread, rseq_len) == 48);
     assert!(offset_of!(Thread, stack_top) == 56);
     assert!(offset_of!(Thread, role) == 64);
+    assert!(offset_of!(Thread, tid) == 68);
     assert!(size_of::<Plan>() == 232);
     assert!(offset_of!(Plan, go_all) == 0);
     assert!(offset_of!(Plan, go_ckpt) == 4);
@@ -146,6 +153,7 @@ const _: () = {
     assert!(offset_of!(Plan, n_move) == 72);
     assert!(offset_of!(Plan, mm) == 88);
     assert!(offset_of!(Plan, auxv_at) == 176);
+    assert!(offset_of!(Plan, flags) == 188);
     assert!(offset_of!(Plan, n_thread) == 192);
     assert!(offset_of!(Plan, restart_word) == 208);
     assert!(offset_of!(Plan, created) == 224);

@@ -3,7 +3,8 @@
 //! mappings, and one small stack per thread.
 
 use super::plan::{
-    Move, Plan, Range, Thread, PLAN_MAGIC, ROLE_CHECKPOINTER, ROLE_LEADER, ROLE_OTHER,
+    Move, Plan, Range, Thread, FLAG_DROP_CAPS, PLAN_MAGIC, ROLE_CHECKPOINTER, ROLE_LEADER,
+    ROLE_OTHER,
 };
 use super::stage::Staged;
 use ickpt_process::{role, MappingKind, ProcessRecord};
@@ -98,6 +99,7 @@ pub fn write(
     staged: &Staged,
     version: u64,
     blob: &[u8],
+    ns: &crate::pid_namespace::Inside,
 ) -> Result<(*mut Plan, usize, usize), String> {
     let hole_len = record.hole.1;
     let maps_text = std::fs::read_to_string("/proc/self/maps")
@@ -164,7 +166,13 @@ pub fn write(
                 role::CHECKPOINTER => ROLE_CHECKPOINTER,
                 _ => ROLE_OTHER,
             },
-            pad: 0,
+            // In a namespace of its own, each thread but the leader (this process) gets its
+            // old id again.
+            tid: if ns.namespaced && t.role != role::LEADER {
+                t.tid
+            } else {
+                0
+            },
         })
         .collect();
     let leader_top = threads
@@ -241,7 +249,7 @@ pub fn write(
         mm: record.mm,
         auxv_at,
         auxv_size: (record.auxv.len() * 8) as u32,
-        pad0: 0,
+        flags: if ns.user_ns { FLAG_DROP_CAPS } else { 0 },
         n_thread: threads.len() as u64,
         thread_at,
         restart_word: record.restart_word,

@@ -259,8 +259,14 @@ impl Proc {
         self.shared.state.lock().unwrap().stderr.clone()
     }
 
-    /// Kill it with SIGKILL (if it still runs) and wait until it is gone.
+    /// Kill it with SIGKILL (if it still runs) and wait until it is gone, and with it the
+    /// processes under it: killing `ickpt run`'s supervisor ends the program through its PID
+    /// namespace a moment later, and the next step must not find the program still there.
     pub fn kill(&self) {
+        let below: Vec<std::os::fd::OwnedFd> = descendants(self.pid)
+            .into_iter()
+            .filter_map(pidfd)
+            .collect();
         {
             let s = self.shared.state.lock().unwrap();
             if s.status.is_none() {
@@ -274,6 +280,21 @@ impl Proc {
             "{} did not die of SIGKILL within {LIMIT:?}",
             self.what
         );
+        for fd in below {
+            use std::os::fd::AsRawFd;
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: polls one pidfd of ours; it becomes readable when the process ends.
+            let ready = unsafe { libc::poll(&mut p, 1, LIMIT.as_millis() as i32) };
+            assert!(
+                ready == 1,
+                "a process under {} did not end within {LIMIT:?} of its SIGKILL",
+                self.what
+            );
+        }
     }
 
     /// Wait until it exits and its streams end: (exit code, stdout, stderr).
@@ -400,10 +421,46 @@ pub fn checkpoint_now(store: &Path, proc: &Proc) -> u64 {
         .unwrap_or_else(|| panic!("no version in {t:?}"))
 }
 
-/// Each thread of process `pid`: its id, name, state, kernel wait channel and signal masks,
-/// for the message of a checkpoint that never came.
+/// The processes under `pid`, children first.
+fn descendants(pid: i32) -> Vec<i32> {
+    let mut all = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children.split_whitespace().filter_map(|c| c.parse().ok()) {
+                all.push(c);
+                next.push(c);
+            }
+        }
+    }
+    all
+}
+
+/// A descriptor that becomes readable when process `pid` ends (none if it is gone already).
+fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags; a descriptor it returns is ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a new descriptor, owned from here on.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Each thread of process `pid` and of the processes under it (the program under `ickpt
+/// run`'s supervisor): its id, name, state, kernel wait channel and signal masks, for the
+/// message of a checkpoint that never came.
 pub fn threads(pid: i32) -> String {
-    let mut all = String::new();
+    std::iter::once(pid)
+        .chain(descendants(pid))
+        .map(threads_of)
+        .collect()
+}
+
+fn threads_of(pid: i32) -> String {
+    let mut all = format!("process {pid}:\n");
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return format!("process {pid} is gone\n");
     };
