@@ -20,6 +20,7 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
         return Ok(ExitCode::SUCCESS);
     }
     let yes = |b: bool| if b { "yes" } else { "no" };
+    let pid_ns = crate::pid_namespace::allowed();
     if as_json {
         let out = json!({
             "userfaultfd": f.userfaultfd,
@@ -30,6 +31,8 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
             "pagemap_scan": f.pagemap_scan,
             "backends": available,
             "auto": auto,
+            "pid_namespace": pid_ns.is_ok(),
+            "pid_namespace_refused": pid_ns.as_ref().err(),
             "notes": f.notes,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -42,6 +45,12 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
         println!("mprotect + SIGSEGV              yes (always)");
         println!("backends available              {}", available.join(", "));
         println!("auto picks                      {auto}");
+        match &pid_ns {
+            Ok(()) => println!("PID namespace (ickpt run)       yes: exact ids at restart"),
+            Err(why) => {
+                println!("PID namespace (ickpt run)       no ({why}): ids change at restart")
+            }
+        }
         for n in &f.notes {
             println!("note: {n}");
         }
