@@ -77,6 +77,7 @@ pub(crate) struct Overrides {
     pub shared_dir: Option<PathBuf>,
     pub drain_bandwidth: Option<u64>,
     pub object_url: Option<String>,
+    pub drained_elsewhere: Option<bool>,
     pub keep_versions: Option<u32>,
     pub keep_within: Option<std::time::Duration>,
     pub precopy: Option<crate::policy::prwip::Strategy>,
@@ -134,6 +135,7 @@ impl Overrides {
                 parse_size,
             )?,
             object_url: var("ICKPT_OBJECT_URL")?.filter(|u| !u.is_empty()),
+            drained_elsewhere: parsed("ICKPT_DRAINED_ELSEWHERE", "0 or 1", zero_one)?,
             keep_versions: parsed(
                 "ICKPT_KEEP_VERSIONS",
                 "a count of versions (0: no limit)",

@@ -110,6 +110,11 @@ pub struct Config {
     /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`; `AWS_ALLOW_HTTP=true` for
     /// plain HTTP). `ICKPT_OBJECT_URL` sets it when the program does not.
     pub object_url: Option<String>,
+    /// Another process drains the first tier to tiers this engine does not open (`ickpt
+    /// run`'s supervisor, to the bucket: the program may hold no socket) and records how far
+    /// it got in the store (`engine/outside_drain.rs`); collection keeps what it has not
+    /// copied yet. `ICKPT_DRAINED_ELSEWHERE=1` sets it.
+    pub drained_elsewhere: bool,
     /// How pages are stored (format 6): zstd at a level, or raw; zero pages are left out
     /// either way. Compression runs on the committer, so in async mode off the
     /// application's path. The default, `Auto`, compresses async commits only.
@@ -164,6 +169,7 @@ impl Config {
             shared_dir: None,
             drain_bandwidth: None,
             object_url: None,
+            drained_elsewhere: false,
             compression: Compression::Auto,
             precopy: crate::policy::prwip::Strategy::Off,
             checkpoint_interval: None,
@@ -196,6 +202,7 @@ impl Config {
         c.shared_dir = c.shared_dir.or(o.shared_dir);
         c.drain_bandwidth = c.drain_bandwidth.or(o.drain_bandwidth);
         c.object_url = c.object_url.or(o.object_url);
+        c.drained_elsewhere |= o.drained_elsewhere.unwrap_or(false);
         if c.keep_versions == 0 {
             c.keep_versions = o.keep_versions.unwrap_or(0);
         }
@@ -206,6 +213,13 @@ impl Config {
         let test = TestSwitches::read()?;
         c.check()?;
         Ok((c, test))
+    }
+
+    /// This configuration as an engine opened with it would run: the `ICKPT_*` settings
+    /// applied and every field checked (what another process acting on the same store, such
+    /// as `ickpt run`'s supervisor, must agree with).
+    pub fn with_env(self) -> Result<Config, SettingError> {
+        Self::from_env(self).map(|(c, _)| c)
     }
 
     /// What garbage collection keeps, from the three `keep_*` fields.

@@ -53,6 +53,8 @@ pub(crate) struct Job {
     pub page_size: usize,
     /// Told of the version once committed; None without lower tiers.
     pub tiers: Option<Arc<TierDrain>>,
+    /// `Config::drained_elsewhere`: an outside drain's mark bounds the collection too.
+    pub drained_elsewhere: bool,
     /// The file pre-copy began for this version (PRWIP), which the commit goes on
     /// writing; None: the commit creates it.
     pub pre: Option<PreFile>,
@@ -98,6 +100,7 @@ pub(super) fn run(job: Job) -> Outcome {
         mut stats,
         page_size: ps,
         tiers,
+        drained_elsewhere,
         pre,
         precopy,
     } = job;
@@ -271,7 +274,11 @@ pub(super) fn run(job: Job) -> Outcome {
                     &Catalog::with_identity(&*gc_store, Some(store_id)),
                     &retention,
                     Some(version),
-                    tiers.as_ref().map_or(u64::MAX, |t| t.drained()),
+                    super::outside_drain::undrained_after(
+                        tiers.as_deref(),
+                        drained_elsewhere,
+                        &*gc_store,
+                    ),
                 );
                 phases.gc = t.elapsed();
             }

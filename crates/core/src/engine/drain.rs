@@ -398,7 +398,11 @@ impl super::Engine {
     /// Versions numbered above this one may not be on every lower tier yet, so garbage
     /// collection keeps their chains. `u64::MAX` without lower tiers.
     pub(super) fn undrained_after(&self) -> u64 {
-        self.drain.as_ref().map_or(u64::MAX, |d| d.drained())
+        super::outside_drain::undrained_after(
+            self.drain.as_deref(),
+            self.cfg.drained_elsewhere,
+            &*self.local,
+        )
     }
 
     /// Wait until every version committed so far is on every lower tier (node-local data is

@@ -13,6 +13,7 @@ mod global;
 mod inject;
 mod observe;
 mod open;
+mod outside_drain;
 mod pending;
 pub(crate) mod precopy;
 mod regions;
@@ -26,6 +27,7 @@ mod versions;
 
 pub use inject::InjectInfo;
 pub use open::frame_encoder;
+pub use outside_drain::OutsideDrain;
 pub use precopy::PrecopyInfo;
 pub(crate) use regions::region_error;
 pub use section::{SectionSave, SectionStart, MAX_NAME as MAX_SECTION_NAME};

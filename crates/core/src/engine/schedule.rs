@@ -238,6 +238,7 @@ impl Engine {
             },
             page_size: page_size(),
             tiers: self.drain.clone(),
+            drained_elsewhere: self.cfg.drained_elsewhere,
             pre,
             precopy,
         })

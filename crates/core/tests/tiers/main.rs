@@ -8,5 +8,6 @@ mod common;
 
 mod global_versions;
 mod job_file;
+mod outside_drain;
 mod tiers;
 mod verify_live;

@@ -33,7 +33,7 @@ fn run_checkpoints(e: &Engine, buf: &mut Buf, rounds: std::ops::Range<u8>) -> Ve
     buf.slice().to_vec()
 }
 
-fn versions_in(dir: &Path) -> Vec<u64> {
+pub(crate) fn versions_in(dir: &Path) -> Vec<u64> {
     let mut v: Vec<u64> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| ickpt::store::parse_version_name(e.unwrap().file_name().to_str()?))
