@@ -8,6 +8,7 @@ mod job;
 mod ls;
 mod maintain;
 mod merge;
+mod object_drain;
 mod pid_file;
 mod pid_namespace;
 mod probe;

@@ -40,6 +40,15 @@ pub struct Inside {
     pub user_ns: bool,
 }
 
+/// Work the supervisor has done beside the program (the object tier's drain, which needs
+/// sockets the program may not hold). Started before the namespaces are made, as a process of
+/// its own: a process whose children go to another PID namespace may not start threads.
+/// Finished once the program has ended, before the supervisor ends as the program did.
+pub trait Beside {
+    fn start(&mut self) -> Result<(), String>;
+    fn finish(&mut self);
+}
+
 /// Read by a re-executed `ickpt restart`, which is inside already: "OUTER_PID USER_NS".
 const INSIDE_VAR: &str = "ICKPT_PID_NAMESPACE_INSIDE";
 
@@ -90,12 +99,22 @@ impl Failed {
 }
 
 /// Put this process's future in a new PID namespace: returns in the process that becomes
-/// the program. The calling process stays outside as its supervisor and the namespace's init
-/// reaps; neither returns. Must be called while this process has a single thread.
-pub fn enter(mode: Mode, command: &str) -> Result<Inside, String> {
+/// the program. The calling process stays outside as its supervisor, doing `beside`, and the
+/// namespace's init reaps; neither returns. Must be called while this process has a single
+/// thread. Without a namespace there is no supervisor, so `beside` makes it an error.
+pub fn enter(mode: Mode, command: &str, beside: Option<Box<dyn Beside>>) -> Result<Inside, String> {
     if let Some(inside) = Inside::inherited() {
         return Ok(inside);
     }
+    let mode = match (mode, &beside) {
+        (Mode::Off, Some(_)) => {
+            return Err(format!(
+                "{command}: --object needs the program supervised from a PID namespace, and --pid-namespace is off"
+            ))
+        }
+        (Mode::Auto, Some(_)) => Mode::On,
+        (m, _) => m,
+    };
     if mode == Mode::Off {
         return Ok(Inside::outside());
     }
@@ -108,6 +127,11 @@ pub fn enter(mode: Mode, command: &str) -> Result<Inside, String> {
     let user = unsafe { libc::geteuid() } != 0;
     if let Err(f) = probe(user) {
         let why = f.describe();
+        if beside.is_some() {
+            return Err(format!(
+                "{command}: --object needs the program supervised from a PID namespace, which this machine refuses ({why}); use --shared"
+            ));
+        }
         if mode == Mode::On {
             return Err(format!(
                 "{command}: a PID namespace for the program could not be made ({why}); run with --pid-namespace off (ICKPT_PID_NAMESPACE=off) to go without, its ids then changing at a restart"
@@ -118,13 +142,17 @@ pub fn enter(mode: Mode, command: &str) -> Result<Inside, String> {
         );
         return Ok(Inside::outside());
     }
+    let mut beside = beside;
+    if let Some(b) = beside.as_mut() {
+        b.start().map_err(|e| format!("{command}: {e}"))?;
+    }
     setup(user).map_err(|f| format!("{command}: making a PID namespace: {}", f.describe()))?;
     let inside = Inside {
         outer_pid: 0,
         namespaced: true,
         user_ns: user,
     };
-    start(inside, command)
+    start(inside, command, beside)
 }
 
 /// Whether `ickpt run` would give the program a PID namespace here (`ickpt probe`), or which
@@ -292,7 +320,11 @@ fn handled() -> libc::sigset_t {
 
 /// After `setup`: fork the namespace's init, which forks the program's process. This process
 /// supervises; init reaps; the program's process returns.
-fn start(mut inside: Inside, command: &str) -> Result<Inside, String> {
+fn start(
+    mut inside: Inside,
+    command: &str,
+    beside: Option<Box<dyn Beside>>,
+) -> Result<Inside, String> {
     let set = handled();
     // SAFETY: sigset_t is plain data, filled by the call.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -313,7 +345,7 @@ fn start(mut inside: Inside, command: &str) -> Result<Inside, String> {
         close(status_wr);
         close(msg_rd);
         close(msg_wr);
-        supervise(init, status_rd, life_wr, command);
+        supervise(init, status_rd, life_wr, command, beside);
     }
     // The namespace's init.
     close(status_rd);
@@ -401,7 +433,13 @@ fn init_main(program: i32, status_wr: i32, msg_wr: i32, command: &str) -> ! {
 
 /// Outside: pass signals sent by other processes on to the program, stop when the terminal
 /// stops the job, and end as the program ended.
-fn supervise(init: i32, status_rd: i32, life_wr: i32, command: &str) -> ! {
+fn supervise(
+    init: i32,
+    status_rd: i32,
+    life_wr: i32,
+    command: &str,
+    mut beside: Option<Box<dyn Beside>>,
+) -> ! {
     let mut buf = [0u8; 4];
     let program = if read_full(status_rd, &mut buf) == 4 {
         i32::from_le_bytes(buf)
@@ -427,6 +465,9 @@ fn supervise(init: i32, status_rd: i32, life_wr: i32, command: &str) -> ! {
                 let reported =
                     (read_full(status_rd, &mut buf) == 4).then(|| i32::from_le_bytes(buf));
                 close(life_wr);
+                if let Some(b) = beside.as_mut() {
+                    b.finish();
+                }
                 end_as(reported.unwrap_or(status), reported.is_none(), command);
             }
             continue;

@@ -21,8 +21,9 @@ pub struct RunArgs {
     /// A shared tier the versions are drained to.
     #[arg(long, env = "ICKPT_SHARED_DIR")]
     pub shared: Option<PathBuf>,
-    /// An object-store tier (s3://bucket/prefix): refused for now, its client's connections
-    /// being sockets a restart cannot bring back; use --shared.
+    /// An object-store tier (s3://bucket/prefix; endpoint and credentials from the AWS
+    /// variables): `ickpt run` itself, outside the program, drains the store there after
+    /// each version (the program may hold no socket).
     #[arg(long, env = "ICKPT_OBJECT_URL")]
     pub object: Option<String>,
     /// Whether the program runs in a PID namespace of its own, so that a restart gives it
@@ -125,7 +126,15 @@ pub fn run(a: &RunArgs) -> CmdResult {
         preload.push(":");
         preload.push(old);
     }
-    let inside = crate::pid_namespace::enter(a.pid_namespace, "ickpt run")?;
+    let beside = match &a.object {
+        Some(url) => Some(Box::new(crate::object_drain::ObjectDrain::new(
+            dir.clone(),
+            url.clone(),
+            "ickpt run",
+        )?) as Box<dyn crate::pid_namespace::Beside>),
+        None => None,
+    };
+    let inside = crate::pid_namespace::enter(a.pid_namespace, "ickpt run", beside)?;
     let mut cmd = std::process::Command::new(&path);
     cmd.args(args)
         .env("LD_PRELOAD", preload)
@@ -141,8 +150,11 @@ pub fn run(a: &RunArgs) -> CmdResult {
     if let Some(s) = &a.shared {
         cmd.env("ICKPT_SHARED_DIR", s);
     }
-    if let Some(o) = &a.object {
-        cmd.env("ICKPT_OBJECT_URL", o);
+    if a.object.is_some() {
+        // Drained by this command's supervisor, not by the program's engine, which keeps
+        // what the bucket does not hold yet.
+        cmd.env_remove("ICKPT_OBJECT_URL")
+            .env("ICKPT_DRAINED_ELSEWHERE", "1");
     }
     cmd.arg0(prog);
     close_inherited();

@@ -129,23 +129,32 @@ fn open_one(r: &FdRecord) -> Result<i32, String> {
     }
 }
 
-/// Make the local store directory `store` again, with its lock file, if it is gone and the
-/// program had them open (a restart from a lower tier, on another node).
+/// Make the local store directory `store` again, with its lock file and the identity `id` of
+/// the tiers it was read from, if it is gone and the program had them open (a restart from a
+/// lower tier, on another node).
 pub fn recreate_store(
     record: &ProcessRecord,
     store: Option<&std::path::Path>,
+    id: Option<ickpt::store::StoreId>,
 ) -> Result<(), String> {
     // The record's paths are absolute (as /proc/self/fd reads them).
     let store = store.and_then(|s| std::path::absolute(s).ok());
-    // A store made as its writer makes one (its marker and lock file), then let go.
-    if let Some(dir) = store.as_deref().filter(|d| !d.exists()) {
+    // A store made as its writer makes one (its marker and lock file), then let go; in an
+    // empty directory too (the object tier's drain watches it from the start).
+    let made = |d: &&std::path::Path| d.join(ickpt::store::MARKER).exists();
+    if let Some(dir) = store.as_deref().filter(|d| !made(d)) {
         let held = record
             .fds
             .iter()
             .any(|r| std::path::Path::new(&r.path) == dir);
         if held {
-            ickpt::store::DirStore::open_write(dir)
-                .map_err(|e| format!("making the local store {} again: {e}", dir.display()))?;
+            use ickpt::store::Store;
+            let again = |e: String| format!("making the local store {} again: {e}", dir.display());
+            let local =
+                ickpt::store::DirStore::open_write(dir).map_err(|e| again(e.to_string()))?;
+            if let Some(id) = id {
+                local.set_identity(id).map_err(|e| again(e.to_string()))?;
+            }
         }
     }
     record

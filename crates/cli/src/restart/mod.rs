@@ -10,6 +10,7 @@
 
 mod fds;
 pub mod jump;
+mod local_chain;
 pub mod plan;
 mod plan_build;
 mod signals;
@@ -102,7 +103,18 @@ pub fn run(s: &StoreArgs, version: Option<u64>, namespace: Mode) -> CmdResult {
     crate::job::one_store_only(s)?;
     let blob = plan::stage_b()?;
     // First, while this process has one thread: from here on it is the program's process.
-    let inside = crate::pid_namespace::enter(namespace, "ickpt restart")?;
+    let beside = match (&s.object, &s.dir) {
+        (Some(url), Some(dir)) => Some(Box::new(crate::object_drain::ObjectDrain::new_made(
+            std::path::absolute(dir)?,
+            url.clone(),
+            "ickpt restart",
+        )?) as Box<dyn crate::pid_namespace::Beside>),
+        (Some(_), None) => {
+            return Err("--object needs --dir: the program's local store, which the restarted program writes and this command drains to the bucket".into())
+        }
+        _ => None,
+    };
+    let inside = crate::pid_namespace::enter(namespace, "ickpt restart", beside)?;
     let attempt: u32 = std::env::var("ICKPT_RESTART_ATTEMPT")
         .ok()
         .and_then(|a| a.parse().ok())
@@ -138,7 +150,11 @@ pub fn run(s: &StoreArgs, version: Option<u64>, namespace: Mode) -> CmdResult {
     let (v, chain, record) = chosen.ok_or("no version holds a process record that reads")?;
     ickpt_process::check_same_kernel(&record).map_err(|e| e.to_string())?;
     ickpt_process::check_files(&record).map_err(|e| e.to_string())?;
-    fds::recreate_store(&record, s.dir.as_deref())?;
+    fds::recreate_store(&record, s.dir.as_deref(), store.identity().ok().flatten())?;
+    if let (Some(dir), Some(_)) = (&s.dir, &s.object) {
+        let versions: Vec<u64> = chain.iter().map(|c| c.version).collect();
+        local_chain::fill(dir, store, &versions)?;
+    }
     ickpt_process::check_fds(&record).map_err(|e| e.to_string())?;
     // ICKPT_RESTART_REEXEC=1 takes the path of a covered hole once (the tests do).
     let forced = attempt == 0 && std::env::var_os("ICKPT_RESTART_REEXEC").is_some();

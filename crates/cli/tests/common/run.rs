@@ -83,6 +83,8 @@ pub struct Program {
     /// A line the program prints on stderr once it has started up; the first checkpoint is
     /// asked for only after it.
     pub ready: Option<&'static str>,
+    /// Options `ickpt run` and `ickpt restart` both get (`--object URL`).
+    pub tiers: Vec<OsString>,
 }
 
 impl Program {
@@ -131,7 +133,7 @@ impl Program {
     /// The program under `ickpt run` on `store`, checkpointing every `interval` if given.
     pub fn under_ickpt(&self, store: &Path, interval: Option<&str>, out: &Path) -> Command {
         let mut c = self.command(BIN.as_ref());
-        c.arg("run").arg("--dir").arg(store);
+        c.arg("run").arg("--dir").arg(store).args(&self.tiers);
         if let Some(i) = interval {
             c.args(["--interval", i]);
         }
@@ -142,7 +144,7 @@ impl Program {
     /// `ickpt restart` on `store`.
     pub fn restart(&self, store: &Path) -> Command {
         let mut c = self.command(BIN.as_ref());
-        c.arg("restart").arg("--dir").arg(store);
+        c.arg("restart").arg("--dir").arg(store).args(&self.tiers);
         c
     }
 }
