@@ -12,6 +12,7 @@
 mod arena;
 mod buffer;
 mod checkpointer;
+mod interpose;
 mod layout;
 mod park;
 mod refuse;
@@ -35,6 +36,7 @@ const HOLE: usize = 64 << 20;
 static INIT: extern "C" fn() = ickpt_run_init;
 
 extern "C" fn ickpt_run_init() {
+    interpose::resolve();
     let Ok(want) = std::env::var("ICKPT_RUN_PID") else {
         return;
     };

@@ -18,6 +18,7 @@ extern "C" fn on_signal(_sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut 
     // SAFETY: errno is this thread's; saved here and put back before returning, so the
     // interrupted code never sees the handler's system calls.
     let errno = unsafe { *libc::__errno_location() };
+    crate::interpose::handled_here();
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
     let (code, sender) = unsafe { ((*info).si_code, (*info).si_pid()) };
     // SAFETY: getpid cannot fail.

@@ -1,12 +1,13 @@
 /* An unmodified program for `ickpt run` tests that spends its time waiting: argv[3] says how.
  *
- *   sleep  usleep(500) and nanosleep(500 us) each step
- *   poll   poll() on stdin (which never becomes readable) with a 1 ms timeout each step
+ *   sleep  usleep(500), nanosleep(500 us) and clock_nanosleep(500 us) each step
+ *   poll   poll() and select() on stdin (which never becomes readable), 1 ms timeouts
  *   timer  setitimer(ITIMER_REAL, 1 ms) with a SIGALRM handler counting ticks; each step
  *          waits for the next tick
  *
- * A checkpoint signal cuts a sleep or a poll short (EINTR), so the program counts steps, not
- * time: its output depends only on the step number. A timer that no longer ticks (after a
+ * The program counts steps, not time: its output depends only on the step number, and, in the
+ * sleep and poll ways, on how many waits failed with EINTR, which nothing here causes: ickpt's
+ * checkpoint signal must not either (the library waits again). A timer that no longer ticks (after a
  * restart that did not bring it back) is reported on stderr within about 2 s and the program
  * exits 3, instead of waiting forever. Each step appends a line to argv[1]; stdout gets the
  * final checksum once. */
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,7 +27,7 @@
 #include "prog.h"
 
 static volatile sig_atomic_t ticks;
-static long interrupted; /* waits cut short: counted, never part of the output */
+static long interrupted; /* waits cut short (EINTR) */
 
 static void on_alarm(int sig) {
     (void)sig;
@@ -38,6 +40,9 @@ static void nap(void) {
     struct timespec ts = {0, 500000};
     if (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         interrupted++;
+    struct timespec cs = {0, 500000};
+    if (clock_nanosleep(CLOCK_MONOTONIC, 0, &cs, &cs) == EINTR)
+        interrupted++;
 }
 
 static void wait_poll(void) {
@@ -47,6 +52,17 @@ static void wait_poll(void) {
         interrupted++;
     else if (rc != 0) {
         fprintf(stderr, "waits: poll returned %d (revents %#x)\n", rc, p.revents);
+        exit(1);
+    }
+    fd_set in;
+    FD_ZERO(&in);
+    FD_SET(0, &in);
+    struct timeval tv = {0, 1000};
+    rc = select(1, &in, NULL, NULL, &tv);
+    if (rc < 0 && errno == EINTR)
+        interrupted++;
+    else if (rc != 0) {
+        fprintf(stderr, "waits: select returned %d\n", rc);
         exit(1);
     }
 }
@@ -106,5 +122,8 @@ int main(int argc, char **argv) {
         }
     }
     printf("final %016llx after %ld steps (%s)\n", (unsigned long long)h, steps, how);
+    /* The timer's own SIGALRM cuts waits short; nothing else may. */
+    if (!timer)
+        printf("waits cut short: %ld\n", interrupted);
     return 0;
 }
