@@ -4,7 +4,7 @@
 //! verify` passes on the store afterwards.
 
 mod common;
-use common::run::{build_c, generations, Program};
+use common::run::{build_c, checkpoint_now, generations, restart_expecting, verify, Proc, Program};
 use common::scratch;
 
 /// Build `tests/transparent/<name>.c` and run it through `kills` generations.
@@ -30,4 +30,46 @@ fn sixteen_threads_survive_three_kills() {
 #[test]
 fn threads_keep_their_ids_and_their_mutexes_over_three_kills() {
     c_generations("ids", &["2000"], 3);
+}
+
+/// Wait until `file` holds exactly `want`.
+fn wait_for_file(file: &std::path::Path, want: &str) {
+    let deadline = std::time::Instant::now() + common::run::LIMIT;
+    while std::fs::read_to_string(file).unwrap_or_default() != want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never held {want:?}",
+            file.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// After a restart ickpt takes its record buffer as written only up to the restored record's
+/// length: a record shorter than that one must still clear the rest, or the next version's
+/// record would end in the old one's tail and a restart would pass over it.
+#[test]
+fn a_record_that_shrinks_after_a_restart_restores() {
+    let tmp = scratch("run-shrink");
+    std::fs::create_dir_all(tmp.as_path()).unwrap();
+    let exe = build_c("shrink.c", &tmp);
+    let go = tmp.join("go");
+    let out = tmp.join("run.out");
+    let store = tmp.join("store");
+    let p = Program::new(exe, &[go.to_str().unwrap()]);
+    let proc = Proc::spawn(p.under_ickpt(&store, None, &out), "ickpt run");
+    wait_for_file(&out, "mapped\n");
+    let many = checkpoint_now(&store, &proc);
+    proc.kill();
+    let proc = restart_expecting(&p, &store, many);
+    std::fs::write(&go, "").unwrap();
+    wait_for_file(&out, "mapped\nunmapped\n");
+    let few = checkpoint_now(&store, &proc);
+    proc.kill();
+    let proc = restart_expecting(&p, &store, few);
+    std::fs::remove_file(&go).unwrap();
+    let (code, _, stderr) = proc.finish();
+    assert_eq!(code, 0, "the restarted program failed: {stderr}");
+    wait_for_file(&out, "mapped\nunmapped\ndone\n");
+    verify(&store, "at the end");
 }

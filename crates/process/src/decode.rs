@@ -10,6 +10,19 @@ use crate::record::{
     ITIMERS, MM_FIELDS, SIGNALS,
 };
 
+/// How many bytes the record at the start of `b` takes: its header's total length, read
+/// without parsing the rest (a record that decoded is followed by zeros only). None when `b`
+/// does not start with a record's header, or the length claimed passes `b`'s end.
+pub fn record_len(b: &[u8]) -> Option<usize> {
+    let mut c = Cursor { b, at: 0 };
+    if c.take(8, "magic").ok()? != MAGIC {
+        return None;
+    }
+    c.take(8, "format, reserved, page size").ok()?;
+    let total = usize::try_from(c.u64("total length").ok()?).ok()?;
+    (total <= b.len()).then_some(total)
+}
+
 /// Decode a record from the bytes of its region: the record, then only zeros.
 pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
     let mut c = Cursor { b, at: 0 };

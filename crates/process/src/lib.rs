@@ -27,7 +27,7 @@ mod sys;
 
 pub use check::{check_fds, check_files, check_same_kernel};
 pub use classify::classify;
-pub use decode::{decode, fuzz_target};
+pub use decode::{decode, fuzz_target, record_len};
 pub use encode::encode;
 pub use error::{CheckError, ClassifyError, RecordError};
 pub use fds::{list_fds, parse_fdinfo, FdInfo};

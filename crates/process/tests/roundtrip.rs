@@ -2,7 +2,7 @@
 
 mod common;
 
-use ickpt_process::{decode, encode, RecordError};
+use ickpt_process::{decode, encode, record_len, RecordError};
 use proptest::prelude::*;
 
 proptest! {
@@ -12,7 +12,9 @@ proptest! {
     fn decode_gives_back_what_encode_wrote(r in common::record(), pad in 0usize..5000) {
         let mut bytes = encode(&r).unwrap();
         prop_assert_eq!(u64::from_le_bytes(bytes[16..24].try_into().unwrap()), bytes.len() as u64);
-        bytes.resize(bytes.len() + pad, 0);
+        let len = bytes.len();
+        bytes.resize(len + pad, 0);
+        prop_assert_eq!(record_len(&bytes), Some(len));
         prop_assert_eq!(decode(&bytes).unwrap(), r);
     }
 }
@@ -24,6 +26,14 @@ fn the_sample_round_trips_in_a_zero_padded_page() {
     assert_eq!(&bytes[..8], b"ICKPTPRC");
     bytes.resize(bytes.len().next_multiple_of(4096), 0);
     assert_eq!(decode(&bytes).unwrap(), r);
+}
+
+#[test]
+fn record_len_needs_a_header_whose_length_fits() {
+    let bytes = encode(&common::sample()).unwrap();
+    assert_eq!(record_len(&bytes[..bytes.len() - 1]), None);
+    assert_eq!(record_len(&bytes[..20]), None);
+    assert_eq!(record_len(&[0u8; 4096]), None);
 }
 
 #[test]

@@ -19,7 +19,15 @@ pub struct Buffer {
     /// Bytes from here on are zero: nothing was written there since the buffer was made or
     /// last cleared (so a clear never reads the untouched rest of a large buffer).
     high: usize,
+    /// How far the buffer will hold anything once the capture under way is over, set before
+    /// ickpt's own state (this field among it) is copied: a restart to that capture's
+    /// version finds it here.
+    promised: Option<usize>,
 }
+
+/// A page of zeros to compare with: `memcmp` reads many bytes a step, where a loop that may
+/// stop at any byte reads one (64 MiB of zeros: 6 ms against 43 ms).
+static ZERO_PAGE: [u8; 4096] = [0; 4096];
 
 impl Buffer {
     /// A zeroed buffer of at least `len` bytes, protected as region `id`.
@@ -47,6 +55,7 @@ impl Buffer {
             start: p as usize,
             len,
             high: 0,
+            promised: None,
         };
         // SAFETY: the mapping just made, ours until `release`.
         unsafe { engine.protect(id, p.cast(), len) }
@@ -78,10 +87,30 @@ impl Buffer {
         }
     }
 
+    /// The buffer's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: our mapping, `len` bytes; only this thread writes it, and not while the
+        // borrow lasts.
+        unsafe { std::slice::from_raw_parts(self.start as *const u8, self.len) }
+    }
+
+    /// Say that once the capture under way is over, the buffer holds nothing past `end`.
+    pub fn promise(&mut self, end: usize) {
+        self.promised = Some(end.min(self.len));
+    }
+
     /// After a restart the buffer holds what the version stored, written after ickpt's own
-    /// state (this mark among it) was captured: the mark may be too low. Assume all of it.
-    pub fn assume_written(&mut self) {
-        self.high = self.len;
+    /// state (this mark among it) was captured, so the mark restored may be too low. `held`:
+    /// how far what the version stored goes, zeros after it; None when not known, and then
+    /// all of the buffer is taken as written (the next clear reads it all).
+    pub fn restored(&mut self, held: Option<usize>) {
+        self.high = held.map_or(self.len, |h| h.min(self.len));
+    }
+
+    /// How far the capture that ickpt's state was copied in promised the buffer holds
+    /// anything (None: it promised nothing).
+    pub fn promised(&self) -> Option<usize> {
+        self.promised
     }
 
     /// Zero `len` bytes at `offset`, touching only pages not zero.
@@ -105,7 +134,7 @@ impl Buffer {
         // thread writes it.
         let dst = unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, len) };
         for d in dst.chunks_mut(4096) {
-            if d.iter().any(|&b| b != 0) {
+            if *d != ZERO_PAGE[..d.len()] {
                 d.fill(0);
             }
         }

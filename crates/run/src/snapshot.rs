@@ -30,6 +30,14 @@ pub fn take(
     entries: &mut [u64],
 ) -> Result<u64, String> {
     use std::os::unix::fs::FileExt;
+    // The spans' extent, said before ickpt's heap (the buffer's marks among it) is copied:
+    // the caller clears the buffer past it, so a restart to this capture finds nothing
+    // there and need not read the rest of the buffer.
+    let extent: u64 = spans
+        .iter()
+        .map(|s| (s.1 - s.0).next_multiple_of(4096))
+        .sum();
+    buf.promise(extent as usize);
     let mut offset = 0u64;
     for &(start, end) in spans {
         let len = end - start;
