@@ -78,14 +78,17 @@ def read_marker(path):
             "a": [int(w) for w in words[4:]]}
 
 
-def wait_marker(path, pred, timeout, procs=(), what="the marker"):
+def wait_marker(path, pred, timeout, procs=(), what="the marker", tick=None):
     """The first record satisfying pred, polled every millisecond; bounded by timeout. A
-    process of procs that exits first fails the wait with its stderr."""
+    process of procs that exits first fails the wait with its stderr. tick, if given, is
+    called at each poll."""
     deadline = time.monotonic() + timeout
     while True:
         r = read_marker(path)
         if r is not None and pred(r):
             return r
+        if tick is not None:
+            tick()
         for p in procs:
             if p.poll() is not None:
                 raise Failed(f"{what}: {' '.join(p.args[:2])} exited with {p.returncode} "
@@ -210,16 +213,35 @@ class Bench:
 
     # --- restarts -----------------------------------------------------------------------
 
-    def restart(self, start_fn, cold, what):
-        """Start a restart; its time: until the restored program's first record."""
+    def restart(self, start_fn, cold, what, ping=None):
+        """Start a restart; its time: until the restored program's first record. With ping
+        (a store directory), the program is asked for a 0% step as soon as its restart names
+        its process there: `ickpt run`'s library waits again when a checkpoint cuts its
+        sigwaitinfo short, so the restored program, unlike CRIU's, does not wake by itself."""
         if cold:
             drop_caches()
         before = read_marker(self.marker)
+        pid_file = os.path.join(ping, "ickpt-run.pid") if ping else None
+        old = open(pid_file).read() if pid_file and os.path.exists(pid_file) else None
+        pinged = []
+
+        def tick():
+            if pid_file is None or pinged:
+                return
+            try:
+                text = open(pid_file).read()
+            except OSError:
+                return
+            if text != old and text.split():
+                pid = int(text.split()[0])
+                request_step(pid, 0)
+                pinged.append(pid)
+
         t0 = now_ns()
         proc = start_fn()
         procs = [proc] if proc is not None and getattr(proc, "watch", True) else []
         r = wait_marker(self.marker, lambda r: r["t"] > t0 and r != before, self.a.timeout,
-                        procs, what)
+                        procs, what, tick)
         return (r["t"] - t0) / 1e6, r
 
     # --- ickpt run ----------------------------------------------------------------------
@@ -272,15 +294,10 @@ class Bench:
                             snapshot_bytes=s.get("snapshot_bytes"), kind=s["kind"],
                             cmd_ms=round(ms, 3))
 
-            def resumed(seq):
-                """The wake-up that ends a checkpoint: the program runs again."""
-                return wait_marker(self.marker, lambda r: r["event"] == "wake" and
-                                   r["seq"] > seq, self.a.timeout, [procs["cur"]],
-                                   "the program resuming after its checkpoint")["seq"]
-
+            # The library waits again when a checkpoint cuts the program's sigwaitinfo short:
+            # no "wake" record; a step asked for meanwhile waits, pending, until it is over.
             c = checkpoint()
             self.row(**common, percent=0, status="ok", **c)
-            seq = resumed(seq)
             for pct in self.a.percents:
                 request_step(procs["cur"].pid, pct)
                 seq = wait_marker(self.marker, lambda r: r["event"] == "step" and
@@ -288,9 +305,9 @@ class Bench:
                                   "a step")["seq"]
                 c = checkpoint()
                 row = self.row(**common, percent=pct, status="ok", **c)
-                resumed(seq)
                 seq = self.restarts(row, procs, [self.a.ickpt, "restart", "--dir", store],
-                                    None, f"restart-{pct}", "ickpt restart")["seq"]
+                                    None, f"restart-{pct}", "ickpt restart",
+                                    ping=store)["seq"]
 
         self.guarded(common, procs, body)
 
@@ -418,7 +435,7 @@ class Bench:
 
         self.guarded(common, procs, body)
 
-    def restarts(self, row, procs, args, env, err, what, first=None):
+    def restarts(self, row, procs, args, env, err, what, first=None, ping=None):
         """SIGKILL the program, time the restart `args` (which becomes the program) with the
         page cache dropped, then again with it warm, and go on with that one; returns the
         restored program's first record, whose event must be `first` when given."""
@@ -430,7 +447,7 @@ class Bench:
                     self.work, f"{err}-{'cold' if cold else 'warm'}.err"), env)
                 return procs["cur"]
 
-            ms, r = self.restart(go, cold, what)
+            ms, r = self.restart(go, cold, what, ping)
             if first and r["event"] != first:
                 raise Failed(f"the restored program's first record is {r}")
             row["restart_cold_ms" if cold else "restart_warm_ms"] = round(ms, 3)

@@ -26,9 +26,9 @@
  *           program is stopped), ARG4 version, ARG5 its file's bytes, ARG6 commit ns (from
  *           the request until the last page was handed to the store)
  *   wake    sigwaitinfo returned EINTR: the first thing the program does once a checkpoint
- *           that interrupted it is over, and once a restart brought it back (a restart of
- *           `ickpt run` or CRIU resumes the program inside that sigwaitinfo, which returns
- *           EINTR)
+ *           that interrupted it is over, and once a restart brought it back (CRIU resumes
+ *           the program inside that sigwaitinfo, which returns EINTR; under `ickpt run` the
+ *           library waits again instead, and the driver asks for a 0% step to see it run)
  *   resumed API only, with restore: ickpt_restore_latest returned        ARG1 version
  * The time from starting a restart until the record's T_NS is the restart's time.
  *

@@ -38,6 +38,10 @@ pub struct Inside {
     pub namespaced: bool,
     /// A user namespace gave this process capabilities the program did not have.
     pub user_ns: bool,
+    /// The signal mask the command started with (the kernel's 64 bits): in a namespace,
+    /// this process returns with every signal blocked, and gives it back with
+    /// [`Inside::restore_mask`] before it runs the program.
+    mask: u64,
 }
 
 /// Work the supervisor has done beside the program (the object tier's drain, which needs
@@ -58,7 +62,13 @@ impl Inside {
             outer_pid: std::process::id(),
             namespaced: false,
             user_ns: false,
+            mask: sigmask(libc::SIG_BLOCK, 0),
         }
+    }
+
+    /// Give the signal mask the command started with back (before the program's exec).
+    pub fn restore_mask(&self) {
+        sigmask(libc::SIG_SETMASK, self.mask);
     }
 
     /// Set for a command this process runs in its place (`exec`), which is inside already.
@@ -81,6 +91,7 @@ impl Inside {
             outer_pid,
             namespaced: true,
             user_ns,
+            mask: sigmask(libc::SIG_BLOCK, 0),
         })
     }
 }
@@ -151,6 +162,7 @@ pub fn enter(mode: Mode, command: &str, beside: Option<Box<dyn Beside>>) -> Resu
         outer_pid: 0,
         namespaced: true,
         user_ns: user,
+        mask: 0,
     };
     start(inside, command, beside)
 }
@@ -296,8 +308,37 @@ fn mount_proc() -> Result<(), Failed> {
     Ok(())
 }
 
-/// Signals this process passes on or acts on: all but those it cannot catch and those a
-/// fault of its own raises.
+/// Signals this process passes on or acts on, as the kernel's 64-bit set: all but those it
+/// cannot catch and those a fault of its own raises.
+const HANDLED: u64 = !(bit(libc::SIGKILL)
+    | bit(libc::SIGSTOP)
+    | bit(libc::SIGSEGV)
+    | bit(libc::SIGBUS)
+    | bit(libc::SIGILL)
+    | bit(libc::SIGFPE)
+    | bit(libc::SIGTRAP));
+
+const fn bit(sig: i32) -> u64 {
+    1 << (sig - 1)
+}
+
+/// `rt_sigprocmask(how, set)` on this thread; the mask it had.
+fn sigmask(how: i32, set: u64) -> u64 {
+    let mut old: u64 = 0;
+    // SAFETY: the kernel reads and writes 8-byte masks of ours.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            how,
+            &set as *const u64,
+            &mut old as *mut u64,
+            8usize,
+        )
+    };
+    old
+}
+
+/// [`HANDLED`] as a sigset_t, for sigwaitinfo.
 fn handled() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; the calls fill and edit it.
     unsafe {
@@ -325,12 +366,9 @@ fn start(
     command: &str,
     beside: Option<Box<dyn Beside>>,
 ) -> Result<Inside, String> {
-    let set = handled();
-    // SAFETY: sigset_t is plain data, filled by the call.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: blocks signals in this (single-threaded) process before any child exists, so
-    // that none meant for the supervisor (SIGCHLD among them) is lost.
-    unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) };
+    // Blocked in this (single-threaded) process before any child exists, so that none meant
+    // for the supervisor (SIGCHLD among them) is lost.
+    inside.mask = sigmask(libc::SIG_BLOCK, HANDLED);
     let os = |what: &str| format!("{command}: {what}: {}", Error::last_os_error());
     let (life_rd, life_wr) = pipe().map_err(|_| os("pipe"))?;
     let (status_rd, status_wr) = pipe().map_err(|_| os("pipe"))?;
@@ -379,8 +417,10 @@ fn start(
             unsafe { libc::_exit(70) };
         }
         inside.outer_pid = u32::from_le_bytes(buf);
-        // SAFETY: gives back the mask the command started with.
-        unsafe { libc::sigprocmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        // Signals stay blocked: the supervisor passes them on from now, and a restart's
+        // stage A must keep them pending for the restored program (whose own handlers and
+        // mask come back in stage B) rather than die of their default actions. `ickpt run`
+        // gives the command's mask back just before the exec (`restore_mask`).
         return Ok(inside);
     }
     close(msg_rd);

@@ -159,6 +159,7 @@ pub fn run(a: &RunArgs) -> CmdResult {
     cmd.arg0(prog);
     close_inherited();
     crate::pid_file::write(&dir, inside.outer_pid, signal)?;
+    inside.restore_mask();
     let e = cmd.exec();
     Err(format!("starting {}: {e}", path.display()).into())
 }

@@ -115,6 +115,9 @@ pub fn run(s: &StoreArgs, version: Option<u64>, namespace: Mode) -> CmdResult {
         _ => None,
     };
     let inside = crate::pid_namespace::enter(namespace, "ickpt restart", beside)?;
+    // A signal meant for the program (forwarded by the supervisor, or from the terminal)
+    // stays pending until stage B gives the program its handlers and masks back.
+    signals::block_all()?;
     let attempt: u32 = std::env::var("ICKPT_RESTART_ATTEMPT")
         .ok()
         .and_then(|a| a.parse().ok())

@@ -9,8 +9,8 @@
  * sleep and poll ways, on how many waits failed with EINTR, which nothing here causes: ickpt's
  * checkpoint signal must not either (the library waits again). A timer that no longer ticks (after a
  * restart that did not bring it back) is reported on stderr within about 2 s and the program
- * exits 3, instead of waiting forever. Each step appends a line to argv[1]; stdout gets the
- * final checksum once. */
+ * exits 3, instead of waiting forever. argv[1] gets the signals blocked at the start (none from
+ * the tests' harness), then a line per step; stdout gets the final checksum once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -97,6 +97,12 @@ int main(int argc, char **argv) {
         struct itimerval it = {{0, 1000}, {0, 1000}};
         setitimer(ITIMER_REAL, &it, NULL);
     }
+    /* The mask it was started with: `ickpt run` must hand on its caller's, as a shell does. */
+    sigset_t start_mask;
+    sigprocmask(SIG_BLOCK, NULL, &start_mask);
+    for (int sig = 1; sig < 65; sig++)
+        if (sigismember(&start_mask, sig))
+            dprintf(out, "blocked at start: %d\n", sig);
     uint64_t h = 1469598103934665603ull;
     long tick_seen = 0;
     for (long s = 0; s < steps; s++) {
