@@ -45,16 +45,23 @@ build: core-deps
 	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-run
 
 # The tests' build: the library and command with their test-only code (the `testing` feature:
-# store fault injection, ICKPT_DISCARD_WRITES, the power-loss file system, fuzz targets), with
-# the features `cargo test` gives them, so that neither build undoes the other's.
+# store fault injection, ICKPT_DISCARD_WRITES, the power-loss file system, fuzz targets), and
+# the test programs. libickpt and libickpt_run are cdylibs, whose files carry no hash: every
+# build that resolves their dependencies' features otherwise (cargo unifies features over the
+# packages and targets it is given: `-p ickpt` alone, or without the tests' dev-dependencies,
+# leaves libc, zerocopy, num-traits... with other features) writes the same files, and the
+# next build compiles the library and every test again (about 4 minutes a `make test`). So
+# everything on the tests' side builds and tests the whole workspace, lib, bins and tests,
+# as `cargo test --workspace` does, and selects tests with --test, never with -p.
 TESTING := --features ickpt/raw-sys,ickpt/testing
+WORKSPACE_TESTS := --release --workspace $(TESTING)
 build-testing: core-deps
-	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-run $(TESTING)
+	$(CARGO) build $(WORKSPACE_TESTS) --lib --bins --tests
 
 # Regenerate include/ickpt.h and include/ickpt_coord.h from the Rust C API (the header test
 # fails when they drift).
 header:
-	ICKPT_BLESS_HEADER=1 $(CARGO) test -q -p ickpt --test header
+	ICKPT_BLESS_HEADER=1 $(CARGO) test -q $(WORKSPACE_TESTS) --test header
 
 # libickpt_mpi is built with the MPI compiler wrapper MPICC (the first mpicc in PATH unless
 # set: MPICC=mpicc.mpich), so it serves the MPI it was built with (docs/mpi.md).
@@ -82,9 +89,9 @@ stage: build-testing
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 	scripts/install-mpi.sh "$(STAGE)" "$(STAGE)" "$(MPICC)"
 
-# The FUSE file system the C tests mount to inject store faults (tests only, never installed).
-testfs: core-deps
-	$(CARGO) build --release -p ickpt-testfs
+# The FUSE file system the C tests mount to inject store faults (tests only, never installed),
+# built with the rest of the tests' build (see build-testing).
+testfs: build-testing
 
 lint: core-deps
 	scripts/check-commits.sh
@@ -99,15 +106,21 @@ lint: core-deps
 TEST_TIMEOUT ?= 900
 BOUNDED  := timeout -k 10 $(TEST_TIMEOUT)
 
+# The library's tests (what `-p ickpt --tests` would select, by the file names cargo finds
+# them by), for the runs once per backend: named with --test so that the workspace's build
+# serves them (see build-testing). --lib adds the other crates' unit tests (under a second).
+CORE_TESTS := --lib $(addprefix --test ,$(sort $(basename $(notdir $(wildcard crates/core/tests/*.rs))) \
+	$(notdir $(patsubst %/main.rs,%,$(wildcard crates/core/tests/*/main.rs)))))
+
 # build-testing: the library `ickpt run` preloads, which the tests of `ickpt run` find beside
 # the command (a cdylib, which `cargo test` does not build).
 test-rust: core-deps s3-deps build-testing
-	$(CARGO) test --release --workspace --no-run
-	$(BOUNDED) $(CARGO) test --release --workspace
-	scripts/each-backend.sh $(RELEASE)/ickpt $(BOUNDED) $(CARGO) test --release -p ickpt --tests
+	$(CARGO) test $(WORKSPACE_TESTS) --no-run
+	$(BOUNDED) $(CARGO) test $(WORKSPACE_TESTS)
+	scripts/each-backend.sh $(RELEASE)/ickpt $(BOUNDED) $(CARGO) test $(WORKSPACE_TESTS) $(CORE_TESTS)
 	@echo "== auto, with the kernel features hidden (each fallback of auto)"
-	ICKPT_NO_UFFD=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
-	ICKPT_NO_PAGEMAP_SCAN=1 $(BOUNDED) $(CARGO) test --release -p ickpt --test conformance --test syscalls
+	ICKPT_NO_UFFD=1 $(BOUNDED) $(CARGO) test $(WORKSPACE_TESTS) --test conformance --test syscalls
+	ICKPT_NO_PAGEMAP_SCAN=1 $(BOUNDED) $(CARGO) test $(WORKSPACE_TESTS) --test conformance --test syscalls
 
 test-c: stage testfs
 	tests/c/run.sh "$(STAGE)"
@@ -130,8 +143,8 @@ test-mpi: build-testing
 # What needs more (the S3 tier's tests, the FUSE mounts, the cffi example) says SKIPPED;
 # `make test` runs everything.
 check:
-	$(CARGO) build --release -p ickpt -p ickpt-cli -p ickpt-run -p ickpt-testfs $(TESTING)
-	ICKPT_ALLOW_NO_S3=1 ICKPT_ALLOW_NO_LANGS=1 $(BOUNDED) $(CARGO) test --release --workspace
+	$(CARGO) build $(WORKSPACE_TESTS) --lib --bins --tests
+	ICKPT_ALLOW_NO_S3=1 ICKPT_ALLOW_NO_LANGS=1 $(BOUNDED) $(CARGO) test $(WORKSPACE_TESTS)
 	scripts/install.sh "$(STAGE)" "$(STAGE)"
 	ICKPT_ALLOW_NO_FUSE=1 ICKPT_ALLOW_NO_CFFI=1 tests/c/run.sh "$(STAGE)"
 

@@ -6,7 +6,8 @@
 set -euo pipefail
 dest=$1; prefix=$2
 root=$(cd "$(dirname "$0")/.." && pwd)
-rel="$root/target/release"
+# The build cargo made: in CARGO_TARGET_DIR when set (tests/install_home.sh sets it).
+rel="${CARGO_TARGET_DIR:-$root/target}/release"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -n1)
 soname=libickpt.so.${version%%.*}
 built=$(readelf -d "$rel/libickpt.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')

@@ -10,8 +10,12 @@ work=$root/build/install-home
 rm -rf "$work"
 mkdir -p "$work/home"
 log=$work/make.log
-# The environment a job gets: another HOME, and none of rustup's variables.
+# The environment a job gets: another HOME, and none of rustup's variables. The build goes to
+# a target directory of its own, kept between runs: in target/ it would replace the tests'
+# libickpt.so (a cdylib's file name carries no hash), and the next `make test` would compile
+# the library and every test again (minutes), then this build once more.
 if ! env -u RUSTUP_HOME -u CARGO_HOME -u RUSTUP_TOOLCHAIN HOME="$work/home" \
+    CARGO_TARGET_DIR="$root/target/install-home" \
     timeout -k 10 900 make -C "$root" install PREFIX="$work/prefix" >"$log" 2>&1; then
     echo "FAIL install-home: make install with HOME=$work/home failed; its output:"
     tail -n 20 "$log" | sed 's/^/    | /'

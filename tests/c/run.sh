@@ -113,7 +113,10 @@ awk '/^## Using it from C/ { section = 1; next }
      inside { print }' "$root/README.md" >"$out/readme_example.inc"
 [ -s "$out/readme_example.inc" ] || fail readme_extract "no C block under \"## Using it from C\" in README.md" ""
 
-built=()
+# The programs are compiled as many at a time as there are processors (make test builds them
+# five times: on 2 cores this halves the 12 s each build took one by one); their results are
+# then read in order.
+build_jobs=$(nproc 2>/dev/null || echo 1)
 for src in "$here"/*.c; do
     name=$(basename "$src" .c)
     log=$out/$name.build.log
@@ -126,9 +129,16 @@ for src in "$here"/*.c; do
     fi
     printf '%q ' "${cmd[@]}" >"$log"
     echo >>"$log"
-    "${cmd[@]}" >>"$log" 2>&1
-    rc=$?
-    if [ $rc -ne 0 ]; then
+    while [ "$(jobs -rp | wc -l)" -ge "$build_jobs" ]; do wait -n; done
+    { "${cmd[@]}" >>"$log" 2>&1; echo $? >"$out/$name.build.rc"; } &
+done
+wait
+built=()
+for src in "$here"/*.c; do
+    name=$(basename "$src" .c)
+    log=$out/$name.build.log
+    rc=$(cat "$out/$name.build.rc" 2>/dev/null || echo "unknown")
+    if [ "$rc" != 0 ]; then
         fail "build:$name" "compiler exit status $rc; see ${log#"$root"/}" "$log"
         continue
     fi
