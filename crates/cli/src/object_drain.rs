@@ -114,21 +114,35 @@ fn drain_process(dir: &std::path::Path, url: &str, command: &str, stop: OwnedFd)
         }
     };
     let mut drain = None;
-    let mut said = String::new();
+    // Said once when rounds start failing (each failure's text differs: timings, retries),
+    // and once when they work again.
+    let mut failing = false;
     loop {
         let ended = !watch.wait_for_version(&stop);
-        if let Err(e) = round(dir, url, &mut drain) {
-            // Each new failure once; the next version tries again.
-            if e != said {
-                eprintln!("{command}: draining {} to {url}: {e}", dir.display());
-                said = e;
+        match round(dir, url, &mut drain) {
+            Err(e) if !failing || ended => {
+                eprintln!(
+                    "{command}: draining {} to {url}: {e}{}",
+                    dir.display(),
+                    if ended {
+                        ""
+                    } else {
+                        "; trying again at each version"
+                    }
+                );
+                failing = true;
             }
-        } else {
-            said.clear();
+            Err(_) => {}
+            Ok(()) if failing => {
+                eprintln!("{command}: draining {} to {url} works again", dir.display());
+                failing = false;
+            }
+            Ok(()) => {}
         }
         if ended {
-            if let Some(d) = &drain {
-                eprintln!("{command}: {url} holds every version up to {}", d.drained());
+            match drain.as_ref().map_or(0, |d| d.drained()) {
+                0 => eprintln!("{command}: {url} holds no version of {}", dir.display()),
+                v => eprintln!("{command}: {url} holds every version up to {v}"),
             }
             return;
         }
