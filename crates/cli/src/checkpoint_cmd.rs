@@ -76,7 +76,32 @@ fn target(dir: &Path) -> Result<(i32, i32), String> {
             "process {pid} does not handle the checkpoint signal {signal} yet (it is starting or restarting): try again, or use --wait"
         ));
     }
+    // Killed with its supervisor a moment ago, it may not have ended yet; the restart that
+    // follows writes the file anew (--wait waits for that).
+    if ending(pid) {
+        return Err(format!(
+            "process {pid} (from {}) is ending: it was killed",
+            file.display()
+        ));
+    }
     Ok((pid, signal))
+}
+
+/// Whether process `pid` is on its way out: a zombie, or SIGKILL pending for it.
+fn ending(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(str::trim)
+    };
+    let kill_pending = ["SigPnd:", "ShdPnd:"].iter().any(|k| {
+        field(k)
+            .and_then(|m| u64::from_str_radix(m, 16).ok())
+            .is_some_and(|mask| mask & (1u64 << (libc::SIGKILL - 1)) != 0)
+    });
+    kill_pending || field("State:").is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
 }
 
 /// Whether process `pid` has a handler for `signal` (the SigCgt mask of its status).
