@@ -81,9 +81,16 @@ impl Inside {
         }
     }
 
+    /// What a re-executed `ickpt restart` was told, believed only if this process is where
+    /// the variable says: process 2 under the namespace's init (in the initial namespace,
+    /// process 2 is the kernel's). A variable set by hand elsewhere is ignored.
     fn inherited() -> Option<Inside> {
         let v = std::env::var(INSIDE_VAR).ok()?;
         std::env::remove_var(INSIDE_VAR);
+        // SAFETY: getppid cannot fail.
+        if std::process::id() != 2 || unsafe { libc::getppid() } != 1 {
+            return None;
+        }
         let mut w = v.split_whitespace();
         let outer_pid = w.next()?.parse().ok()?;
         let user_ns = w.next()? == "1";
