@@ -88,6 +88,10 @@ fn start_engine_and_thread(
     let mut cfg = ickpt::Config::new(&dir);
     cfg.backend = ickpt::Backend::UffdAsync;
     cfg.mode = ickpt::format::CommitMode::Sync;
+    // Every thread of the program is stopped while a checkpoint collects, so an async one
+    // fences only the pages it collected. `ICKPT_RUN_WHOLE_FENCE=1` fences every page, as
+    // the API does (to compare).
+    cfg.others_stopped = !switch_on("ICKPT_RUN_WHOLE_FENCE");
     let mut engine =
         ickpt::Engine::open(cfg).map_err(|e| format!("opening {}: {e}", dir.display()))?;
     if engine.backend() != ickpt::Backend::UffdAsync {
@@ -132,6 +136,11 @@ fn start_engine_and_thread(
         .spawn(move || checkpointer::main(run))
         .map_err(|e| format!("starting the checkpointing thread: {e}"))?;
     Ok(())
+}
+
+/// Whether the variable `name` is set to 1.
+fn switch_on(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v == "1")
 }
 
 fn reserve_hole() -> Result<(usize, usize), String> {

@@ -136,6 +136,13 @@ pub struct Config {
     /// the writing instruction (mprotect), the region elsewhere; `Region`, the region on
     /// every backend. `ICKPT_PRECOPY_CONTEXT` (`function`, `region`) overrides.
     pub precopy_context: crate::policy::prwip::Context,
+    /// Every other thread of the process is stopped while a checkpoint collects (`ickpt
+    /// run` stops the program's threads first): an async commit then fences only the pages
+    /// it collected ([`crate::track::Guard::FenceWritten`]). Wrong for a program that calls
+    /// the API while other threads run: their writes between the scan and the fence would
+    /// reach the version.
+    #[doc(hidden)]
+    pub others_stopped: bool,
     /// Pre-copy passes run on a thread of ickpt's (true, the default), or only when
     /// `Engine::precopy_pass` is called (tests that count what one pass did).
     #[doc(hidden)]
@@ -174,6 +181,7 @@ impl Config {
             precopy: crate::policy::prwip::Strategy::Off,
             checkpoint_interval: None,
             precopy_context: crate::policy::prwip::Context::Function,
+            others_stopped: false,
             precopy_thread: true,
         }
     }

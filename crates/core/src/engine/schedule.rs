@@ -250,9 +250,12 @@ impl Engine {
     /// commit itself is likely to write, which would make it commit twice: a region on this
     /// thread's stack (the commit's own frames). A region sharing a page with memory outside
     /// it (an unaligned heap buffer, beside the allocator's headers, which the commit's own
-    /// allocations write) is checked too: the tracker fences the shared pages alone.
+    /// allocations write) is checked too: the tracker fences the shared pages alone. With
+    /// every other thread stopped, an async commit fences the pages it collected alone.
     fn guard_for(&self, tr: &TrackedRegion, fence_all: bool) -> Guard {
-        if fence_all
+        if self.cfg.others_stopped && self.cfg.mode == CommitMode::Async && !fence_all {
+            Guard::FenceWritten
+        } else if fence_all
             || self.cfg.mode == CommitMode::Async
             || track::on_this_stack((tr.base(), tr.span_end()))
         {

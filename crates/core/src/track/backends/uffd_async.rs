@@ -17,9 +17,17 @@ use crate::sys::userfault::Userfault;
 use crate::track::backends::uffd_shared::{Scanner, UffdRegions};
 use crate::track::region::TrackedRegion;
 use crate::track::registry;
-use crate::track::{Backend, Guard, TrackError, Tracker};
+use crate::track::{bitmap, Backend, Guard, TrackError, Tracker};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// A run fenced alone costs about what a whole-region fence costs for this many pages (2–4.5
+/// µs a call, with the mapping's split, against 28–199 ns a page-table entry, in this
+/// project's VM: `scripts/fence-cost.c`, docs/benchmarks.md "The uffd-async fence").
+const FENCE_RUNS_PER_PAGE: usize = 50;
+/// Most runs fenced one by one: each may split its mapping in three, and vm.max_map_count
+/// is 65530 by default.
+const MOST_FENCED_RUNS: usize = 4096;
 
 pub struct UffdAsyncTracker {
     regions: UffdRegions,
@@ -79,11 +87,50 @@ impl UffdAsyncTracker {
         }
     }
 
+    /// `Guard::FenceWritten`'s collect: nothing else runs, so the scan comes first and the
+    /// fence covers what it collected.
+    fn collect_then_fence(
+        &self,
+        r: &TrackedRegion,
+        out: &mut Vec<u64>,
+        before_rearm: &mut dyn FnMut(&[u64]),
+    ) -> Result<(), TrackError> {
+        if !r.still_mapped() {
+            return Err(TrackError::Unmapped);
+        }
+        let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
+        Self::fence_runs(r, out)?;
+        if !Self::take_unarmed(r) {
+            r.dirty.count_faults(written);
+        }
+        Ok(())
+    }
+
     /// Fence `pages` of `r` (a `Guard::Check` collect's shared edge pages).
     fn fence_pages(r: &TrackedRegion, pages: [Option<usize>; 2]) -> Result<(), TrackError> {
         for p in pages.into_iter().flatten() {
             r.mem
                 .protect_pages(p, 1, Protection::Tracked)
+                .map_err(TrackError::Protect)?;
+        }
+        Ok(())
+    }
+
+    /// Fence the runs of pages set in `bits`, or the whole region where there are so many
+    /// runs that one call over every page costs less ([`FENCE_RUNS_PER_PAGE`]) or their
+    /// splits would crowd the process's mappings ([`MOST_FENCED_RUNS`]).
+    fn fence_runs(r: &TrackedRegion, bits: &[u64]) -> Result<(), TrackError> {
+        let runs = bitmap::runs(bits, r.npages);
+        let many = runs.clone().count();
+        if many > MOST_FENCED_RUNS || many * FENCE_RUNS_PER_PAGE > r.npages {
+            return r
+                .mem
+                .protect(Protection::Tracked)
+                .map_err(TrackError::Protect);
+        }
+        for run in runs {
+            r.mem
+                .protect_pages(run.start, run.len(), Protection::Tracked)
                 .map_err(TrackError::Protect)?;
         }
         Ok(())
@@ -154,13 +201,16 @@ impl Tracker for UffdAsyncTracker {
         // check would take for a race every time; a write there traps and is decided page by
         // page, after waiting at the gate, and the check leaves those pages out. `Rearm` (a
         // restore) needs none.
+        if guard == Guard::FenceWritten {
+            return self.collect_then_fence(r, out, before_rearm);
+        }
         let fence = || match guard {
             Guard::Fence => r
                 .mem
                 .protect(Protection::Tracked)
                 .map_err(TrackError::Protect),
             Guard::Check => Self::fence_pages(r, r.shared_edge_pages()),
-            Guard::Rearm => Ok(()),
+            Guard::Rearm | Guard::FenceWritten => Ok(()),
         };
         // Without the whole fence the scan passes over an unmapped range silently, where the
         // fence's mprotect would have failed: ask.
@@ -219,7 +269,7 @@ impl Tracker for UffdAsyncTracker {
         }
         let keep = |o: &TrackedRegion| o.tracked_by_protection();
         match guard {
-            Guard::Fence => Self::open_fence(r, 0..r.npages, keep),
+            Guard::Fence | Guard::FenceWritten => Self::open_fence(r, 0..r.npages, keep),
             Guard::Check => {
                 for p in r.shared_edge_pages().into_iter().flatten() {
                     Self::open_fence(r, p..p + 1, keep);

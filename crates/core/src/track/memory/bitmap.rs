@@ -166,9 +166,67 @@ pub fn next_set(words: &[u64], from: usize, bits: usize) -> Option<usize> {
     }
 }
 
+/// The first clear bit at or after `from`, or `bits` when there is none before it.
+pub fn next_clear(words: &[u64], from: usize, bits: usize) -> usize {
+    let mut w = from / 64;
+    if w >= words.len() || from >= bits {
+        return bits.max(from);
+    }
+    let mut cur = !words[w] & (u64::MAX << (from % 64));
+    loop {
+        if cur != 0 {
+            return (w * 64 + cur.trailing_zeros() as usize).min(bits);
+        }
+        w += 1;
+        if w >= words.len() {
+            return bits;
+        }
+        cur = !words[w];
+    }
+}
+
+/// The runs of consecutive set bits below `bits`, in ascending order.
+pub fn runs(words: &[u64], bits: usize) -> Runs<'_> {
+    Runs { words, bits, at: 0 }
+}
+
+/// [`runs`].
+#[derive(Clone)]
+pub struct Runs<'a> {
+    words: &'a [u64],
+    bits: usize,
+    at: usize,
+}
+
+impl Iterator for Runs<'_> {
+    type Item = std::ops::Range<usize>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let lo = next_set(self.words, self.at, self.bits)?;
+        let hi = next_clear(self.words, lo, self.bits);
+        self.at = hi;
+        Some(lo..hi)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_the_set_bits_grouped() {
+        let mut w = vec![0u64; 3];
+        for i in [0, 1, 2, 63, 64, 65, 100, 190, 191] {
+            set(&mut w, i);
+        }
+        let got: Vec<_> = runs(&w, 192).collect();
+        assert_eq!(got, vec![0..3, 63..66, 100..101, 190..192]);
+        // Bits past `bits` are not runs, and a run stops there.
+        assert_eq!(runs(&w, 191).last(), Some(190..191));
+        assert_eq!(runs(&w, 190).last(), Some(100..101));
+        assert_eq!(runs(&[], 0).count(), 0);
+        assert_eq!(runs(&[u64::MAX], 64).collect::<Vec<_>>(), vec![0..64]);
+    }
 
     #[test]
     fn a_range_is_taken_and_the_rest_left_and_copied() {

@@ -194,7 +194,7 @@ impl<'a> LiftBehind<'a> {
             .iter()
             .map(|r| {
                 let n = r.tr.npages;
-                if r.guard != Guard::Fence || !tracker.lifts_fence_early(&r.tr) {
+                if !r.guard.fences() || !tracker.lifts_fence_early(&r.tr) {
                     return (0, Vec::new());
                 }
                 let size = n.div_ceil(LIFT_CHUNKS).max(LIFT_MIN_PAGES);
