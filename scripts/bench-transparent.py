@@ -8,6 +8,7 @@ chosen percentage of the pages, then waits) checkpointed and restarted five ways
 
   ickpt-run sync   `ickpt run --dir D -- dirty`, checkpointed by `ickpt checkpoint --wait`;
                    ICKPT_RUN_STATS gives stop_ms (the program stopped), park_ms, capture_ms,
+                   precopy_ms and precopy_pages (async: the copy before the stop),
                    commit_ms, pages and bytes; restarted by `ickpt restart --dir D`
   ickpt-run async  the same with `ickpt run --mode async`, reported "not available" while
                    ickpt run refuses it (its message recorded)
@@ -292,6 +293,7 @@ class Bench:
                             capture_ms=s["capture_ms"], commit_ms=s["commit_ms"],
                             pages=s["pages"], bytes=s["bytes"], file_bytes=fb, disk_bytes=db,
                             snapshot_bytes=s.get("snapshot_bytes"), kind=s["kind"],
+                            precopy_ms=s.get("precopy_ms"), precopy_pages=s.get("precopy_pages"),
                             cmd_ms=round(ms, 3))
 
             # The library waits again when a checkpoint cuts the program's sigwaitinfo short:
@@ -501,7 +503,7 @@ def criu_stats(text):
 
 
 CSV_FIELDS = ["rep", "order", "mib", "way", "mode", "percent", "status", "version", "kind",
-              "stop_ms", "park_ms", "capture_ms", "commit_ms", "freezing_ms", "memdump_ms",
+              "stop_ms", "park_ms", "capture_ms", "commit_ms", "precopy_ms", "precopy_pages", "freezing_ms", "memdump_ms",
               "memwrite_ms", "cmd_ms", "pages", "bytes", "file_bytes", "disk_bytes",
               "pages_bytes", "snapshot_bytes", "restart_cold_ms", "restart_warm_ms", "note"]
 

@@ -7,12 +7,41 @@ mod common;
 use common::run::{build_c, checkpoint_now, generations, restart_expecting, verify, Proc, Program};
 use common::scratch;
 
-/// Build `tests/transparent/<name>.c` and run it through `kills` generations.
-fn c_generations(name: &str, args: &[&str], kills: usize) {
-    let tmp = scratch(&format!("run-{name}"));
+/// Build `tests/transparent/<name>.c` and run it through `kills` generations, with `env`.
+fn c_generations_with(name: &str, args: &[&str], kills: usize, env: &[(&str, &str)]) {
+    let tag = env.iter().map(|(_, v)| format!("-{v}")).collect::<String>();
+    let tmp = scratch(&format!("run-{name}{tag}"));
     std::fs::create_dir_all(tmp.as_path()).unwrap();
     let exe = build_c(&format!("{name}.c"), &tmp);
-    generations(&Program::new(exe, args), &tmp, kills);
+    let p = env
+        .iter()
+        .fold(Program::new(exe, args), |p, (k, v)| p.env(k, v));
+    generations(&p, &tmp, kills);
+}
+
+fn c_generations(name: &str, args: &[&str], kills: usize) {
+    c_generations_with(name, args, kills, &[]);
+}
+
+/// Async commits: the pages written are copied before each stop and the stop fences only
+/// those written since, so the program's writes during the commit meet a fence on some
+/// pages and none on the rest.
+#[test]
+fn a_single_threaded_program_survives_three_kills_in_async_mode() {
+    c_generations_with("heat", &["300", "65536"], 3, &[("ICKPT_MODE", "async")]);
+}
+
+#[test]
+fn sixteen_threads_survive_three_kills_in_async_mode() {
+    c_generations_with("threads", &["400"], 3, &[("ICKPT_MODE", "async")]);
+}
+
+/// Async without the copy before the stop (`ICKPT_RUN_PRECOPY=0`): the stop fences what it
+/// collected, every page the program wrote since the last version.
+#[test]
+fn a_single_threaded_program_survives_three_kills_in_async_mode_without_precopy() {
+    let env = [("ICKPT_MODE", "async"), ("ICKPT_RUN_PRECOPY", "0")];
+    c_generations_with("heat", &["300", "65536"], 3, &env);
 }
 
 #[test]

@@ -45,3 +45,16 @@ pub fn take_back_fault_handler() -> std::io::Result<bool> {
 pub fn monotonic_ns() -> u64 {
     crate::sys::thread::monotonic_ns()
 }
+
+/// Whether a descriptor open on `path` (as `/proc/self/fd` shows it) is the engine's own: a
+/// temporary file in the store directory `store` (canonical), as pre-copy keeps the next
+/// version's open until the checkpoint takes it over. It is not the program's and is gone
+/// once the version is committed: a record of the process leaves it out, and the engine
+/// forgets it after a restart (`Engine::resume_after_restart`).
+pub fn is_store_temporary(store: &std::path::Path, path: &str) -> bool {
+    let p = std::path::Path::new(path);
+    p.parent() == Some(store)
+        && p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(crate::store::dir::is_temporary_name)
+}

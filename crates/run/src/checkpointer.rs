@@ -42,7 +42,11 @@ pub struct Run {
     pub hole: (usize, usize),
     pub interval: Option<Duration>,
     pub signal: i32,
+    /// Copy the pages written before each stop (`Engine::precopy_written`).
+    pub precopy: bool,
     pub pagemap: std::fs::File,
+    /// The store's directory, canonical.
+    pub store_dir: std::path::PathBuf,
     /// Checkpoints stop once tracking could not be taken up after a restart.
     pub broken: bool,
     /// The tag of the checkpoint under way (the program's `ickpt_checkpoint_tagged`).
@@ -118,6 +122,13 @@ fn checkpoint_once(tag: u64) -> Option<u64> {
     if let Err(e) = run().engine.wait_drained() {
         eprintln!("ickpt run: copying to the lower tier failed: {e}");
     }
+    let precopy_started = Instant::now();
+    let precopied = if run().precopy {
+        run().engine.precopy_written()
+    } else {
+        0
+    };
+    let precopy = (precopied, precopy_started.elapsed());
     let round = ROUND.load(SeqCst).wrapping_add(1);
     FILLED.store(0, SeqCst);
     PARKED.store(0, SeqCst);
@@ -161,7 +172,7 @@ fn checkpoint_once(tag: u64) -> Option<u64> {
             }
         }
     }
-    r.stats.record(&done, parked, stopped);
+    r.stats.record(&done, parked, stopped, precopy);
     Some(done.info.version)
 }
 
@@ -467,6 +478,10 @@ impl Run {
         // actions, timers), then what only this library knows.
         let mut record = ickpt_process::capture::process_base()
             .map_err(|e| format!("reading the process's state: {e}"))?;
+        // The next version's file, which pre-copy holds open, is the engine's.
+        record
+            .fds
+            .retain(|f| !ickpt::whole_process::is_store_temporary(&self.store_dir, &f.path));
         crate::refuse::descriptors(&record.fds)?;
         record.mappings = pieces.into_iter().map(|p| p.rec).collect();
         record.threads = threads;

@@ -100,12 +100,15 @@ fn start_engine_and_thread(
             engine.backend().as_str()
         ));
     }
-    if engine.config().mode == ickpt::format::CommitMode::Async {
+    let is_async = engine.config().mode == ickpt::format::CommitMode::Async;
+    if is_async {
         // The program goes on once the version's pages are scheduled; the commit's thread
         // runs beside it, its stack not the program's.
         engine.on_scheduled(Box::new(park::release_now));
         ickpt::whole_process::own_thread_stacks();
     }
+    // Where the engine's temporary files are, as /proc/self/fd names them.
+    let store_dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let hole = reserve_hole()?;
     let record = buffer::Buffer::new(&engine, buffer::RECORD_ID, 1 << 20)?;
     let snapshot = buffer::Buffer::new(&engine, buffer::SNAPSHOT_ID, 64 << 20)?;
@@ -121,7 +124,13 @@ fn start_engine_and_thread(
         hole,
         interval,
         signal,
+        // Async: the pages written are copied before the program is stopped, so the stop
+        // fences only what is written meanwhile. `ICKPT_RUN_PRECOPY=0` leaves them all to
+        // the stop's fence (to compare, or to keep versions compressed: pre-copied pages
+        // are stored raw).
+        precopy: is_async && std::env::var_os("ICKPT_RUN_PRECOPY").is_none_or(|v| v != "0"),
         pagemap,
+        store_dir,
         broken: false,
         tag: 0,
         last: None,

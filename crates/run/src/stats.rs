@@ -30,14 +30,21 @@ impl StatsFile {
             .map_err(|e| format!("opening ICKPT_RUN_STATS={}: {e}", path.to_string_lossy()))
     }
 
-    /// `parked`: until every thread was stopped; `stopped`: until they were released.
-    pub fn record(&mut self, d: &Done, parked: Duration, stopped: Duration) {
+    /// `parked`: until every thread was stopped; `stopped`: until they were released;
+    /// `precopy`: the pages copied before the stop, and how long that took.
+    pub fn record(
+        &mut self,
+        d: &Done,
+        parked: Duration,
+        stopped: Duration,
+        precopy: (u64, Duration),
+    ) {
         let Some(f) = &mut self.0 else {
             return;
         };
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         let line = format!(
-            "{{\"version\":{},\"kind\":\"{}\",\"pages\":{},\"bytes\":{},\"snapshot_bytes\":{},\"stop_ms\":{:.3},\"park_ms\":{:.3},\"capture_ms\":{:.3},\"commit_ms\":{:.3}}}\n",
+            "{{\"version\":{},\"kind\":\"{}\",\"pages\":{},\"bytes\":{},\"snapshot_bytes\":{},\"stop_ms\":{:.3},\"park_ms\":{:.3},\"capture_ms\":{:.3},\"commit_ms\":{:.3},\"precopy_pages\":{},\"precopy_ms\":{:.3}}}\n",
             d.info.version,
             d.info.kind.as_str(),
             d.info.pages,
@@ -47,6 +54,8 @@ impl StatsFile {
             ms(parked),
             ms(d.captured),
             ms(d.info.duration),
+            precopy.0,
+            ms(precopy.1),
         );
         let _ = f.write_all(line.as_bytes());
     }

@@ -32,6 +32,9 @@ impl Engine {
         self.rearm_as(&mut st, newest, version)?;
         st.previous = None;
         st.pending = None;
+        if let Some(p) = &mut st.precopy {
+            p.after_restart();
+        }
         st.unreported = None;
         st.chain_costs.full = None;
         let latest = self.latest()?.unwrap_or(version);

@@ -17,6 +17,11 @@ use std::sync::Arc;
 /// What writers lock: a file only the owner can open, so no other user can block the store.
 pub const LOCK: &str = "ickpt-lock";
 const TMP_PREFIX: &str = ".tmp-";
+
+/// Whether `name` is a file being written (a temporary renamed over its name once whole).
+pub(crate) fn is_temporary_name(name: &str) -> bool {
+    name.starts_with(TMP_PREFIX)
+}
 /// Names tried before giving up when temporary names are taken (each try is a new name).
 const TEMP_ATTEMPTS: u32 = 64;
 
@@ -229,8 +234,7 @@ impl DirStore {
         let mut versions = false;
         for e in &entries {
             let name = e.name.to_str().unwrap_or("");
-            if name.starts_with(TMP_PREFIX) && matches!(e.kind, FileKind::File | FileKind::Symlink)
-            {
+            if is_temporary_name(name) && matches!(e.kind, FileKind::File | FileKind::Symlink) {
                 continue;
             }
             // The marker too: another writer may have written it since it was looked for.
@@ -298,8 +302,7 @@ impl DirStore {
             let Some(name) = e.name.to_str() else {
                 continue;
             };
-            if name.starts_with(TMP_PREFIX) && matches!(e.kind, FileKind::File | FileKind::Symlink)
-            {
+            if is_temporary_name(name) && matches!(e.kind, FileKind::File | FileKind::Symlink) {
                 self.shared
                     .dir
                     .unlink(name)

@@ -150,6 +150,56 @@ fn prwip_learns_to_leave_a_page_rewritten_every_pass_to_the_checkpoint() {
     restores_as_written(&dir, PAGES * PS, &snaps);
 }
 
+/// `ickpt run`'s way: pre-copy off, every written page copied at once before the
+/// checkpoint (`Engine::precopy_written`), and the program's other threads stopped during
+/// the collect, so an async commit fences only what it collected. Pages written after the
+/// copy, and pages written while the commit runs (pre-copied ones, unfenced, among them),
+/// leave each version as memory was at its call.
+#[test]
+fn pages_copied_before_a_stop_and_the_fence_over_the_rest_keep_each_version() {
+    for mode in [CommitMode::Sync, CommitMode::Async] {
+        let dir = scratch_dir("precopy-written");
+        let mut c = config(&dir, Strategy::Off, false);
+        c.mode = mode;
+        c.others_stopped = true;
+        let e = Engine::open(c).unwrap();
+        let mut buf = Buf::new(PAGES * PS);
+        noise(buf.slice_mut(), 7);
+        // SAFETY: the buffer outlives the engine.
+        unsafe { e.protect(1, buf.ptr, PAGES * PS).unwrap() };
+        assert_eq!(e.precopy_written(), 0, "{mode:?}: nothing stored yet");
+        let mut snaps = Snapshots::new();
+        let v1 = e.checkpoint().unwrap();
+        e.wait().unwrap();
+        snaps.push((v1.version, buf.slice().to_vec()));
+        for round in 0..3u8 {
+            fill(&mut buf, 0..8, 10 + round);
+            // Pages 0-7, and after the first round 12 and 14, written during the last commit.
+            let written = if round == 0 { 8 } else { 10 };
+            assert_eq!(e.precopy_written(), written, "{mode:?} round {round}");
+            // After the copy: page 3 again (stored again, in its slot), page 12.
+            fill(&mut buf, [3], 20 + round);
+            fill(&mut buf, [12], 30 + round);
+            let v = e.checkpoint().unwrap();
+            snaps.push((v.version, buf.slice().to_vec()));
+            // While an async commit runs: a page it fenced, one pre-copied (not fenced) and
+            // one it does not store.
+            fill(&mut buf, [12, 5, 14], 40 + round);
+            let done = e.wait().unwrap().unwrap_or(v);
+            assert_eq!(done.kind, Kind::Incremental);
+            assert_eq!(
+                done.precopy.unwrap().pages,
+                written,
+                "{mode:?} round {round}"
+            );
+            let pages = if round == 0 { 9 } else { 10 };
+            assert_eq!(done.pages, pages, "{mode:?} round {round}: each page once");
+        }
+        drop(e);
+        restores_as_written(&dir, PAGES * PS, &snaps);
+    }
+}
+
 #[test]
 fn off_leaves_no_precopy_figures() {
     let dir = scratch_dir("precopy-off");

@@ -98,6 +98,11 @@ pub(crate) enum Copied {
 }
 
 impl PreFile {
+    /// Drop everything but the writer, which is forgotten: neither closed nor cleaned up.
+    pub fn forget_writer(self) {
+        std::mem::forget(self.writer);
+    }
+
     /// Start `version`'s file in `store`, with room for the prefix of `regions` regions.
     pub fn create(store: &dyn Store, version: u64, regions: usize, ps: usize) -> io::Result<Self> {
         let name = version_name(version);

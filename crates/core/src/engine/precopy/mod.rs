@@ -62,6 +62,17 @@ pub(crate) struct PreCopy {
 /// waits for at most one run (256 KiB of 4 KiB pages), and a run is one protection call.
 const RUN_PAGES: usize = 64;
 
+/// What a pass works over.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    regions: &'a BTreeMap<u64, RegionSlot>,
+    tracker: &'a dyn Tracker,
+    store: &'a dyn Store,
+    next_version: u64,
+    /// A checkpoint call is waiting: stop before the next run of pages.
+    urgent: &'a dyn Fn() -> bool,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Totals {
     pub passes: u64,
@@ -143,6 +154,17 @@ impl PreCopy {
         self.pages.remove(&id);
     }
 
+    /// In a process restarted from a capture taken while the file was open: forget the
+    /// file without closing its descriptor or removing it (the number is not the file's in
+    /// this process: the record left it out, and the version it became is committed).
+    pub fn after_restart(&mut self) {
+        if let Some(f) = self.file.take() {
+            f.forget_writer();
+        }
+        self.discard();
+        self.stopped = false;
+    }
+
     /// Drop the file and forget what was learnt of memory that changed behind tracking's
     /// back (a restore).
     pub fn discard(&mut self) {
@@ -170,40 +192,86 @@ impl PreCopy {
         let Some(until) = self.cadence.until_next(elapsed) else {
             return;
         };
-        let started = Instant::now();
         let now = self.now_ms();
+        let pass = Pass {
+            regions: st_regions,
+            tracker,
+            store,
+            next_version,
+            urgent,
+        };
+        self.run_pass(&pass, |me, tr, bits, chosen| {
+            me.choose(tr, bits, now, until, chosen)
+        });
+    }
+
+    /// Copy every page written since the checkpoint into the next version's file now, with
+    /// no strategy asked and nothing learnt (`Engine::precopy_written`). Returns how many
+    /// pages were copied.
+    pub fn copy_written(
+        &mut self,
+        st_regions: &BTreeMap<u64, RegionSlot>,
+        tracker: &dyn Tracker,
+        store: &dyn Store,
+        next_version: u64,
+    ) -> u64 {
+        if self.stopped {
+            return 0;
+        }
+        let before = self.epoch.copies;
+        let pass = Pass {
+            regions: st_regions,
+            tracker,
+            store,
+            next_version,
+            urgent: &|| false,
+        };
+        self.run_pass(&pass, |_, tr, bits, chosen| {
+            chosen.clear();
+            // As in `choose`: an edge page shared with memory outside is the checkpoint's.
+            let edges = tr.shared_edge_pages();
+            let mut page = 0;
+            while let Some(p) = bitmap::next_set(bits, page, tr.npages) {
+                page = p + 1;
+                if !edges.contains(&Some(p)) {
+                    chosen.push(p);
+                }
+            }
+        });
+        self.epoch.copies - before
+    }
+
+    /// A pass over each stored region: `choose` puts the written pages (`bits`) to copy now
+    /// into `chosen`, in ascending order; they are taken and copied, and the file flushed.
+    fn run_pass(
+        &mut self,
+        pass: &Pass<'_>,
+        mut choose: impl FnMut(&mut Self, &TrackedRegion, &[u64], &mut Vec<usize>),
+    ) {
+        let started = Instant::now();
         let (mut bits, mut chosen) = (Vec::new(), Vec::new());
-        for (&id, slot) in st_regions {
+        for (&id, slot) in pass.regions {
             if slot.born.is_none() {
                 continue;
             }
-            if urgent() {
+            if (pass.urgent)() {
                 break;
             }
             let tr = &slot.tr;
-            if let Err(e) = tracker.peek_written(tr, &mut bits) {
-                self.fail(st_regions, format!("tracking region {id}: {e}"));
+            if let Err(e) = pass.tracker.peek_written(tr, &mut bits) {
+                self.fail(pass.regions, format!("tracking region {id}: {e}"));
                 return;
             }
-            self.choose(tr, &bits, now, until, &mut chosen);
-            let copied = self.take_and_copy(
-                st_regions,
-                tracker,
-                tr,
-                &chosen,
-                store,
-                next_version,
-                urgent,
-            );
-            if let Err(why) = copied {
-                self.fail(st_regions, why);
+            choose(self, tr, &bits, &mut chosen);
+            if let Err(why) = self.take_and_copy(pass, tr, &chosen) {
+                self.fail(pass.regions, why);
                 return;
             }
         }
         if let Some(f) = &mut self.file {
             if let Err(e) = f.flush() {
                 let why = format!("{}: writing pre-copied pages: {e}", f.file);
-                self.fail(st_regions, why);
+                self.fail(pass.regions, why);
                 return;
             }
         }
@@ -260,17 +328,19 @@ impl PreCopy {
     /// [`RUN_PAGES`] each), and copy each into the file; stop before a run when a checkpoint
     /// call is waiting (the pages not taken are still in the tracker's record). On an error
     /// the pages taken and not copied go back to the region.
-    #[allow(clippy::too_many_arguments)]
     fn take_and_copy(
         &mut self,
-        regions: &BTreeMap<u64, RegionSlot>,
-        tracker: &dyn Tracker,
+        pass: &Pass<'_>,
         tr: &TrackedRegion,
         chosen: &[usize],
-        store: &dyn Store,
-        next_version: u64,
-        urgent: &dyn Fn() -> bool,
     ) -> Result<(), String> {
+        let Pass {
+            regions,
+            tracker,
+            store,
+            next_version,
+            urgent,
+        } = *pass;
         if chosen.is_empty() {
             return Ok(());
         }
@@ -284,9 +354,11 @@ impl PreCopy {
                 })?;
             self.file = Some(f);
         }
-        let (Some(f), Some(rp)) = (self.file.as_mut(), self.pages.get_mut(&tr.id)) else {
-            unreachable!("the file made above, the region's pages by choose")
+        let Some(f) = self.file.as_mut() else {
+            unreachable!("the file made above")
         };
+        // Pages whose writes are learnt from (`choose`): a copied page's next write is news.
+        let mut rp = self.pages.get_mut(&tr.id);
         let mut taken = Vec::new();
         let mut i = 0;
         while i < chosen.len() && !urgent() {
@@ -301,8 +373,9 @@ impl PreCopy {
                 return Err(format!("tracking region {}: {e}", tr.id));
             }
             for p in lo..hi {
-                // Armed again: its next write is news.
-                bitmap::clear(&mut rp.seen, p);
+                if let Some(rp) = rp.as_deref_mut() {
+                    bitmap::clear(&mut rp.seen, p);
+                }
                 match f.copy(tr, p) {
                     Ok(file::Copied::New) => {}
                     Ok(file::Copied::Again) => {

@@ -2,6 +2,7 @@
 //! commit runs or a section is open, and stepping aside for a checkpoint call that waits.
 
 use super::super::State;
+use crate::policy::prwip::Strategy;
 use crate::store::Store;
 use crate::track::Tracker;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -61,6 +62,40 @@ pub(crate) fn pass_if_idle(
     let urgent = || ctl.is_some_and(|c| c.waiting.load(Ordering::Relaxed) > 0);
     p.pass(&st.regions, tracker, store, st.next_version, &urgent);
     true
+}
+
+/// [`Engine::precopy_written`]: the pass, with pre-copy state made where pre-copy is off
+/// (its versions record the strategy as blind: every written page, copied as it is found).
+pub(crate) fn copy_written_if_idle(
+    st: &mut State,
+    tracker: &dyn Tracker,
+    store: &dyn Store,
+) -> u64 {
+    let running = st.pending.as_ref().is_some_and(|h| !h.is_finished());
+    if running || st.sections.open_index().is_some() {
+        return 0;
+    }
+    let p = st
+        .precopy
+        .get_or_insert_with(|| super::PreCopy::new(Strategy::Blind, None));
+    p.copy_written(&st.regions, tracker, store, st.next_version)
+}
+
+impl crate::engine::Engine {
+    /// Copy every page written since the last checkpoint into the next version's file now,
+    /// while the program runs, so that the checkpoint that follows has only the pages
+    /// written from here on to fence and store (`ickpt run` calls it before it stops the
+    /// program). The version is still memory as it stands at the checkpoint: each page is
+    /// write-protected again before it is copied, and one written after that is stored
+    /// again by the checkpoint (pre-copy's conflict). Copied pages are stored raw, where a
+    /// compressed commit would have compressed them. Returns how many pages were copied:
+    /// 0 while a commit runs or a section is open; a failure stops pre-copy until the
+    /// checkpoint, which stores the pages itself and reports why in its pre-copy figures.
+    pub fn precopy_written(&self) -> u64 {
+        let mut st = self.lock();
+        self.poll(&mut st);
+        copy_written_if_idle(&mut st, &*self.tracker, &*self.store)
+    }
 }
 
 impl Precopier {
