@@ -43,7 +43,23 @@ struct ickpt_thread {
 	uint32_t rseq_sig;
 	uint64_t stack_top; /* a 16-byte aligned stack in the hole for stage B's code on this thread */
 	uint32_t role;      /* ICKPT_ROLE_* */
-	uint32_t tid;       /* the id to create it with (clone3's set_tid); 0: any */
+	uint32_t tid;       /* the id to create it with (clone3's set_tid); 0: any. Stage B
+			     * writes the id the thread got, which a timer signalling it names. */
+	char name[16];      /* PR_SET_NAME, NUL-terminated; empty: left as it is */
+};
+
+/* A POSIX timer, created again with its id (PR_TIMER_CREATE_RESTORE_IDS) once every thread
+ * exists, and armed with the time it had left. */
+struct ickpt_timer {
+	int32_t id;
+	int32_t clock;
+	int32_t notify; /* sigev_notify */
+	int32_t signo;
+	uint32_t thread; /* SIGEV_THREAD_ID: the index of its thread in the plan's threads */
+	uint32_t pad;
+	uint64_t value; /* sigev_value */
+	uint64_t interval_ns;
+	uint64_t left_ns; /* 0: disarmed */
 };
 
 struct ickpt_plan {
@@ -79,16 +95,23 @@ struct ickpt_plan {
 	uint64_t restart_value;
 	int32_t created;     /* threads cloned so far */
 	int32_t failed_step; /* the step that failed, written before exit_group(70) */
+	/* struct ickpt_timer[] */
+	uint64_t n_timer;
+	uint64_t timer_at;
 };
 
 _Static_assert(sizeof(struct ickpt_range) == 16, "ickpt_range");
 _Static_assert(sizeof(struct ickpt_move) == 24, "ickpt_move");
-_Static_assert(sizeof(struct ickpt_thread) == 72, "ickpt_thread");
+_Static_assert(sizeof(struct ickpt_thread) == 88, "ickpt_thread");
+_Static_assert(offsetof(struct ickpt_thread, name) == 72, "ickpt_thread.name");
+_Static_assert(sizeof(struct ickpt_timer) == 48, "ickpt_timer");
+_Static_assert(offsetof(struct ickpt_timer, value) == 24, "ickpt_timer.value");
 _Static_assert(offsetof(struct ickpt_thread, rseq_len) == 48, "ickpt_thread.rseq_len");
 _Static_assert(offsetof(struct ickpt_thread, stack_top) == 56, "ickpt_thread.stack_top");
 _Static_assert(offsetof(struct ickpt_thread, role) == 64, "ickpt_thread.role");
 _Static_assert(offsetof(struct ickpt_thread, tid) == 68, "ickpt_thread.tid");
-_Static_assert(sizeof(struct ickpt_plan) == 232, "ickpt_plan");
+_Static_assert(sizeof(struct ickpt_plan) == 248, "ickpt_plan");
+_Static_assert(offsetof(struct ickpt_plan, n_timer) == 232, "ickpt_plan.n_timer");
 _Static_assert(offsetof(struct ickpt_plan, go_all) == 0, "ickpt_plan.go_all");
 _Static_assert(offsetof(struct ickpt_plan, go_ckpt) == 4, "ickpt_plan.go_ckpt");
 _Static_assert(offsetof(struct ickpt_plan, magic) == 8, "ickpt_plan.magic");

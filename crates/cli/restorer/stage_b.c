@@ -22,8 +22,16 @@
 #include <linux/prctl.h>
 #include <linux/rseq.h>
 #include <linux/sched.h>
+#include <linux/time_types.h>
 
 #include "plan.h"
+
+#ifndef PR_TIMER_CREATE_RESTORE_IDS
+#define PR_TIMER_CREATE_RESTORE_IDS 77
+#define PR_TIMER_CREATE_RESTORE_IDS_OFF 0
+#define PR_TIMER_CREATE_RESTORE_IDS_ON 1
+#endif
+#define SIGEV_THREAD_ID 4
 
 long ickpt_syscall(long nr, long a1, long a2, long a3, long a4, long a5);
 long ickpt_clone3(struct clone_args *args, unsigned long size);
@@ -138,10 +146,67 @@ static void drop_caps(struct ickpt_plan *p, int step)
 	check(p, step, "capset", SYS(__NR_capset, &header, none, 0, 0, 0));
 }
 
+/* The name is per thread, and only the thread itself can set it without reaching through
+ * /proc. */
+static void own_name(struct ickpt_plan *p, int step, const struct ickpt_thread *t)
+{
+	if (t->name[0])
+		check(p, step, "PR_SET_NAME", SYS(__NR_prctl, PR_SET_NAME, t->name, 0, 0, 0));
+}
+
+/* The kernel's struct sigevent: sigev_value, sigev_signo, sigev_notify, then a union whose
+ * first int is the target thread of SIGEV_THREAD_ID; 64 bytes in all. */
+struct kernel_sigevent {
+	uint64_t value;
+	int32_t signo;
+	int32_t notify;
+	int32_t tid;
+	int32_t rest[11];
+};
+
+/* After every thread exists, since a SIGEV_THREAD_ID timer needs its thread; before any runs,
+ * since a program thread's own timer_create would otherwise be given an id the program holds.
+ * While PR_TIMER_CREATE_RESTORE_IDS is on, timer_create takes the id from its third argument. */
+static void timers(struct ickpt_plan *p, const struct ickpt_thread *threads)
+{
+	if (!p->n_timer)
+		return;
+	check(p, 8, "PR_TIMER_CREATE_RESTORE_IDS on",
+	      SYS(__NR_prctl, PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_ON, 0, 0, 0));
+	const struct ickpt_timer *t = (const void *)(uintptr_t)p->timer_at;
+	for (uint64_t i = 0; i < p->n_timer; i++) {
+		struct kernel_sigevent ev;
+		for (int j = 0; j < 11; j++)
+			ev.rest[j] = 0;
+		ev.value = t[i].value;
+		ev.signo = t[i].signo;
+		ev.notify = t[i].notify;
+		ev.tid = 0;
+		if (t[i].notify == SIGEV_THREAD_ID) {
+			if (t[i].thread >= p->n_thread)
+				fail(p, 8, "timer's thread not in the plan", -EINVAL);
+			ev.tid = (int32_t)threads[t[i].thread].tid;
+		}
+		int32_t id = t[i].id;
+		check(p, 8, "timer_create", SYS(__NR_timer_create, t[i].clock, &ev, &id, 0, 0));
+		if (!t[i].left_ns)
+			continue;
+		struct __kernel_itimerspec when;
+		when.it_interval.tv_sec = (long long)(t[i].interval_ns / 1000000000u);
+		when.it_interval.tv_nsec = (long long)(t[i].interval_ns % 1000000000u);
+		when.it_value.tv_sec = (long long)(t[i].left_ns / 1000000000u);
+		when.it_value.tv_nsec = (long long)(t[i].left_ns % 1000000000u);
+		check(p, 8, "timer_settime", SYS(__NR_timer_settime, id, 0, &when, 0, 0));
+	}
+	check(p, 8, "PR_TIMER_CREATE_RESTORE_IDS off",
+	      SYS(__NR_prctl, PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_OFF, 0, 0, 0));
+}
+
 /* A recreated thread's first code, on its stack in the hole (ickpt_clone3 calls it). */
 void stage_b_thread(struct ickpt_plan *p, struct ickpt_thread *t)
 {
 	own_lists(p, 6, t);
+	own_name(p, 6, t);
 	drop_caps(p, 6);
 	wait_for(p, 6, t->role == ICKPT_ROLE_CHECKPOINTER ? &p->go_ckpt : &p->go_all);
 	ickpt_sigreturn(t->frame);
@@ -177,7 +242,7 @@ static void spawn(struct ickpt_plan *p, struct ickpt_thread *t)
 	args.set_tid = tid ? (uint64_t)(uintptr_t)&tid : 0;
 	args.set_tid_size = tid ? 1 : 0;
 	args.cgroup = 0;
-	check(p, 6, "clone3", ickpt_clone3(&args, sizeof args));
+	t->tid = (uint32_t)check(p, 6, "clone3", ickpt_clone3(&args, sizeof args));
 	p->created++;
 }
 
@@ -270,13 +335,18 @@ __attribute__((section(".text.stage_b_entry"), noreturn)) void stage_b(struct ic
 	long tid = SYS(__NR_set_tid_address, leader->tid_address, 0, 0, 0, 0);
 	if (leader->tid_address)
 		*(volatile int32_t *)(uintptr_t)leader->tid_address = (int32_t)tid;
+	leader->tid = (uint32_t)tid;
 	own_lists(p, 7, leader);
+	own_name(p, 7, leader);
 	/* rt_sigreturn restores the program's sigaltstack from the frame, but the kernel silently
 	 * keeps the current one if the frame's stack pointer lies inside it, and stage A's
 	 * alternate stack (Rust's runtime installs one) was unmapped, so its range may now hold the
 	 * program's stack. With none set, the restore always applies. */
 	stack_t no_stack = { .ss_sp = 0, .ss_flags = SS_DISABLE, .ss_size = 0 };
 	check(p, 7, "sigaltstack", SYS(__NR_sigaltstack, &no_stack, 0, 0, 0, 0));
+
+	/* 8. */
+	timers(p, threads);
 	if (p->restart_word)
 		*(volatile uint64_t *)(uintptr_t)p->restart_word = p->restart_value;
 	release(&p->go_ckpt);

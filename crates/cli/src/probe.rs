@@ -21,6 +21,7 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
     }
     let yes = |b: bool| if b { "yes" } else { "no" };
     let pid_ns = crate::pid_namespace::allowed();
+    let timer_ids = ickpt_process::capture::timer_ids_restorable();
     if as_json {
         let out = json!({
             "userfaultfd": f.userfaultfd,
@@ -33,6 +34,7 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
             "auto": auto,
             "pid_namespace": pid_ns.is_ok(),
             "pid_namespace_refused": pid_ns.as_ref().err(),
+            "timer_restore_ids": timer_ids,
             "notes": f.notes,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -51,6 +53,14 @@ pub fn run(as_json: bool, list: bool) -> CmdResult {
                 println!("PID namespace (ickpt run)       no ({why}): ids change at restart")
             }
         }
+        println!(
+            "POSIX timers (ickpt run)        {}",
+            if timer_ids {
+                "yes: created again with their ids (PR_TIMER_CREATE_RESTORE_IDS)"
+            } else {
+                "no: a checkpoint of a program with POSIX timers is refused (Linux 6.15 or later)"
+            }
+        );
         for n in &f.notes {
             println!("note: {n}");
         }

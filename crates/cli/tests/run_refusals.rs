@@ -1,7 +1,7 @@
 //! What `ickpt run`, its checkpoints and `ickpt restart` refuse, each with a message naming
 //! what it refused, without hanging: a checkpoint while the program holds a socket, a pipe
-//! between its threads, a child process, shared memory or a thread blocking every signal
-//! (the program runs on unharmed, and the version before the refusal still restores); an MPI
+//! between its threads, a child process, shared memory, a timer on a thread's CPU clock or a
+//! thread blocking every signal (the program runs on unharmed, and the version before the refusal still restores); an MPI
 //! rank and a statically linked program at `ickpt run`; a rebuilt executable and a program
 //! still running at `ickpt restart`.
 
@@ -125,6 +125,17 @@ fn a_checkpoint_is_refused_while_memory_is_shared() {
     refused_while_holding("shared", |held| {
         let at = after(held, "at ");
         vec![format!("mapping 0x{at}-"), "shared memory".into()]
+    });
+}
+
+#[test]
+fn a_checkpoint_is_refused_while_a_timer_counts_a_threads_cpu_time() {
+    refused_while_holding("cputimer", |held| {
+        let id = after(held, "id ");
+        vec![
+            format!("POSIX timer {id} counts a thread's CPU time"),
+            "cannot give back".into(),
+        ]
     });
 }
 

@@ -1,5 +1,5 @@
-//! `ickpt run` / `ickpt restart` need no privilege (docs/transparent.md): the heat and the
-//! threads programs run, are killed and restarted as an ordinary user (`ickpt-other`, made
+//! `ickpt run` / `ickpt restart` need no privilege (docs/transparent.md): the heat, threads,
+//! ids and timers programs run, are killed and restarted as an ordinary user (`ickpt-other`, made
 //! by the tests), on a store that user owns, and end as an uninterrupted run does.
 
 mod common;
@@ -53,4 +53,11 @@ fn sixteen_threads_restart_as_an_ordinary_user() {
 #[test]
 fn thread_ids_come_back_as_an_ordinary_user() {
     as_other_user("ids", &["2000"], &[("ICKPT_RESTART_REEXEC", "1")]);
+}
+
+/// POSIX timers come back with their ids (`PR_TIMER_CREATE_RESTORE_IDS` needs no privilege),
+/// and threads with their names.
+#[test]
+fn timers_and_thread_names_come_back_as_an_ordinary_user() {
+    as_other_user("timers", &["2000"], &[]);
 }

@@ -6,7 +6,10 @@ use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use crate::record::{FileId, ProcessRecord, SigAction, ITIMERS, MM_FIELDS, SIGNALS};
+use crate::record::{
+    FileId, PosixTimer, ProcessRecord, SigAction, TimerNotify, ITIMERS, MM_FIELDS, SIGNALS,
+    THREAD_NAME_LEN, THREAD_NAME_MAX,
+};
 
 /// What `uname` says: release, a space, version (`6.1.0-18-amd64 #1 SMP PREEMPT_DYNAMIC
 /// Debian 6.1.76-1 (2024-02-01)`). The version string tells builds of one release apart.
@@ -160,7 +163,158 @@ pub fn process_base() -> io::Result<ProcessRecord> {
         restart_word: 0,
         itimers: itimers(),
         snapshots: Vec::new(),
+        timers: posix_timers()?,
     })
+}
+
+/// `linux/prctl.h`: while on, `timer_create` gives the id its `timer_t` argument holds
+/// instead of choosing one (`EBUSY` when taken). Linux 6.15 on; `EINVAL` before.
+pub const PR_TIMER_CREATE_RESTORE_IDS: libc::c_int = 77;
+
+/// Whether a restart can create POSIX timers again with their ids: probed once, false
+/// under `ICKPT_NO_TIMER_IDS=1` (which the tests use to see the refusal).
+pub fn timer_ids_restorable() -> bool {
+    static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KNOWN.get_or_init(|| {
+        std::env::var_os("ICKPT_NO_TIMER_IDS").is_none_or(|v| v != "1")
+            && crate::sys::timer_restore_ids_known()
+    })
+}
+
+/// The process's POSIX timers, ascending by id, with the time each has left. Refused by
+/// name: a timer on a thread's CPU clock (a restart could not give it to the same thread's
+/// time), a timer signalling a thread the process does not have, and any timer where the
+/// kernel cannot create it again with its id. A timer whose signal is pending (it fired
+/// while the threads were stopped, with every signal blocked) is kept as due at once, as
+/// [`itimers`] does: the pending signal itself is lost with the process.
+pub fn posix_timers() -> io::Result<Vec<PosixTimer>> {
+    let text = read_text("/proc/self/timers")?;
+    let mut timers = parse_timers(&text).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("cannot read /proc/self/timers: {text:?}"),
+        )
+    })?;
+    if timers.is_empty() {
+        return Ok(timers);
+    }
+    let refuse = |t: &PosixTimer, why: String| {
+        io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("POSIX timer {} {why}", t.id),
+        )
+    };
+    if !timer_ids_restorable() {
+        return Err(refuse(
+            &timers[0],
+            "cannot be created again with its id: this kernel lacks PR_TIMER_CREATE_RESTORE_IDS (Linux 6.15 or later)".into(),
+        ));
+    }
+    let tids = list_tids()?;
+    let shared = shared_pending();
+    for t in &mut timers {
+        if !clock_restorable(t.clock) {
+            return Err(refuse(
+                t,
+                format!("counts a thread's CPU time (clock {}), which a restart cannot give back to that thread", t.clock),
+            ));
+        }
+        let pending = match t.notify {
+            TimerNotify::None => 0,
+            TimerNotify::ThreadId(tid) => {
+                if tids.binary_search(&tid).is_err() {
+                    return Err(refuse(
+                        t,
+                        format!("signals thread {tid}, which is not a thread of this process"),
+                    ));
+                }
+                thread_pending(tid)
+            }
+            TimerNotify::Signal | TimerNotify::Thread => shared,
+        };
+        let (interval, left) = crate::sys::timer_gettime_ns(t.id)
+            .map_err(|e| refuse(t, format!("cannot be read: {e}")))?;
+        t.interval_ns = interval;
+        t.left_ns = left;
+        if t.signal >= 1 && pending & (1 << (t.signal - 1)) != 0 {
+            t.left_ns = 1;
+        }
+    }
+    Ok(timers)
+}
+
+/// Clocks a timer created by another thread of the restarted process measures alike: all
+/// but `CLOCK_THREAD_CPUTIME_ID` and the encoded CPU clocks (negative) of a thread or of a
+/// process named by its id; the process's own (−6, pid field 0) is fine.
+fn clock_restorable(clock: i32) -> bool {
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    match clock {
+        CLOCK_THREAD_CPUTIME_ID => false,
+        0.. => true,
+        // `~pid << 3 | perthread << 2 | which` (linux/posix-timers.h).
+        c => !(c >> 3) == 0 && c & 4 == 0,
+    }
+}
+
+/// `/proc/<pid>/timers`: per timer the lines `ID: 0`, `signal: 36/0000000000001234` (the
+/// number, then `sigev_value` in hex), `notify: signal/pid.2` (`signal`, `none` or
+/// `thread`, then `pid` or `tid` and the process or thread it signals) and `ClockID: 1`.
+/// The times are left at 0. None when the text is not that.
+pub fn parse_timers(text: &str) -> Option<Vec<PosixTimer>> {
+    let mut out: Vec<PosixTimer> = Vec::new();
+    for line in text.lines() {
+        let (key, v) = line.split_once(": ")?;
+        match key {
+            "ID" => out.push(PosixTimer {
+                id: v.parse().ok()?,
+                ..Default::default()
+            }),
+            "signal" => {
+                let (sig, value) = v.split_once('/')?;
+                let t = out.last_mut()?;
+                t.signal = sig.parse().ok()?;
+                t.value = u64::from_str_radix(value, 16).ok()?;
+            }
+            "notify" => {
+                let (how, target) = v.split_once('/')?;
+                let (kind, id) = target.split_once('.')?;
+                let t = out.last_mut()?;
+                t.notify = match (how, kind) {
+                    ("signal", "pid") => TimerNotify::Signal,
+                    ("none", "pid") => TimerNotify::None,
+                    ("thread", "pid") => TimerNotify::Thread,
+                    ("signal", "tid") => TimerNotify::ThreadId(id.parse().ok()?),
+                    _ => return None,
+                };
+            }
+            "ClockID" => out.last_mut()?.clock = v.parse().ok()?,
+            _ => {}
+        }
+    }
+    out.sort_by_key(|t| t.id);
+    Some(out)
+}
+
+/// The name of thread `tid` of this process, as [`crate::ThreadRecord::name`] keeps it;
+/// zeros when it cannot be read (the thread is ending).
+pub fn thread_name(tid: u32) -> [u8; THREAD_NAME_LEN] {
+    let mut name = [0u8; THREAD_NAME_LEN];
+    let mut buf = [0u8; THREAD_NAME_LEN + 1];
+    let Ok(n) = std::fs::File::open(format!("/proc/self/task/{tid}/comm"))
+        .and_then(|mut f| f.read(&mut buf))
+    else {
+        return name;
+    };
+    // The name, then the newline the file adds.
+    let text = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
+    let len = text.len().min(THREAD_NAME_MAX);
+    name[..len].copy_from_slice(&text[..len]);
+    name
+}
+
+/// The signals pending for thread `tid` alone (`SigPnd:` of its status).
+fn thread_pending(tid: u32) -> u64 {
+    status_mask(&format!("/proc/self/task/{tid}/status"), "SigPnd:")
 }
 
 /// The interval timers, as [`ProcessRecord::itimers`] keeps them. A timer that fired while
@@ -183,11 +337,16 @@ pub fn itimers() -> [(u64, u64); ITIMERS] {
 
 /// The signals pending for the whole process (`ShdPnd:` of /proc/self/status).
 fn shared_pending() -> u64 {
-    read_text("/proc/self/status")
+    status_mask("/proc/self/status", "ShdPnd:")
+}
+
+/// A hexadecimal signal mask of a status file; 0 when it cannot be read.
+fn status_mask(path: &str, key: &str) -> u64 {
+    read_text(path)
         .ok()
         .and_then(|t| {
             t.lines()
-                .find_map(|l| l.strip_prefix("ShdPnd:"))
+                .find_map(|l| l.strip_prefix(key))
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
         .unwrap_or(0)
@@ -225,5 +384,38 @@ mod tests {
         );
         assert_eq!(parse_stat("1 (x) 3 4", 0), None);
         assert_eq!(parse_stat("no parens", 0), None);
+    }
+
+    #[test]
+    fn timers_are_read_as_the_kernel_lists_them() {
+        let text = "ID: 2\nsignal: 36/0000000000001234\nnotify: none/pid.20318\nClockID: -6\n\
+                    ID: 1\nsignal: 32/00005652f055c460\nnotify: signal/tid.20319\nClockID: 0\n\
+                    ID: 0\nsignal: 35/0000000000000000\nnotify: signal/pid.20318\nClockID: 1\n";
+        let t = parse_timers(text).unwrap();
+        assert_eq!(t.iter().map(|t| t.id).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(
+            (t[0].notify, t[0].signal, t[0].clock),
+            (TimerNotify::Signal, 35, 1)
+        );
+        assert_eq!(t[1].notify, TimerNotify::ThreadId(20319));
+        assert_eq!(t[1].value, 0x5652_f055_c460);
+        assert_eq!(
+            (t[2].notify, t[2].clock, t[2].value),
+            (TimerNotify::None, -6, 0x1234)
+        );
+        assert_eq!(parse_timers("").unwrap(), []);
+        assert_eq!(parse_timers("signal: 1/0\n"), None);
+        assert_eq!(parse_timers("ID: 1\nnotify: signal/xid.3\n"), None);
+    }
+
+    #[test]
+    fn only_a_threads_cpu_clock_is_refused() {
+        for ok in [0, 1, 2, 7, 11, -6] {
+            assert!(clock_restorable(ok), "{ok}");
+        }
+        // CLOCK_THREAD_CPUTIME_ID, glibc's thread clock (-2), and pid 5's process clock.
+        for bad in [3, -2, (!5 << 3) | 2] {
+            assert!(!clock_restorable(bad), "{bad}");
+        }
     }
 }

@@ -6,8 +6,8 @@
 use crate::error::RecordError;
 use crate::layout::{self, limits, FORMAT, MAGIC};
 use crate::record::{
-    FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction, Snapshot, ThreadRecord,
-    ITIMERS, MM_FIELDS, SIGNALS,
+    FdRecord, FileId, MappingKind, MappingRecord, PosixTimer, ProcessRecord, SigAction, Snapshot,
+    ThreadRecord, ITIMERS, MM_FIELDS, SIGNALS, THREAD_NAME_LEN,
 };
 
 /// How many bytes the record at the start of `b` takes: its header's total length, read
@@ -85,7 +85,14 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
         return Err(RecordError::invalid(32, "auxv words", "an odd count"));
     }
     let n_map = c.count("mappings", limits::MAX_MAPPINGS, layout::MAPPING_LEN + 2)?;
-    let n_thr = c.count("threads", limits::MAX_THREADS, layout::THREAD_LEN)?;
+    // Format 1 has no thread names and no timers.
+    let named = format >= 2;
+    let thread_len = if named {
+        layout::THREAD_LEN
+    } else {
+        layout::THREAD_LEN_1
+    };
+    let n_thr = c.count("threads", limits::MAX_THREADS, thread_len)?;
     let n_sig = c.count("signal actions", SIGNALS as u64, layout::SIGACTION_LEN)?;
     if n_sig != SIGNALS {
         return Err(RecordError::invalid(
@@ -96,7 +103,11 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
     }
     let n_fd = c.count("descriptors", limits::MAX_FDS, layout::FD_LEN + 2)?;
     let n_snap = c.count("snapshots", limits::MAX_SNAPSHOTS, layout::SNAPSHOT_LEN)?;
-    c.zeros(8, "reserved header bytes")?;
+    let n_timer = match named {
+        true => c.count("timers", limits::MAX_TIMERS, layout::TIMER_LEN)?,
+        false => 0,
+    };
+    c.zeros(if named { 4 } else { 8 }, "reserved header bytes")?;
     let mut mm = [0u64; MM_FIELDS];
     for v in &mut mm {
         *v = c.u64("mm fields")?;
@@ -139,7 +150,7 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
     }
     let mut threads = Vec::with_capacity(n_thr);
     for _ in 0..n_thr {
-        threads.push(c.thread()?);
+        threads.push(c.thread(named)?);
     }
     let mut sigactions = Vec::with_capacity(n_sig);
     for _ in 0..n_sig {
@@ -167,6 +178,19 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
     for _ in 0..n_snap {
         snapshots.push(c.snapshot()?);
     }
+    let mut timers = Vec::with_capacity(n_timer);
+    for _ in 0..n_timer {
+        let at = c.at;
+        let t = c.timer()?;
+        if timers.last().is_some_and(|p: &PosixTimer| t.id <= p.id) {
+            return Err(RecordError::invalid(
+                at,
+                "timer id",
+                format!("{} does not ascend", t.id),
+            ));
+        }
+        timers.push(t);
+    }
     if c.at != total {
         return Err(RecordError::invalid(
             c.at,
@@ -192,6 +216,7 @@ pub fn decode(b: &[u8]) -> Result<ProcessRecord, RecordError> {
         restart_word,
         itimers,
         snapshots,
+        timers,
     })
 }
 
@@ -374,9 +399,9 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    fn thread(&mut self) -> Result<ThreadRecord, RecordError> {
+    fn thread(&mut self, named: bool) -> Result<ThreadRecord, RecordError> {
         let at = self.at;
-        let t = ThreadRecord {
+        let mut t = ThreadRecord {
             tid: self.u32("thread id")?,
             role: self.u32("thread role")?,
             frame: self.u64("thread frame")?,
@@ -387,7 +412,31 @@ impl<'a> Cursor<'a> {
             rseq: self.u64("thread rseq area")?,
             rseq_len: self.u32("thread rseq length")?,
             rseq_sig: self.u32("thread rseq signature")?,
+            name: [0; THREAD_NAME_LEN],
         };
+        if named {
+            t.name = self.array("thread name")?;
+            // The kernel's NUL-terminated name: bytes, then only zeros, the last always.
+            let len = t
+                .name
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(THREAD_NAME_LEN);
+            if let Some(i) = t.name[len..].iter().position(|&b| b != 0) {
+                return Err(RecordError::invalid(
+                    at + layout::THREAD_LEN_1 + len + i,
+                    "thread name",
+                    "a byte after its end is not zero",
+                ));
+            }
+            if len == THREAD_NAME_LEN {
+                return Err(RecordError::invalid(
+                    at + layout::THREAD_LEN - 1,
+                    "thread name",
+                    "not terminated",
+                ));
+            }
+        }
         if t.tid == 0 {
             return Err(RecordError::invalid(at, "thread id", "0"));
         }
@@ -434,6 +483,46 @@ impl<'a> Cursor<'a> {
             uffd_features: self.u64("descriptor uffd features")?,
             locked: flags & layout::FD_LOCKED != 0,
             path: self.string("descriptor path")?,
+        })
+    }
+
+    fn timer(&mut self) -> Result<PosixTimer, RecordError> {
+        let at = self.at;
+        let id = self.u32("timer id")?;
+        let clock = self.u32("timer clock")? as i32;
+        let notify = self.u32("timer notification")?;
+        let signal = self.u32("timer signal")?;
+        let tid = self.u32("timer thread")?;
+        self.zeros(4, "reserved timer bytes")?;
+        if id > i32::MAX as u32 {
+            return Err(RecordError::invalid(at, "timer id", format!("{id}")));
+        }
+        let notify = layout::timer_notify(notify, tid).ok_or_else(|| {
+            RecordError::invalid(
+                at + 8,
+                "timer notification",
+                format!("code {notify} with thread {tid}"),
+            )
+        })?;
+        let least = match notify {
+            crate::TimerNotify::None => 0,
+            _ => 1,
+        };
+        if !(least..=SIGNALS as u32).contains(&signal) {
+            return Err(RecordError::invalid(
+                at + 12,
+                "timer signal",
+                format!("{signal}"),
+            ));
+        }
+        Ok(PosixTimer {
+            id,
+            clock,
+            notify,
+            signal,
+            value: self.u64("timer value")?,
+            interval_ns: self.u64("timer interval")?,
+            left_ns: self.u64("timer time left")?,
         })
     }
 

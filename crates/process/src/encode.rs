@@ -20,6 +20,7 @@ pub fn encode(r: &ProcessRecord) -> Result<Vec<u8>, RecordError> {
         ),
         ("descriptors", r.fds.len(), limits::MAX_FDS),
         ("snapshots", r.snapshots.len(), limits::MAX_SNAPSHOTS),
+        ("timers", r.timers.len(), limits::MAX_TIMERS),
     ];
     for (i, (what, count, limit)) in counts.into_iter().enumerate() {
         if count as u64 > limit {
@@ -42,7 +43,7 @@ pub fn encode(r: &ProcessRecord) -> Result<Vec<u8>, RecordError> {
     for (_, count, _) in counts {
         w.u32(count as u32);
     }
-    w.u64(0);
+    w.u32(0);
     for v in r.mm {
         w.u64(v);
     }
@@ -90,6 +91,7 @@ pub fn encode(r: &ProcessRecord) -> Result<Vec<u8>, RecordError> {
         }
         w.u32(t.rseq_len);
         w.u32(t.rseq_sig);
+        w.bytes(&t.name);
     }
     for s in &r.sigactions {
         for v in [s.handler, s.flags, s.restorer, s.mask] {
@@ -113,6 +115,15 @@ pub fn encode(r: &ProcessRecord) -> Result<Vec<u8>, RecordError> {
         w.u64(s.target);
         w.u64(s.len);
         w.u64(s.offset);
+    }
+    for t in &r.timers {
+        let (notify, tid) = layout::timer_notify_code(t.notify);
+        for v in [t.id, t.clock as u32, notify, t.signal, tid, 0] {
+            w.u32(v);
+        }
+        w.u64(t.value);
+        w.u64(t.interval_ns);
+        w.u64(t.left_ns);
     }
     let mut out = w.0;
     let total = out.len() as u64;

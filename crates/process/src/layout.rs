@@ -1,10 +1,12 @@
 //! The process record's byte layout (`docs/FORMAT.md`, "The process record"): sizes, codes
 //! and limits that [`crate::encode`] writes by and [`crate::decode`] checks.
 
-use crate::record::{FdKind, MappingKind, ITIMERS, MM_FIELDS};
+use crate::record::{FdKind, MappingKind, TimerNotify, ITIMERS, MM_FIELDS};
 
 pub const MAGIC: [u8; 8] = *b"ICKPTPRC";
-pub const FORMAT: u16 = 1;
+/// The format written. Format 1, still read, has no thread names (thread entries of
+/// [`THREAD_LEN_1`] bytes) and no timers (header bytes 56..64 reserved).
+pub const FORMAT: u16 = 2;
 
 /// The header: magic, format, page size, total length, pid, umask, the tables' counts.
 pub const HEADER_LEN: usize = 64;
@@ -17,11 +19,14 @@ pub const STRING_HEAD: usize = 2;
 pub const FILE_ID_LEN: usize = 40;
 /// A mapping entry without its name and file identity.
 pub const MAPPING_LEN: usize = 40;
-pub const THREAD_LEN: usize = 64;
+pub const THREAD_LEN: usize = THREAD_LEN_1 + crate::record::THREAD_NAME_LEN;
+/// A thread entry of format 1, without a name.
+pub const THREAD_LEN_1: usize = 64;
 pub const SIGACTION_LEN: usize = 32;
 /// A descriptor entry without its path.
 pub const FD_LEN: usize = 32;
 pub const SNAPSHOT_LEN: usize = 24;
+pub const TIMER_LEN: usize = 48;
 
 /// Mapping flag bits (byte 33 of a mapping entry).
 pub const MAP_SHARED: u8 = 1;
@@ -39,6 +44,9 @@ pub mod limits {
     /// `fs.nr_open`'s default, the most descriptors a process has without raising it.
     pub const MAX_FDS: u64 = 1 << 20;
     pub const MAX_SNAPSHOTS: u64 = 1 << 20;
+    /// Each timer holds a preallocated signal counted against `RLIMIT_SIGPENDING`, whose
+    /// usual default is about 63,000.
+    pub const MAX_TIMERS: u64 = 1 << 16;
     /// Words: 64 (type, value) pairs; Linux 6.x passes about 25.
     pub const MAX_AUXV: u64 = 128;
     /// Bytes: `PATH_MAX`, the most `readlink` of a descriptor and a maps name give.
@@ -90,6 +98,29 @@ pub fn fd_kind(code: u8) -> Option<FdKind> {
         3 => FdKind::Userfaultfd,
         4 => FdKind::Pagemap,
         5 => FdKind::Other,
+        _ => return None,
+    })
+}
+
+/// `sigev_notify` as the kernel has it (`SIGEV_THREAD_ID` includes `SIGEV_SIGNAL`'s 0), and
+/// the target thread's id (0 for the others).
+pub fn timer_notify_code(n: TimerNotify) -> (u32, u32) {
+    match n {
+        TimerNotify::Signal => (0, 0),
+        TimerNotify::None => (1, 0),
+        TimerNotify::Thread => (2, 0),
+        TimerNotify::ThreadId(tid) => (4, tid),
+    }
+}
+
+/// The notification a code and a thread id stand for; None for an unknown code, or a
+/// thread id given with a code that takes none (or missing from one that does).
+pub fn timer_notify(code: u32, tid: u32) -> Option<TimerNotify> {
+    Some(match (code, tid) {
+        (0, 0) => TimerNotify::Signal,
+        (1, 0) => TimerNotify::None,
+        (2, 0) => TimerNotify::Thread,
+        (4, 1..) => TimerNotify::ThreadId(tid),
         _ => return None,
     })
 }

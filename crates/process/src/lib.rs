@@ -33,6 +33,7 @@ pub use error::{CheckError, ClassifyError, RecordError};
 pub use fds::{list_fds, parse_fdinfo, FdInfo};
 pub use maps::{parse_maps, read_maps, MapsEntry, SPECIAL_NAMES};
 pub use record::{
-    prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, ProcessRecord, SigAction,
-    Snapshot, ThreadRecord, ITIMERS, MM_FIELDS, SIGNALS,
+    prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, PosixTimer, ProcessRecord,
+    SigAction, Snapshot, ThreadRecord, TimerNotify, ITIMERS, MM_FIELDS, SIGNALS, THREAD_NAME_LEN,
+    THREAD_NAME_MAX,
 };

@@ -42,6 +42,9 @@ pub struct ProcessRecord {
     pub itimers: [(u64, u64); ITIMERS],
     /// What the snapshot region holds, and where each piece goes.
     pub snapshots: Vec<Snapshot>,
+    /// The POSIX timers (`timer_create`), ascending by id. A restart creates each again with
+    /// its id, which the program holds as its `timer_t`, once the threads they signal exist.
+    pub timers: Vec<PosixTimer>,
 }
 
 /// The number of interval timers in [`ProcessRecord::itimers`].
@@ -128,7 +131,16 @@ pub struct ThreadRecord {
     pub rseq: u64,
     pub rseq_len: u32,
     pub rseq_sig: u32,
+    /// The thread's name (`comm`, `pthread_setname_np`) as the kernel keeps it: at most
+    /// [`THREAD_NAME_MAX`] bytes, then zeros. All zeros: none recorded (a record of format 1),
+    /// and a restart leaves the name the thread gets.
+    pub name: [u8; THREAD_NAME_LEN],
 }
+
+/// The bytes of [`ThreadRecord::name`]: the kernel's `TASK_COMM_LEN`, its terminator included.
+pub const THREAD_NAME_LEN: usize = 16;
+/// The longest name a thread can have.
+pub const THREAD_NAME_MAX: usize = THREAD_NAME_LEN - 1;
 
 /// [`ThreadRecord::role`]'s values.
 pub mod role {
@@ -189,4 +201,41 @@ pub struct Snapshot {
     pub target: u64,
     pub len: u64,
     pub offset: u64,
+}
+
+/// One POSIX timer, as the kernel shows it in `/proc/<pid>/timers` and `timer_gettime`
+/// reads it. Its overrun count is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PosixTimer {
+    /// The kernel's timer id, 0 to 2^31 − 1: what glibc returns as the `timer_t`, or keeps
+    /// inside it for a `SIGEV_THREAD` timer.
+    pub id: u32,
+    /// The clock: `CLOCK_REALTIME`, `CLOCK_MONOTONIC`, …, or glibc's encoding of the process's
+    /// own CPU clock (−6 for `CLOCK_PROCESS_CPUTIME_ID`).
+    pub clock: i32,
+    pub notify: TimerNotify,
+    /// `sigev_signo`: 1 to 64 for a timer that signals, 0 to 64 for [`TimerNotify::None`].
+    pub signal: u32,
+    /// `sigev_value`, which the signal's `si_value` carries.
+    pub value: u64,
+    /// The period, nanoseconds; 0: a single shot.
+    pub interval_ns: u64,
+    /// The time left until it fires, nanoseconds; 0: disarmed.
+    pub left_ns: u64,
+}
+
+/// How a [`PosixTimer`] tells the program it fired (`sigev_notify`, as the kernel has it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimerNotify {
+    /// `SIGEV_SIGNAL`: a signal to the process.
+    #[default]
+    Signal,
+    /// `SIGEV_NONE`: nothing; the program asks `timer_gettime`.
+    None,
+    /// `SIGEV_THREAD` as passed to the kernel itself, which signals the process as for
+    /// [`TimerNotify::Signal`] (glibc never passes it: its `SIGEV_THREAD` is a
+    /// [`TimerNotify::ThreadId`] to a helper thread of its own).
+    Thread,
+    /// `SIGEV_THREAD_ID`: a signal to this thread of the process.
+    ThreadId(u32),
 }

@@ -100,3 +100,23 @@ pub fn getitimer_us(which: libc::c_int) -> (u64, u64) {
     let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
     (us(t.it_interval), us(t.it_value))
 }
+
+/// `timer_gettime(id)` as (interval, time left) in nanoseconds.
+pub fn timer_gettime_ns(id: u32) -> std::io::Result<(u64, u64)> {
+    // SAFETY: a zeroed itimerspec is valid; the kernel only writes it.
+    let mut t: libc::itimerspec = unsafe { std::mem::zeroed() };
+    // SAFETY: the raw call takes the kernel's int id (glibc's wrapper takes its own
+    // `timer_t`, a pointer for SIGEV_THREAD timers) and a valid out-pointer.
+    if unsafe { libc::syscall(libc::SYS_timer_gettime, id as libc::c_int, &mut t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let ns = |ts: libc::timespec| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    Ok((ns(t.it_interval), ns(t.it_value)))
+}
+
+/// `prctl(PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET)` answers (Linux
+/// 6.15 on): `timer_create` can be told the id to give.
+pub fn timer_restore_ids_known() -> bool {
+    // SAFETY: a query of integers; it changes nothing.
+    unsafe { libc::prctl(crate::capture::PR_TIMER_CREATE_RESTORE_IDS, 2, 0, 0, 0) >= 0 }
+}

@@ -258,3 +258,63 @@ fn this_process_is_classified_and_its_record_round_trips() {
     let bytes = encode(&r).unwrap();
     assert_eq!(decode(&bytes).unwrap(), r);
 }
+
+#[test]
+fn a_posix_timer_and_a_thread_name_are_read_as_set() {
+    let name = std::thread::current().name().map(str::to_owned);
+    // SAFETY: gettid has no preconditions.
+    let me = unsafe { libc::gettid() } as u32;
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"timer-test".as_ptr()) };
+    assert_eq!(&thread_name(me)[..11], b"timer-test\0");
+    // SAFETY: a zeroed sigevent is valid; SIGEV_THREAD_ID to this thread, signal 40.
+    let mut ev: libc::sigevent = unsafe { std::mem::zeroed() };
+    ev.sigev_notify = libc::SIGEV_THREAD_ID;
+    ev.sigev_signo = 40;
+    ev.sigev_value = libc::sigval {
+        sival_ptr: 0x77 as *mut libc::c_void,
+    };
+    ev.sigev_notify_thread_id = me as i32;
+    let mut id: libc::c_int = -1;
+    // SAFETY: the raw call with a valid sigevent and out-pointer.
+    let rc = unsafe { libc::syscall(libc::SYS_timer_create, libc::CLOCK_MONOTONIC, &ev, &mut id) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 7,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: 100,
+            tv_nsec: 0,
+        },
+    };
+    // SAFETY: the timer just made; a valid itimerspec, no old value asked for.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_timer_settime,
+            id,
+            0,
+            &spec,
+            std::ptr::null_mut::<libc::itimerspec>(),
+        )
+    };
+    assert_eq!(rc, 0);
+    let timers = posix_timers();
+    // SAFETY: the timer made above, deleted once.
+    unsafe { libc::syscall(libc::SYS_timer_delete, id) };
+    let timers = timers.unwrap();
+    let t = timers.iter().find(|t| t.id == id as u32).expect("listed");
+    assert_eq!(t.notify, TimerNotify::ThreadId(me));
+    assert_eq!(
+        (t.signal, t.value, t.clock),
+        (40, 0x77, libc::CLOCK_MONOTONIC)
+    );
+    assert_eq!(t.interval_ns, 7_000_000_000);
+    assert!(t.left_ns > 90_000_000_000 && t.left_ns <= 100_000_000_000);
+    if let Some(n) = name {
+        let c = std::ffi::CString::new(n.chars().take(15).collect::<String>()).unwrap();
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr()) };
+    }
+}

@@ -73,3 +73,30 @@ fn encode_refuses_what_decode_would_refuse() {
     let e = encode(&r).unwrap_err().to_string();
     assert!(e.contains("auxv words is 130, above the limit 128"), "{e}");
 }
+
+/// A record of format 1 (`ickpt` before thread names and timers), checked in as it was
+/// written: it decodes, without names or timers, and encodes again in the current format.
+#[test]
+fn a_format_1_record_still_decodes() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/record-format-1.bin"
+    );
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[8..10], &1u16.to_le_bytes());
+    let r = decode(&bytes).unwrap();
+    assert_eq!(r, common::sample_format_1());
+    assert_eq!(decode(&encode(&r).unwrap()).unwrap(), r);
+}
+
+#[test]
+fn a_format_1_record_with_a_timer_count_is_refused() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/record-format-1.bin"
+    );
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[56] = 1;
+    let e = decode(&bytes).unwrap_err().to_string();
+    assert!(e.contains("reserved header bytes"), "{e}");
+}

@@ -93,6 +93,9 @@ impl Slot {
             rseq,
             rseq_len: if rseq == 0 { 0 } else { RSEQ_LEN },
             rseq_sig: if rseq == 0 { 0 } else { RSEQ_SIG },
+            // Read here, by the checkpointing thread, since the stopped thread's handler
+            // must not open files.
+            name: ickpt_process::capture::thread_name(tid),
         }
     }
 }

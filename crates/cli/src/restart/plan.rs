@@ -81,7 +81,29 @@ pub struct Thread {
     /// `ROLE_*`.
     pub role: u32,
     /// The id the thread is created with (`clone3`'s `set_tid`); 0: whatever the kernel gives.
+    /// Stage B writes the id the thread got, which a timer signalling it names.
     pub tid: u32,
+    /// `PR_SET_NAME`, NUL-terminated; empty: left as it is.
+    pub name: [u8; 16],
+}
+
+/// A POSIX timer (`struct ickpt_timer`), created again with its id once every thread exists.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Timer {
+    pub id: i32,
+    pub clock: i32,
+    /// `sigev_notify`.
+    pub notify: i32,
+    pub signo: i32,
+    /// `SIGEV_THREAD_ID`: the index of its thread in the plan's [`Thread`]s.
+    pub thread: u32,
+    pub pad: u32,
+    /// `sigev_value`.
+    pub value: u64,
+    pub interval_ns: u64,
+    /// 0: disarmed.
+    pub left_ns: u64,
 }
 
 /// Every thread drops its capabilities before it returns to the program: they came with a
@@ -132,17 +154,24 @@ pub struct Plan {
     pub created: i32,
     /// The step that failed, written before stage B exits with [`STAGE_B_FAILED`].
     pub failed_step: i32,
+    /// [`Timer`]s.
+    pub n_timer: u64,
+    pub timer_at: u64,
 }
 
 const _: () = {
     assert!(size_of::<Range>() == 16);
     assert!(size_of::<Move>() == 24);
-    assert!(size_of::<Thread>() == 72);
+    assert!(size_of::<Thread>() == 88);
+    assert!(offset_of!(Thread, name) == 72);
+    assert!(size_of::<Timer>() == 48);
+    assert!(offset_of!(Timer, value) == 24);
     assert!(offset_of!(Thread, rseq_len) == 48);
     assert!(offset_of!(Thread, stack_top) == 56);
     assert!(offset_of!(Thread, role) == 64);
     assert!(offset_of!(Thread, tid) == 68);
-    assert!(size_of::<Plan>() == 232);
+    assert!(size_of::<Plan>() == 248);
+    assert!(offset_of!(Plan, n_timer) == 232);
     assert!(offset_of!(Plan, go_all) == 0);
     assert!(offset_of!(Plan, go_ckpt) == 4);
     assert!(offset_of!(Plan, magic) == 8);

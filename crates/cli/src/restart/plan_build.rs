@@ -3,11 +3,11 @@
 //! mappings, and one small stack per thread.
 
 use super::plan::{
-    Move, Plan, Range, Thread, FLAG_DROP_CAPS, PLAN_MAGIC, ROLE_CHECKPOINTER, ROLE_LEADER,
+    Move, Plan, Range, Thread, Timer, FLAG_DROP_CAPS, PLAN_MAGIC, ROLE_CHECKPOINTER, ROLE_LEADER,
     ROLE_OTHER,
 };
 use super::stage::Staged;
-use ickpt_process::{role, MappingKind, ProcessRecord};
+use ickpt_process::{layout, role, MappingKind, ProcessRecord, TimerNotify};
 
 const ARRAYS: u64 = 4096;
 pub const BLOB: u64 = 4 << 20;
@@ -173,8 +173,10 @@ pub fn write(
             } else {
                 0
             },
+            name: t.name,
         })
         .collect();
+    let timers = timers(record)?;
     let leader_top = threads
         .iter()
         .find(|t| t.role == ROLE_LEADER)
@@ -196,6 +198,7 @@ pub fn write(
     let move_at = put(as_bytes(&moves))?;
     let thread_at = put(as_bytes(&threads))?;
     let auxv_at = put(as_bytes(&record.auxv))?;
+    let timer_at = put(as_bytes(&timers))?;
     // Last: everything of this process to unmap, read once nothing allocates any more (a
     // mapping made after the read would survive into the restarted program).
     let mut text = String::with_capacity(4 << 20);
@@ -256,6 +259,8 @@ pub fn write(
         restart_value: version,
         created: 0,
         failed_step: 0,
+        n_timer: timers.len() as u64,
+        timer_at,
     };
     let plan_at = hole as *mut Plan;
     // SAFETY: the start of the hole, mapped read-write, aligned, nothing else there.
@@ -280,6 +285,40 @@ pub fn write(
         }
     }
     Ok((plan_at, blob_at as usize, leader_top as usize))
+}
+
+/// The record's timers as stage B creates them: a thread a timer signals is named by its
+/// place among the threads, whose ids stage B learns as it creates them (they are new ones
+/// without a PID namespace).
+fn timers(record: &ProcessRecord) -> Result<Vec<Timer>, String> {
+    record
+        .timers
+        .iter()
+        .map(|t| {
+            let (notify, _) = layout::timer_notify_code(t.notify);
+            let thread = match t.notify {
+                TimerNotify::ThreadId(tid) => record
+                    .threads
+                    .iter()
+                    .position(|th| th.tid == tid)
+                    .ok_or_else(|| {
+                        format!("POSIX timer {} signals thread {tid}, which the checkpoint did not record", t.id)
+                    })? as u32,
+                _ => u32::MAX,
+            };
+            Ok(Timer {
+                id: t.id as i32,
+                clock: t.clock,
+                notify: notify as i32,
+                signo: t.signal as i32,
+                thread,
+                pad: 0,
+                value: t.value,
+                interval_ns: t.interval_ns,
+                left_ns: t.left_ns,
+            })
+        })
+        .collect()
 }
 
 fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {

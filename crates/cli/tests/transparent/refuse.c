@@ -7,6 +7,7 @@
  *                child    a child process (which dies with its parent)
  *                shared   a MAP_SHARED|MAP_ANONYMOUS mapping
  *                sigmask  a thread that blocks every signal until released
+ *                cputimer a POSIX timer on the thread's own CPU clock
  *              then print "held WHAT ..." naming it (descriptor, pid, address, tid)
  *   release    give it back; print "released"
  *   work       one step of work; print "worked N"
@@ -27,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int out;
@@ -77,6 +79,9 @@ static void *block_signals(void *arg) {
     return NULL;
 }
 
+static timer_t cputimer;
+static int has_cputimer;
+
 static void hold(const char *what) {
     char line[160];
     if (strcmp(what, "socket") == 0) {
@@ -110,6 +115,14 @@ static void hold(const char *what) {
             pthread_cond_wait(&cond, &lock);
         snprintf(line, sizeof line, "held sigmask tid %d", (int)masked_tid);
         pthread_mutex_unlock(&lock);
+    } else if (strcmp(what, "cputimer") == 0) {
+        struct sigevent ev;
+        memset(&ev, 0, sizeof ev);
+        ev.sigev_notify = SIGEV_NONE;
+        if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &cputimer) != 0)
+            abort();
+        has_cputimer = 1;
+        snprintf(line, sizeof line, "held cputimer id %ld", (long)(intptr_t)cputimer);
     } else {
         fprintf(stderr, "refuse: unknown thing to hold: %s\n", what);
         exit(2);
@@ -148,6 +161,10 @@ static void release(void) {
         pthread_mutex_unlock(&lock);
         pthread_join(masked, NULL);
         masked_tid = 0;
+    }
+    if (has_cputimer) {
+        timer_delete(cputimer);
+        has_cputimer = 0;
     }
     note("release");
     fprintf(stderr, "released\n");

@@ -53,6 +53,7 @@ pub fn sample() -> ProcessRecord {
             role: role::LEADER,
             frame: 0x9f00,
             fs_base: 0x4000,
+            name: *b"app\0\0\0\0\0\0\0\0\0\0\0\0\0",
             ..Default::default()
         }],
         sigactions: (0..SIGNALS as u64)
@@ -91,7 +92,46 @@ pub fn sample() -> ProcessRecord {
             len: 100,
             offset: 0,
         }],
+        timers: vec![
+            PosixTimer {
+                id: 0,
+                clock: 1,
+                notify: TimerNotify::Signal,
+                signal: 35,
+                value: 0x1234,
+                interval_ns: 1_000_000,
+                left_ns: 250_000,
+            },
+            PosixTimer {
+                id: 3,
+                clock: 0,
+                notify: TimerNotify::ThreadId(4243),
+                signal: 36,
+                value: 7,
+                interval_ns: 0,
+                left_ns: 0,
+            },
+            PosixTimer {
+                id: 9,
+                clock: -6,
+                notify: TimerNotify::None,
+                signal: 0,
+                value: 0,
+                interval_ns: 0,
+                left_ns: 5,
+            },
+        ],
     }
+}
+
+/// [`sample`] as a format-1 record holds it: no thread names, no timers.
+pub fn sample_format_1() -> ProcessRecord {
+    let mut r = sample();
+    r.timers.clear();
+    for t in &mut r.threads {
+        t.name = [0; THREAD_NAME_LEN];
+    }
+    r
 }
 
 fn string() -> impl Strategy<Value = String> {
@@ -166,23 +206,46 @@ fn mappings(page: u64) -> impl Strategy<Value = Vec<MappingRecord>> {
     })
 }
 
+/// A thread name as the kernel keeps one: any bytes but NUL, then zeros.
+fn thread_name() -> impl Strategy<Value = [u8; THREAD_NAME_LEN]> {
+    vec(1u8.., 0..=THREAD_NAME_MAX).prop_map(|bytes| {
+        let mut name = [0; THREAD_NAME_LEN];
+        name[..bytes.len()].copy_from_slice(&bytes);
+        name
+    })
+}
+
 fn thread() -> impl Strategy<Value = ThreadRecord> {
-    (1u32.., 0u32..3, any::<[u64; 6]>(), any::<(u32, u32)>()).prop_map(
-        |(tid, role, [frame, fs_base, tid_address, robust_head, robust_len, rseq], (rl, rs))| {
-            ThreadRecord {
+    (
+        1u32..,
+        0u32..3,
+        any::<[u64; 6]>(),
+        any::<(u32, u32)>(),
+        thread_name(),
+    )
+        .prop_map(
+            |(
                 tid,
                 role,
-                frame,
-                fs_base,
-                tid_address,
-                robust_head,
-                robust_len,
-                rseq,
-                rseq_len: rl,
-                rseq_sig: rs,
-            }
-        },
-    )
+                [frame, fs_base, tid_address, robust_head, robust_len, rseq],
+                (rl, rs),
+                name,
+            )| {
+                ThreadRecord {
+                    tid,
+                    role,
+                    frame,
+                    fs_base,
+                    tid_address,
+                    robust_head,
+                    robust_len,
+                    rseq,
+                    rseq_len: rl,
+                    rseq_sig: rs,
+                    name,
+                }
+            },
+        )
 }
 
 fn fd_kind() -> impl Strategy<Value = FdKind> {
@@ -232,6 +295,36 @@ fn snapshot() -> impl Strategy<Value = Snapshot> {
     })
 }
 
+fn timer_notify() -> impl Strategy<Value = TimerNotify> {
+    prop_oneof![
+        Just(TimerNotify::Signal),
+        Just(TimerNotify::None),
+        Just(TimerNotify::Thread),
+        (1u32..).prop_map(TimerNotify::ThreadId),
+    ]
+}
+
+/// Timers with ids ascending, as the format requires.
+fn timers() -> impl Strategy<Value = Vec<PosixTimer>> {
+    let rest = (any::<i32>(), timer_notify(), 1u32..=64, any::<[u64; 3]>());
+    (btree_set(0u32..=i32::MAX as u32, 0..6), vec(rest, 6)).prop_map(|(ids, rest)| {
+        ids.into_iter()
+            .zip(rest)
+            .map(
+                |(id, (clock, notify, signal, [value, interval_ns, left_ns]))| PosixTimer {
+                    id,
+                    clock,
+                    notify,
+                    signal,
+                    value,
+                    interval_ns,
+                    left_ns,
+                },
+            )
+            .collect()
+    })
+}
+
 /// Any record the format allows.
 pub fn record() -> impl Strategy<Value = ProcessRecord> {
     let head = (
@@ -263,8 +356,9 @@ pub fn record() -> impl Strategy<Value = ProcessRecord> {
         vec(sig, SIGNALS),
         fds(),
         vec(snapshot(), 0..6),
+        timers(),
     )
-        .prop_flat_map(move |(head, threads, sigactions, fds, snapshots)| {
+        .prop_flat_map(move |(head, threads, sigactions, fds, snapshots, timers)| {
             let page_shift = head.0 .2;
             mappings(1 << page_shift).prop_map(move |mappings| {
                 let ((kernel, arch, shift, pid, exe, cwd, umask), mm, auxv, (h0, h1, rw)) =
@@ -287,6 +381,7 @@ pub fn record() -> impl Strategy<Value = ProcessRecord> {
                     restart_word: rw,
                     itimers: [(rw & 0xfff, rw >> 20), (h0 & 0xff, 0), (0, h1 & 0xffff)],
                     snapshots: snapshots.clone(),
+                    timers: timers.clone(),
                 }
             })
         })
