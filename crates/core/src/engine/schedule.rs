@@ -96,7 +96,10 @@ impl Engine {
         let guards: Vec<Guard> = st
             .regions
             .values()
-            .map(|s| self.guard_for(&s.tr, fence_all))
+            .map(|s| {
+                let whole = kind == Kind::Full || s.born.is_none();
+                self.guard_for(&s.tr, fence_all, whole)
+            })
             .collect();
 
         let unseen_are_after = !self.tracker.sees_every_write();
@@ -251,9 +254,10 @@ impl Engine {
     /// thread's stack (the commit's own frames). A region sharing a page with memory outside
     /// it (an unaligned heap buffer, beside the allocator's headers, which the commit's own
     /// allocations write) is checked too: the tracker fences the shared pages alone. With
-    /// every other thread stopped, an async commit fences the pages it collected alone.
-    fn guard_for(&self, tr: &TrackedRegion, fence_all: bool) -> Guard {
-        if self.cfg.others_stopped && self.cfg.mode == CommitMode::Async && !fence_all {
+    /// every other thread stopped, an async commit fences the pages it collected alone,
+    /// unless it stores the region `whole` (every page, collected or not).
+    fn guard_for(&self, tr: &TrackedRegion, fence_all: bool, whole: bool) -> Guard {
+        if self.cfg.others_stopped && self.cfg.mode == CommitMode::Async && !fence_all && !whole {
             Guard::FenceWritten
         } else if fence_all
             || self.cfg.mode == CommitMode::Async

@@ -6,8 +6,9 @@
 //! (scripts/each-backend.sh).
 
 use crate::common;
+use common::hook_store::gated_store;
 use common::{noise, scratch_dir, spin_until, Buf};
-use ickpt::format::{CommitMode, Kind};
+use ickpt::format::{CommitMode, FlushOrder, Kind};
 use ickpt::policy::prwip::Strategy;
 use ickpt::store::{DirStore, Fault, FaultPlan, FaultyStore, Store};
 use ickpt::track::Backend;
@@ -150,6 +151,10 @@ fn prwip_learns_to_leave_a_page_rewritten_every_pass_to_the_checkpoint() {
     restores_as_written(&dir, PAGES * PS, &snaps);
 }
 
+/// Pages of the regions the stopped fence is tested on: enough that a few runs of written
+/// pages are fenced one by one, not the whole region (one run per 50 pages at most).
+const BIG: usize = 1024;
+
 /// `ickpt run`'s way: pre-copy off, every written page copied at once before the
 /// checkpoint (`Engine::precopy_written`), and the program's other threads stopped during
 /// the collect, so an async commit fences only what it collected. Pages written after the
@@ -162,29 +167,39 @@ fn pages_copied_before_a_stop_and_the_fence_over_the_rest_keep_each_version() {
         let mut c = config(&dir, Strategy::Off, false);
         c.mode = mode;
         c.others_stopped = true;
-        let e = Engine::open(c).unwrap();
-        let mut buf = Buf::new(PAGES * PS);
+        c.flush_order = FlushOrder::Address;
+        // Writes wait at the gate while it is closed: an async commit is held there after its
+        // first batch, with the pages after it still to take from memory.
+        let (store, gate) = gated_store(&dir);
+        let e = Engine::with_store(c, store).unwrap();
+        let mut buf = Buf::new(BIG * PS);
         noise(buf.slice_mut(), 7);
         // SAFETY: the buffer outlives the engine.
-        unsafe { e.protect(1, buf.ptr, PAGES * PS).unwrap() };
+        unsafe { e.protect(1, buf.ptr, BIG * PS).unwrap() };
         assert_eq!(e.precopy_written(), 0, "{mode:?}: nothing stored yet");
         let mut snaps = Snapshots::new();
         let v1 = e.checkpoint().unwrap();
-        e.wait().unwrap();
         snaps.push((v1.version, buf.slice().to_vec()));
+        // A full version stores every page, written since or not: all of them are fenced.
+        fill(&mut buf, [9, BIG - 1], 1);
+        assert_eq!(e.wait().unwrap().unwrap_or(v1).kind, Kind::Full);
         for round in 0..3u8 {
             fill(&mut buf, 0..8, 10 + round);
-            // Pages 0-7, and after the first round 12 and 14, written during the last commit.
-            let written = if round == 0 { 8 } else { 10 };
+            // Pages 0-7, and two written during the last commit.
+            let written = 10;
             assert_eq!(e.precopy_written(), written, "{mode:?} round {round}");
-            // After the copy: page 3 again (stored again, in its slot), page 12.
+            // After the copy: page 3 again (stored again, in its slot), a run of 200 (more
+            // than a batch) and one late page.
             fill(&mut buf, [3], 20 + round);
-            fill(&mut buf, [12], 30 + round);
+            fill(&mut buf, (100..300).chain([BIG - 4]), 30 + round);
+            let held = gate.open_on_drop();
+            gate.set(mode == CommitMode::Async);
             let v = e.checkpoint().unwrap();
             snaps.push((v.version, buf.slice().to_vec()));
-            // While an async commit runs: a page it fenced, one pre-copied (not fenced) and
-            // one it does not store.
-            fill(&mut buf, [12, 5, 14], 40 + round);
+            // While an async commit is held: a page it fenced and has not taken, one
+            // pre-copied (not fenced) and one it does not store.
+            fill(&mut buf, [BIG - 4, 5, BIG - 2], 40 + round);
+            drop(held);
             let done = e.wait().unwrap().unwrap_or(v);
             assert_eq!(done.kind, Kind::Incremental);
             assert_eq!(
@@ -192,12 +207,43 @@ fn pages_copied_before_a_stop_and_the_fence_over_the_rest_keep_each_version() {
                 written,
                 "{mode:?} round {round}"
             );
-            let pages = if round == 0 { 9 } else { 10 };
+            let pages = if round == 0 { 211 } else { 210 };
             assert_eq!(done.pages, pages, "{mode:?} round {round}: each page once");
         }
         drop(e);
-        restores_as_written(&dir, PAGES * PS, &snaps);
+        restores_as_written(&dir, BIG * PS, &snaps);
     }
+}
+
+/// A full version after increments, the program's other threads stopped: every page is
+/// stored, so every page is fenced, not only those written since the last version.
+#[test]
+fn a_full_version_with_the_program_stopped_fences_every_page() {
+    let dir = scratch_dir("precopy-written-full");
+    let mut c = config(&dir, Strategy::Off, false);
+    c.mode = CommitMode::Async;
+    c.others_stopped = true;
+    c.full_every = 2;
+    let e = Engine::open(c).unwrap();
+    let mut buf = Buf::new(BIG * PS);
+    noise(buf.slice_mut(), 9);
+    // SAFETY: the buffer outlives the engine.
+    unsafe { e.protect(1, buf.ptr, BIG * PS).unwrap() };
+    let mut snaps = Snapshots::new();
+    for (round, kind) in [Kind::Full, Kind::Incremental, Kind::Full]
+        .into_iter()
+        .enumerate()
+    {
+        fill(&mut buf, [round], 1 + round as u8);
+        let v = e.checkpoint().unwrap();
+        snaps.push((v.version, buf.slice().to_vec()));
+        // Not written since the last version: stored only by a full one. Near the end, so
+        // that the commit has not taken it yet.
+        fill(&mut buf, [BIG - 10 + round], 50 + round as u8);
+        assert_eq!(e.wait().unwrap().unwrap_or(v).kind, kind);
+    }
+    drop(e);
+    restores_as_written(&dir, BIG * PS, &snaps);
 }
 
 #[test]
