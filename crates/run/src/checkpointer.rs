@@ -26,6 +26,10 @@ pub static RESTARTED: AtomicU64 = AtomicU64::new(0);
 pub static TRIGGER: AtomicU32 = AtomicU32::new(0);
 static RUN: AtomicPtr<Run> = AtomicPtr::new(std::ptr::null_mut());
 
+/// Bytes of ickpt's heap a tracked page comes to need at most (83 MB of heap at 4 GiB
+/// tracked: the commit's per-page arrays, freed and made again each time).
+const HEAP_PER_TRACKED_PAGE: u64 = 96;
+
 /// How long the other threads get to stop before the checkpoint is given up.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
 
@@ -440,12 +444,17 @@ impl Run {
             self.regions.insert(id, len);
             changed = true;
         }
+        // ickpt's heap grows with the pages tracked (the commit's per-page arrays): room for
+        // it now, while the version stores everything anew anyway, rather than a larger
+        // buffer made at the first increment, whose stop would pay for it.
+        let tracked: u64 = self.regions.values().sum();
         let snap: u64 = pieces
             .iter()
             .filter(|p| p.snapshot)
             .map(|p| p.rec.end - p.rec.start)
             .sum::<u64>()
             + (crate::arena::used().1 - crate::arena::used().0) as u64
+            + tracked / 4096 * HEAP_PER_TRACKED_PAGE
             + (8 << 20);
         if snap as usize > self.snapshot.len {
             self.snapshot.grow(&self.engine, snap as usize * 2)?;
