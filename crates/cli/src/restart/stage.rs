@@ -195,13 +195,20 @@ impl Staged {
                 }
                 // SAFETY: `n` bytes inside the snapshot slot and inside a writable staged
                 // slot (checked above); the two slots are distinct mappings.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (src.0 + p.offset + done) as *const u8,
-                        to as *mut u8,
-                        n as usize,
+                let (from, into) = unsafe {
+                    (
+                        std::slice::from_raw_parts(
+                            (src.0 + p.offset + done) as *const u8,
+                            n as usize,
+                        ),
+                        std::slice::from_raw_parts_mut(to as *mut u8, n as usize),
                     )
                 };
+                // A slot of ickpt's own memory is fresh zeros: its zero pages (ickpt's heap
+                // gives freed pages back, so most of it) are left untouched, unbacked, which
+                // saves the restart the memory and the next capture their comparison.
+                let fresh = matches!(slot.rec.kind, MappingKind::Zero | MappingKind::Snapshot);
+                copy_skipping_zeros(from, into, fresh);
                 done += n;
             }
         }
@@ -248,6 +255,21 @@ pub fn prot_bits(p: u8) -> i32 {
     v
 }
 
+/// Copy `from` into `into`; where `into` is known to be zeros (`fresh`), page-sized pieces of
+/// zeros are not written.
+fn copy_skipping_zeros(from: &[u8], into: &mut [u8], fresh: bool) {
+    static ZERO: [u8; 4096] = [0; 4096];
+    if !fresh {
+        into.copy_from_slice(from);
+        return;
+    }
+    for (f, t) in from.chunks(4096).zip(into.chunks_mut(4096)) {
+        if *f != ZERO[..f.len()] {
+            t.copy_from_slice(f);
+        }
+    }
+}
+
 fn stage_one(at: u64, m: &MappingRecord) -> Result<(), String> {
     let len = m.end - m.start;
     let anon = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
@@ -268,5 +290,29 @@ fn stage_one(at: u64, m: &MappingRecord) -> Result<(), String> {
             map(at, len, prot_bits(m.prot), flags, f.as_raw_fd(), m.offset)
         }
         MappingKind::Special => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_skipping_zeros;
+
+    #[test]
+    fn zero_pages_are_not_written_into_fresh_memory() {
+        let mut from = vec![0u8; 3 * 4096 + 100];
+        from[4096 + 5] = 1;
+        from[3 * 4096 + 99] = 2;
+        // A marker where a fresh slot would hold zeros: left alone means not written.
+        let mut into = vec![7u8; from.len()];
+        copy_skipping_zeros(&from, &mut into, true);
+        assert!(
+            into[..4096].iter().all(|&b| b == 7),
+            "a zero page is skipped"
+        );
+        assert_eq!(into[4096..2 * 4096], from[4096..2 * 4096]);
+        assert!(into[2 * 4096..3 * 4096].iter().all(|&b| b == 7));
+        assert_eq!(into[3 * 4096..], from[3 * 4096..], "a short last piece too");
+        copy_skipping_zeros(&from, &mut into, false);
+        assert_eq!(into, from, "memory not known to be zeros is copied whole");
     }
 }
