@@ -378,8 +378,10 @@ impl Run {
         // rseq area, the robust list and the tid word, which the kernel itself writes; for the
         // main thread it lies outside its stack).
         let filled = FILLED.load(SeqCst).min(park::MAX_THREADS);
+        let mut threads_at = Vec::with_capacity(2 * filled);
         for slot in &SLOTS[..filled] {
             for addr in [slot.frame.load(SeqCst), slot.fs_base.load(SeqCst)] {
+                threads_at.push(addr);
                 if let Some(m) = maps.iter().find(|m| m.start <= addr && addr < m.end) {
                     own.push((m.start as usize, m.end as usize, Own::Stack));
                 }
@@ -396,10 +398,15 @@ impl Run {
             Own::Region(SNAPSHOT_ID),
         ));
         // The regions' bounds, start and end in turn, in address order (regions never
-        // overlap).
+        // overlap). Not a region that holds a stopped thread's stack or control block: glibc
+        // hands a new thread the cached stack of one that ended, which a checkpoint in
+        // between tracked as plain memory. It is the thread's now, captured by value (the
+        // kernel writes its rseq area, which a fence would turn into a SIGSEGV) and no
+        // longer tracked.
         let cuts: Vec<u64> = self
             .regions
             .iter()
+            .filter(|(&start, &len)| !threads_at.iter().any(|&a| start <= a && a < start + len))
             .flat_map(|(&start, &len)| [start, start + len])
             .collect();
         layout::pieces(&maps, &own, &cuts, &|s, e| {
