@@ -13,9 +13,6 @@ use ickpt_format::{Codec, Frame, Header, VersionLayout, FORMAT_VERSION};
 use std::collections::HashMap;
 use std::io;
 
-/// A page with no slot.
-const NONE: u32 = u32::MAX;
-
 /// Pages gathered before one append: 64 pages of 4 KiB, as a commit's batches.
 const BATCH_PAGES: usize = 64;
 
@@ -44,31 +41,43 @@ pub(crate) struct PreFile {
     scratch: Vec<u8>,
 }
 
-/// Where each pre-copied page is in the file: per region, each page's slot (its position in
-/// the version's page order; NONE: not pre-copied), 4 bytes a page.
+/// Where each pre-copied page is in the file: per region, its page count when the file was
+/// started and each pre-copied page's slot (its position in the version's page order). A map
+/// of the pages copied rather than a word per page of the region: under `ickpt run` this
+/// lives in ickpt's own heap while the process is captured, and a dense array (4 MB at 4 GiB
+/// tracked, made again each version) was a third of the heap pages each capture copied.
 pub(crate) struct Slots {
-    of: HashMap<u64, Vec<u32>>,
+    of: HashMap<u64, RegionSlots>,
     /// Bytes left for header and region table before the first slot: the data offset of a
     /// version with the regions there were when the file was started. The commit takes the
     /// file over only if its version has as many bytes of prefix.
     pub prefix_len: u64,
 }
 
+/// One region's slots ([`Slots`]).
+pub(crate) struct RegionSlots {
+    /// The region's pages when its first page was copied.
+    npages: usize,
+    slot_of: HashMap<u32, u32>,
+}
+
 /// Whether `page` has a slot in `of` (a region's slots, `Slots::of_region`).
-pub(crate) fn has_slot(of: &[u32], page: usize) -> bool {
-    of.get(page).is_some_and(|&s| s != NONE)
+pub(crate) fn has_slot(of: &RegionSlots, page: usize) -> bool {
+    u32::try_from(page).is_ok_and(|p| of.slot_of.contains_key(&p))
 }
 
 impl Slots {
     /// The slots of region `id`'s pages, if any of them was pre-copied.
-    pub fn of_region(&self, id: u64) -> Option<&[u32]> {
-        self.of.get(&id).map(Vec::as_slice)
+    pub fn of_region(&self, id: u64) -> Option<&RegionSlots> {
+        self.of.get(&id)
     }
 
     /// The slot of `page` of region `id`.
     pub fn of(&self, id: u64, page: usize) -> Option<usize> {
-        let s = *self.of_region(id)?.get(page)?;
-        (s != NONE).then_some(s as usize)
+        let of = self.of_region(id)?;
+        of.slot_of
+            .get(&u32::try_from(page).ok()?)
+            .map(|&s| s as usize)
     }
 
     /// Where slot `s` starts in the file.
@@ -81,7 +90,12 @@ impl Slots {
     pub fn give_back(&self, tr_of: impl Fn(u64) -> Option<std::sync::Arc<TrackedRegion>>) {
         for (id, of) in &self.of {
             let Some(tr) = tr_of(*id) else { continue };
-            for page in (0..of.len().min(tr.npages)).filter(|&p| has_slot(of, p)) {
+            for page in of
+                .slot_of
+                .keys()
+                .map(|&p| p as usize)
+                .filter(|&p| p < tr.npages)
+            {
                 crate::track::protocol::committer::give_back_page(&tr, page);
             }
         }
@@ -171,7 +185,12 @@ impl PreFile {
                 self.slots
                     .of
                     .entry(tr.id)
-                    .or_insert_with(|| vec![NONE; tr.npages])[page] = s as u32;
+                    .or_insert_with(|| RegionSlots {
+                        npages: tr.npages,
+                        slot_of: HashMap::new(),
+                    })
+                    .slot_of
+                    .insert(page as u32, s as u32);
                 let at = self.batch.len();
                 self.batch.resize(at + ps, 0);
                 let dst = &mut self.batch[at..];
@@ -206,7 +225,7 @@ impl PreFile {
         self.slots.of.iter().all(|(id, of)| {
             regions
                 .iter()
-                .any(|&(rid, npages)| rid == *id && npages == of.len())
+                .any(|&(rid, npages)| rid == *id && npages == of.npages)
         })
     }
 
