@@ -42,6 +42,13 @@ impl Drop for Waiting<'_> {
     }
 }
 
+/// Whether a pass may run: no commit running (its pages are the commit's as they are) and no
+/// section open (its diffs take the same bits).
+fn idle(st: &State) -> bool {
+    let running = st.pending.as_ref().is_some_and(|h| !h.is_finished());
+    !running && st.sections.open_index().is_none()
+}
+
 /// One pass now, unless a commit is running (its pages are the commit's as they are) or a
 /// section is open (its diffs take the same bits). Whether a pass ran. `ctl`: the thread's
 /// control, whose waiting checkpoint calls cut the pass short; None for a pass on the
@@ -52,8 +59,7 @@ pub(crate) fn pass_if_idle(
     store: &dyn Store,
     ctl: Option<&Control>,
 ) -> bool {
-    let running = st.pending.as_ref().is_some_and(|h| !h.is_finished());
-    if running || st.sections.open_index().is_some() {
+    if !idle(st) {
         return false;
     }
     let Some(p) = &mut st.precopy else {
@@ -71,8 +77,7 @@ pub(crate) fn copy_written_if_idle(
     tracker: &dyn Tracker,
     store: &dyn Store,
 ) -> u64 {
-    let running = st.pending.as_ref().is_some_and(|h| !h.is_finished());
-    if running || st.sections.open_index().is_some() {
+    if !idle(st) {
         return 0;
     }
     let p = st

@@ -87,25 +87,6 @@ impl UffdAsyncTracker {
         }
     }
 
-    /// `Guard::FenceWritten`'s collect: nothing else runs, so the scan comes first and the
-    /// fence covers what it collected.
-    fn collect_then_fence(
-        &self,
-        r: &TrackedRegion,
-        out: &mut Vec<u64>,
-        before_rearm: &mut dyn FnMut(&[u64]),
-    ) -> Result<(), TrackError> {
-        if !r.still_mapped() {
-            return Err(TrackError::Unmapped);
-        }
-        let written = Self::take_written(r, &self.scanner, out, before_rearm)?;
-        Self::fence_runs(r, out)?;
-        if !Self::take_unarmed(r) {
-            r.dirty.count_faults(written);
-        }
-        Ok(())
-    }
-
     /// Fence `pages` of `r` (a `Guard::Check` collect's shared edge pages).
     fn fence_pages(r: &TrackedRegion, pages: [Option<usize>; 2]) -> Result<(), TrackError> {
         for p in pages.into_iter().flatten() {
@@ -200,10 +181,8 @@ impl Tracker for UffdAsyncTracker {
         // there (an unaligned heap buffer's edge pages hold the allocator's headers), which the
         // check would take for a race every time; a write there traps and is decided page by
         // page, after waiting at the gate, and the check leaves those pages out. `Rearm` (a
-        // restore) needs none.
-        if guard == Guard::FenceWritten {
-            return self.collect_then_fence(r, out, before_rearm);
-        }
+        // restore) needs none. `FenceWritten` fences after the scan, what it collected:
+        // nothing else runs.
         let fence = || match guard {
             Guard::Fence => r
                 .mem
@@ -228,7 +207,9 @@ impl Tracker for UffdAsyncTracker {
         // fence (its heap shares a page with a tracked buffer, as `out` may) opened that page
         // with a stale state: fence it again, or other threads' writes to it would reach the
         // version.
-        if r.dirty.faults() != faults_before {
+        if guard == Guard::FenceWritten {
+            Self::fence_runs(r, out)?;
+        } else if r.dirty.faults() != faults_before {
             fence()?;
         }
         if !Self::take_unarmed(r) && guard != Guard::Rearm {
