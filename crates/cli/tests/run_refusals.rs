@@ -193,6 +193,28 @@ fn a_statically_linked_program_is_refused_by_name() {
     assert!(!tmp.join("run.out").exists(), "the program ran");
 }
 
+/// A switch of `ickpt run` set to something that is neither 0 nor 1 is refused, naming it,
+/// before the program runs: a mistyped `off` must not leave the switch on without a word.
+#[test]
+fn a_switch_set_to_neither_0_nor_1_is_refused_by_name() {
+    let tmp = dir("switch");
+    let exe = build_c("heat.c", &tmp);
+    for var in ["ICKPT_RUN_PRECOPY", "ICKPT_RUN_WHOLE_FENCE"] {
+        let p = Program::new(exe.clone(), &["100", "1024"])
+            .env("ICKPT_MODE", "async")
+            .env(var, "off");
+        let out = tmp.join(format!("{var}.out"));
+        let proc = Proc::spawn(p.under_ickpt(&tmp.join(var), None, &out), "ickpt run");
+        let (code, stdout, stderr) = proc.finish();
+        assert_ne!(code, 0, "{var}=off was taken: {stdout}");
+        assert!(
+            stderr.contains(&format!("{var}=\"off\" is neither 0 nor 1")),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "the program ran with {var}=off");
+    }
+}
+
 #[test]
 fn a_restart_refuses_a_rebuilt_executable_by_name() {
     let tmp = dir("rebuilt");

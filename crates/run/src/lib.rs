@@ -91,7 +91,7 @@ fn start_engine_and_thread(
     // Every thread of the program is stopped while a checkpoint collects, so an async one
     // fences only the pages it collected. `ICKPT_RUN_WHOLE_FENCE=1` fences every page, as
     // the API does (to compare).
-    cfg.others_stopped = !switch_on("ICKPT_RUN_WHOLE_FENCE");
+    cfg.others_stopped = !switch("ICKPT_RUN_WHOLE_FENCE", false)?;
     let mut engine =
         ickpt::Engine::open(cfg).map_err(|e| format!("opening {}: {e}", dir.display()))?;
     if engine.backend() != ickpt::Backend::UffdAsync {
@@ -128,7 +128,7 @@ fn start_engine_and_thread(
         // fences only what is written meanwhile. `ICKPT_RUN_PRECOPY=0` leaves them all to
         // the stop's fence (to compare, or to keep versions compressed: pre-copied pages
         // are stored raw).
-        precopy: is_async && std::env::var_os("ICKPT_RUN_PRECOPY").is_none_or(|v| v != "0"),
+        precopy: is_async && switch("ICKPT_RUN_PRECOPY", true)?,
         pagemap,
         store_dir,
         broken: false,
@@ -147,9 +147,18 @@ fn start_engine_and_thread(
     Ok(())
 }
 
-/// Whether the variable `name` is set to 1.
-fn switch_on(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| v == "1")
+/// The switch `name`: `default` when unset, 0 or 1 when set; anything else is refused,
+/// naming it (a mistyped `off` must not leave the switch as it was without a word).
+fn switch(name: &str, default: bool) -> Result<bool, String> {
+    match std::env::var_os(name) {
+        None => Ok(default),
+        Some(v) if v == "0" => Ok(false),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) => Err(format!(
+            "{name}={:?} is neither 0 nor 1",
+            v.to_string_lossy()
+        )),
+    }
 }
 
 fn reserve_hole() -> Result<(usize, usize), String> {
