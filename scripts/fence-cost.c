@@ -15,18 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static void must(int ok, const char *what) {
-    if (!ok) {
-        perror(what);
-        exit(1);
-    }
-}
+#include "measure.h"
 
 /* mprotect each run of consecutive chosen pages to `prot`; returns the runs. */
 static size_t each_run(char *p, size_t ps, const char *sel, size_t n, int prot) {
