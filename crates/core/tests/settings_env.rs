@@ -56,6 +56,8 @@ fn a_malformed_variable_is_an_error_naming_it() {
         ("ICKPT_KEEP_WITHIN", "soon"),
         ("ICKPT_KEEP_WITHIN", "7"),
         ("ICKPT_POLICY", "cheap"),
+        ("ICKPT_RESTART_BOUND", "0.5"),
+        ("ICKPT_RESTART_BOUND", "inf"),
     ] {
         // Every variable is read at every open, whatever backend it concerns.
         refused(var, value);

@@ -92,6 +92,10 @@ fn start_engine_and_thread(
     // fences only the pages it collected. `ICKPT_RUN_WHOLE_FENCE=1` fences every page, as
     // the API does (to compare).
     cfg.others_stopped = !switch("ICKPT_RUN_WHOLE_FENCE", false)?;
+    // A restart of a whole process should cost about what one full image does: a chain
+    // ends before a restart from it would read more than one and a half of its full
+    // version (`ICKPT_RESTART_BOUND` sets another bound, 0 none).
+    cfg.restart_bound = 1.5;
     let mut engine =
         ickpt::Engine::open(cfg).map_err(|e| format!("opening {}: {e}", dir.display()))?;
     if engine.backend() != ickpt::Backend::UffdAsync {

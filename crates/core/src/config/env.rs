@@ -67,6 +67,7 @@ pub(crate) struct Overrides {
     pub mode: Option<CommitMode>,
     pub compression: Option<super::Compression>,
     pub policy: Option<crate::policy::KindPolicy>,
+    pub restart_bound: Option<f64>,
     pub cow_bytes: Option<usize>,
     pub fault_around: Option<usize>,
     pub granularity: Option<Granularity>,
@@ -98,6 +99,15 @@ impl Overrides {
                 "ICKPT_POLICY",
                 "fixed or cost",
                 crate::policy::KindPolicy::parse,
+            )?,
+            restart_bound: parsed(
+                "ICKPT_RESTART_BOUND",
+                "0 (no bound) or a number 1 or above, e.g. 1.5",
+                |v| {
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|&b| b == 0.0 || b >= 1.0 && b.is_finite())
+                },
             )?,
             cow_bytes: parsed(
                 "ICKPT_COW_BYTES",

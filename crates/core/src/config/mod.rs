@@ -55,6 +55,11 @@ pub struct Config {
     /// saves, under the cost policy: 1.0 (the paper's S_n) weighs them alike; lower when
     /// failures are rare. At least 0.
     pub restore_weight: f64,
+    /// Whatever the policy chose, a version is full when, as an increment, it would make a
+    /// restart read more than this many times the bytes of its chain's full version
+    /// (`policy::bounded_kind`): 1.5 caps a restart near one and a half full restores. 0: no
+    /// bound (the library's default; `ickpt run`'s is 1.5). `ICKPT_RESTART_BOUND` overrides.
+    pub restart_bound: f64,
     /// Full chains kept on disk; older ones are deleted when a new full version commits.
     pub keep_chains: u32,
     /// With n > 0, only what a restore of the n newest versions needs is kept (within
@@ -160,6 +165,7 @@ impl Config {
             full_every: 10,
             policy: crate::policy::KindPolicy::Fixed,
             restore_weight: 1.0,
+            restart_bound: 0.0,
             keep_chains: 2,
             keep_versions: 0,
             keep_within: None,
@@ -199,6 +205,7 @@ impl Config {
         c.mode = o.mode.unwrap_or(c.mode);
         c.compression = o.compression.unwrap_or(c.compression);
         c.policy = o.policy.unwrap_or(c.policy);
+        c.restart_bound = o.restart_bound.unwrap_or(c.restart_bound);
         c.cow_bytes = o.cow_bytes.unwrap_or(c.cow_bytes);
         c.fault_around = o.fault_around.unwrap_or(c.fault_around);
         c.granularity = o.granularity.unwrap_or(c.granularity);
@@ -280,6 +287,15 @@ impl Config {
                 "restore_weight",
                 self.restore_weight.to_string(),
                 "a number 0 or above",
+            ));
+        }
+        if !(self.restart_bound == 0.0
+            || self.restart_bound >= 1.0 && self.restart_bound.is_finite())
+        {
+            return Err(SettingError::new(
+                "restart_bound",
+                self.restart_bound.to_string(),
+                "0 (no bound) or a number 1 or above",
             ));
         }
         if self.shared_dir.as_ref() == Some(&self.dir) {

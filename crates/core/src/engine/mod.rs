@@ -71,6 +71,8 @@ pub(crate) struct State {
     pub pinned_global: u64,
     /// What the cost policy knows of the chain `head` ends (`policy::cost_kind`).
     pub chain_costs: crate::policy::ChainCosts,
+    /// The bytes of the chain `head` ends, for the restart bound; None when not known.
+    pub chain_bytes: Option<crate::policy::ChainBytes>,
     /// Program sections (CAPE).
     pub sections: section::Sections,
     /// Pre-copy (PRWIP); None when off.

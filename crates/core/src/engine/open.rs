@@ -209,6 +209,7 @@ impl Engine {
                 fence_next: 0,
                 pinned_global: 0,
                 chain_costs: Default::default(),
+                chain_bytes: None,
                 sections: Default::default(),
                 precopy,
             })),

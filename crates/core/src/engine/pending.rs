@@ -107,6 +107,8 @@ impl Engine {
                     secs: info.duration.saturating_sub(info.phases.gc).as_secs_f64(),
                 };
                 st.chain_costs.committed(info.kind, cost);
+                st.chain_bytes =
+                    crate::policy::ChainBytes::committed(st.chain_bytes, info.kind, info.bytes);
                 let s = &mut st.stats;
                 s.checkpoints += 1;
                 match info.kind {

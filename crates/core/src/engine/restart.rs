@@ -30,6 +30,7 @@ impl Engine {
         // Pages set aside as written before the checkpoint belong to `version`: rearming
         // drops them.
         self.rearm_as(&mut st, newest, version)?;
+        st.chain_bytes = super::restore_regions::chain_bytes(&chain);
         st.previous = None;
         st.pending = None;
         if let Some(p) = &mut st.precopy {

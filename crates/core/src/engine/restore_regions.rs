@@ -51,6 +51,7 @@ impl Engine {
         st.head = None;
         // Another chain than the one measured: the cost policy starts a new one.
         st.chain_costs.full = None;
+        st.chain_bytes = None;
         st.previous = None;
         for s in st.regions.values_mut() {
             s.born = None;
@@ -79,6 +80,7 @@ impl Engine {
         )?;
 
         self.rearm_as(&mut st, newest, version)?;
+        st.chain_bytes = chain_bytes(&chain);
         let info = RestoreInfo {
             version,
             tag: newest.header.tag,
@@ -163,4 +165,11 @@ impl Engine {
         });
         Ok(())
     }
+}
+
+/// The bytes of the chain a restore read (newest first), which the next checkpoints extend.
+pub(super) fn chain_bytes(
+    chain: &[crate::read::catalog::OpenVersion],
+) -> Option<crate::policy::ChainBytes> {
+    crate::policy::ChainBytes::of_files(chain.iter().map(|ov| ov.meta.footer.file_length))
 }

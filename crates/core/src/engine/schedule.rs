@@ -44,12 +44,7 @@ impl Engine {
                 last: crate::store::version_name(version - 1),
             });
         }
-        let kind = match (self.cfg.policy, st.head) {
-            (policy::KindPolicy::Cost, Some(h)) => {
-                policy::cost_kind(&st.chain_costs, h.chain_depth, self.cfg.restore_weight).0
-            }
-            _ => policy::next_kind(st.head, self.cfg.full_every),
-        };
+        let kind = self.kind_of(st, version);
         let (parent, depth, parent_meta_crc) = match (kind, st.head) {
             (Kind::Incremental, Some(h)) => (h.version, h.chain_depth + 1, h.meta_crc),
             _ => (0, 0, 0),
@@ -267,5 +262,53 @@ impl Engine {
         } else {
             Guard::Check
         }
+    }
+}
+
+impl Engine {
+    /// The kind of the checkpoint of `version`: the policy's, or full where an increment
+    /// would pass the restart bound.
+    pub(crate) fn kind_of(&self, st: &State, version: u64) -> Kind {
+        let chosen = match (self.cfg.policy, st.head) {
+            (policy::KindPolicy::Cost, Some(h)) => {
+                policy::cost_kind(&st.chain_costs, h.chain_depth, self.cfg.restore_weight).0
+            }
+            _ => policy::next_kind(st.head, self.cfg.full_every),
+        };
+        self.within_restart_bound(st, chosen, version)
+    }
+
+    /// The kind `chosen` by the policy, or full where an increment would pass the restart
+    /// bound. The increment's size, when needed: the pages pre-copied for `version` if
+    /// pre-copy began its file (the program was running until now, so what it wrote since
+    /// the copy is left out: a few pages), else the pages written as tracking shows them
+    /// now, without taking them (the collect does that).
+    fn within_restart_bound(&self, st: &State, chosen: Kind, version: u64) -> Kind {
+        let ps = page_size() as u64;
+        // A stored page's bytes with its share of the metadata (CRC, index).
+        let per_page = ps + 16;
+        let pages_of = |s: &super::RegionSlot| s.tr.npages as u64;
+        let most: u64 = st.regions.values().map(pages_of).sum::<u64>() * per_page;
+        policy::bounded_kind(chosen, st.chain_bytes, self.cfg.restart_bound, most, || {
+            if let Some(n) = st.precopy.as_ref().and_then(|p| p.pages_for(version)) {
+                return n as u64 * per_page;
+            }
+            let mut bits = Vec::new();
+            let written: u64 = st
+                .regions
+                .values()
+                .map(|s| {
+                    if s.born.is_none() {
+                        return pages_of(s);
+                    }
+                    match self.tracker.peek_written(&s.tr, &mut bits) {
+                        Ok(()) => bits.iter().map(|w| u64::from(w.count_ones())).sum(),
+                        // Not known: as if every page were written.
+                        Err(_) => pages_of(s),
+                    }
+                })
+                .sum();
+            written * per_page
+        })
     }
 }

@@ -1,14 +1,16 @@
 //! Pure decisions, testable without memory tricks or I/O: the kind of each checkpoint
-//! (`kind`), what a store keeps (`retention`), the committer's flush order (`flush_order`),
+//! (`kind`) and how far a restart bounds its chain (`restart_bound`), what a store keeps (`retention`), the committer's flush order (`flush_order`),
 //! and pre-copy's prediction (`prwip`).
 
 mod flush_order;
 mod kind;
 pub mod prwip;
+mod restart_bound;
 mod retention;
 
 pub use flush_order::{adaptive_priority, Access};
 pub use kind::{
     cost_kind, next_kind, saving, ChainCosts, Cost, CostReason, Head, KindPolicy, MAX_COST_CHAIN,
 };
+pub use restart_bound::{bounded_kind, ChainBytes};
 pub use retention::{collectable, restore_set, Known, Retention};

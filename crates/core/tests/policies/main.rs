@@ -1,4 +1,5 @@
-//! Policies in a running engine: coarse monitoring (ACCK), the cost policy, retention, pre-copy.
+//! Policies in a running engine: coarse monitoring (ACCK), the cost policy, the restart bound,
+//! retention, pre-copy.
 //!
 //! One test binary per topic, one file per concern (fewer binaries to link).
 
@@ -8,4 +9,5 @@ mod common;
 mod acck;
 mod cost_policy;
 mod precopy;
+mod restart_bound;
 mod retention;

@@ -397,6 +397,14 @@ impl PreCopy {
         Ok(())
     }
 
+    /// Pages pre-copied for the checkpoint of `version`, if pre-copy began its file.
+    pub fn pages_for(&self, version: u64) -> Option<usize> {
+        self.file
+            .as_ref()
+            .filter(|f| f.version == version)
+            .map(PreFile::pages)
+    }
+
     /// The file for the checkpoint about to collect `version`, if it can take it over: the
     /// same version number, an incremental version, a prefix of the same length, and every
     /// pre-copied page's region still there with the same size. Otherwise the file is

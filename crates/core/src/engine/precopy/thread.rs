@@ -96,9 +96,16 @@ impl crate::engine::Engine {
     /// compressed commit would have compressed them. Returns how many pages were copied:
     /// 0 while a commit runs or a section is open; a failure stops pre-copy until the
     /// checkpoint, which stores the pages itself and reports why in its pre-copy figures.
+    ///
+    /// Nothing is copied for a version that will be full (the restart bound decides it so
+    /// from the pages written): it stores and fences every page anyway, and a copy would be
+    /// thrown away, its file deleted while the program is stopped.
     pub fn precopy_written(&self) -> u64 {
         let mut st = self.lock();
         self.poll(&mut st);
+        if self.kind_of(&st, st.next_version) == ickpt_format::Kind::Full {
+            return 0;
+        }
         copy_written_if_idle(&mut st, &*self.tracker, &*self.store)
     }
 }
