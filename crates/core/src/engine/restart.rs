@@ -23,6 +23,7 @@ impl Engine {
         let newest = &chain[0].meta;
         super::restore_regions::regions_match(&st, newest, version)?;
         for s in st.regions.values() {
+            s.tr.forget_commits();
             self.tracker
                 .after_restart(&s.tr)
                 .map_err(|e| super::region_error(&s.tr, e))?;

@@ -45,6 +45,12 @@ pub struct TrackedRegion {
 }
 
 impl TrackedRegion {
+    /// Forget the commit protocol's page states and first-write records: a restart brought
+    /// them back as they stood when a checkpoint began, and no commit runs in this process.
+    pub(crate) fn forget_commits(&self) {
+        self.pages.clear();
+    }
+
     /// Region `id` over the `len` bytes at `ptr`, whose covering pages are `pages` (made,
     /// and checked mapped, before anything sized by `len` is allocated, so a bogus length is
     /// an error rather than an abort; and since mprotect does not roll back, a range with a

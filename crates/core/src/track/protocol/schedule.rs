@@ -25,6 +25,10 @@ pub(crate) struct Marked {
 /// so every record starts the next epoch clear; with `learnt`, the scheduled pages' records
 /// go there. `count_unseen`: the tracker does not see every first write, so a written page
 /// with no record was written after the last commit without a trap.
+///
+/// Only the pages written, and those that may hold a record or a state other than Idle
+/// (`PageStates::take_touched`), are visited: the others are left out already, with no
+/// record to take, so the cost follows the pages written, not the region's size.
 pub(crate) fn mark(
     tr: &TrackedRegion,
     ri: u32,
@@ -36,7 +40,7 @@ pub(crate) fn mark(
     let mut m = Marked::default();
     // Every piece is monitored again from the next epoch on.
     tr.acck.reset();
-    for page in 0..tr.npages {
+    let mut one = |page: usize| {
         let (access, order) = tr.pages.take_access(page);
         let written = bitmap::is_set(bits, page);
         if written && count_unseen && access == Access::Untouched {
@@ -52,6 +56,20 @@ pub(crate) fn mark(
             // Taken by the last commit, not written since: no longer a neighbour worth
             // opening with a faulting one.
             tr.pages.leave_out(page);
+        }
+    };
+    for w in 0..tr.npages.div_ceil(64) {
+        let n = (tr.npages - w * 64).min(64);
+        let in_region = if n == 64 { u64::MAX } else { (1 << n) - 1 };
+        let touched = tr.pages.take_touched(w);
+        let mut visit = if whole {
+            in_region
+        } else {
+            (bits.get(w).copied().unwrap_or(0) | touched) & in_region
+        };
+        while visit != 0 {
+            one(w * 64 + visit.trailing_zeros() as usize);
+            visit &= visit - 1;
         }
     }
     m
