@@ -269,6 +269,19 @@ fn corrupt(offset: u64, what: String) -> io::Error {
     )
 }
 
+/// Zero `dst`, writing only the pages not zero already: memory a restart maps fresh for a
+/// version stays unbacked where the version stored zero pages, instead of a page of memory
+/// each (under `ickpt run`, most of ickpt's own snapshot buffer, which the first capture
+/// after the restart then compares at memory speed rather than in the shared zero page).
+fn zero_where_not(dst: &mut [u8]) {
+    static ZEROS: [u8; 4096] = [0; 4096];
+    for c in dst.chunks_mut(ZEROS.len()) {
+        if *c != ZEROS[..c.len()] {
+            c.fill(0);
+        }
+    }
+}
+
 /// The format error a [`PageView`] read failed with, if the failure was damage.
 pub fn format_error_in(e: &io::Error) -> Option<FormatError> {
     e.get_ref()?.downcast_ref::<FormatError>().cloned()
@@ -294,7 +307,7 @@ impl<R: ReadAt + ?Sized> ReadAt for PageView<'_, R> {
             let n = ((f.frame.raw_len(self.meta.page_size()) - (pos - start)).min(want)) as usize;
             let dst = &mut buf[done..done + n];
             match f.frame.codec {
-                Codec::Zero => dst.fill(0),
+                Codec::Zero => zero_where_not(dst),
                 Codec::Raw => self.src.read_exact_at(dst, f.offset + within as u64)?,
                 Codec::Zstd => {
                     self.with_frame(k, |p| dst.copy_from_slice(&p[within..within + n]))?

@@ -111,9 +111,12 @@ fn a_mixed_version_stores_each_stretch_its_own_way_and_reads_back() {
     );
     check(&f).unwrap();
     let view = PageView::new(&m, &f);
-    let mut all = vec![0u8; 5 * PS];
-    view.read_exact_at(&mut all, m.header.data_offset).unwrap();
-    assert_eq!(all, pages.concat());
+    // Into zeros, and into memory holding other bytes (zero frames write their zeros).
+    for fill in [0u8, 0xa5] {
+        let mut all = vec![fill; 5 * PS];
+        view.read_exact_at(&mut all, m.header.data_offset).unwrap();
+        assert_eq!(all, pages.concat(), "over {fill:#x}");
+    }
 }
 
 #[test]
