@@ -48,6 +48,8 @@ pub(crate) struct PreCopy {
     pages: HashMap<u64, RegionPages>,
     /// The next version's file, once a page was pre-copied this epoch.
     file: Option<PreFile>,
+    /// The version for which `copy_written` last found nothing written (so made no file).
+    nothing_written_for: Option<u64>,
     /// This epoch's figures.
     epoch: PrecopyInfo,
     /// A failure stopped pre-copy until the next checkpoint.
@@ -91,6 +93,7 @@ impl PreCopy {
             last_call: None,
             pages: HashMap::new(),
             file: None,
+            nothing_written_for: None,
             epoch: PrecopyInfo::default(),
             stopped: false,
             totals: Totals::default(),
@@ -169,6 +172,7 @@ impl PreCopy {
     /// back (a restore).
     pub fn discard(&mut self) {
         self.file = None;
+        self.nothing_written_for = None;
         self.pages.values_mut().for_each(RegionPages::clear_epoch);
     }
 
@@ -238,7 +242,9 @@ impl PreCopy {
                 }
             }
         });
-        self.epoch.copies - before
+        let copied = self.epoch.copies - before;
+        self.nothing_written_for = (copied == 0 && !self.stopped).then_some(next_version);
+        copied
     }
 
     /// A pass over each stored region: `choose` puts the written pages (`bits`) to copy now
@@ -397,12 +403,14 @@ impl PreCopy {
         Ok(())
     }
 
-    /// Pages pre-copied for the checkpoint of `version`, if pre-copy began its file.
+    /// Pages pre-copied for the checkpoint of `version`: those in its file, or none when
+    /// every written page was copied for it and none had been written. None when not known
+    /// (then only tracking can tell what was written).
     pub fn pages_for(&self, version: u64) -> Option<usize> {
-        self.file
-            .as_ref()
-            .filter(|f| f.version == version)
-            .map(PreFile::pages)
+        match &self.file {
+            Some(f) if f.version == version => Some(f.pages()),
+            _ => (self.nothing_written_for == Some(version)).then_some(0),
+        }
     }
 
     /// The file for the checkpoint about to collect `version`, if it can take it over: the
