@@ -273,7 +273,9 @@ fn corrupt(offset: u64, what: String) -> io::Error {
 /// version stays unbacked where the version stored zero pages, instead of a page of memory
 /// each (under `ickpt run`, most of ickpt's own snapshot buffer, which the first capture
 /// after the restart then compares at memory speed rather than in the shared zero page).
-fn zero_where_not(dst: &mut [u8]) {
+/// The comparison is with a page of zeros, so `memcmp` reads many bytes a step where a loop
+/// that may stop at any byte reads one (64 MiB of zeros: 6 ms against 43 ms).
+pub fn zero_where_not(dst: &mut [u8]) {
     static ZEROS: [u8; 4096] = [0; 4096];
     for c in dst.chunks_mut(ZEROS.len()) {
         if *c != ZEROS[..c.len()] {
