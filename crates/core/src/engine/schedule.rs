@@ -266,9 +266,15 @@ impl Engine {
 }
 
 impl Engine {
-    /// The kind of the checkpoint of `version`: the policy's, or full where an increment
-    /// would pass the restart bound.
+    /// The kind of the checkpoint of `version`: as `precopy_written` decided it, or else the
+    /// policy's, or full where an increment would pass the restart bound.
     pub(crate) fn kind_of(&self, st: &State, version: u64) -> Kind {
+        // An increment needs the head it was decided against: a global discard may have
+        // dropped it since.
+        let decided = st.precopy.as_ref().and_then(|p| p.kind_for(version));
+        if let Some(k) = decided.filter(|&k| k == Kind::Full || st.head.is_some()) {
+            return k;
+        }
         let chosen = match (self.cfg.policy, st.head) {
             (policy::KindPolicy::Cost, Some(h)) => {
                 policy::cost_kind(&st.chain_costs, h.chain_depth, self.cfg.restore_weight).0
@@ -280,9 +286,8 @@ impl Engine {
 
     /// The kind `chosen` by the policy, or full where an increment would pass the restart
     /// bound. The increment's size, when needed: the pages pre-copied for `version` if
-    /// pre-copy began its file (the program was running until now, so what it wrote since
-    /// the copy is left out: a few pages), else the pages written as tracking shows them
-    /// now, without taking them (the collect does that).
+    /// pre-copy began its file (the pre-copy thread's), else the pages written as tracking
+    /// shows them now, without taking them (the collect does that).
     fn within_restart_bound(&self, st: &State, chosen: Kind, version: u64) -> Kind {
         let ps = page_size() as u64;
         // A stored page's bytes with its share of the metadata (CRC, index).

@@ -126,9 +126,10 @@ fn a_bound_below_one_is_refused() {
     }
 }
 
-/// Under `ickpt run` the estimate is what pre-copy copied just before the stop, even when that
-/// was nothing: the stop then scans no page table. What the program writes between the copy
-/// and the stop is left out of it (docs/design.md, "The restart bound").
+/// Under `ickpt run` the kind is decided by `precopy_written`, from what was written before
+/// the copy, and the checkpoint takes it: the stop scans no page table to decide again. What
+/// the program writes between the copy and the stop is left out (docs/design.md, "The
+/// restart bound").
 #[test]
 fn an_estimate_of_nothing_copied_takes_no_scan() {
     let dir = scratch_dir("restart-bound-idle");

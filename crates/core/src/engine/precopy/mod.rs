@@ -48,8 +48,10 @@ pub(crate) struct PreCopy {
     pages: HashMap<u64, RegionPages>,
     /// The next version's file, once a page was pre-copied this epoch.
     file: Option<PreFile>,
-    /// The version for which `copy_written` last found nothing written (so made no file).
-    nothing_written_for: Option<u64>,
+    /// The kind `Engine::precopy_written` found a version's checkpoint will be, from what was
+    /// written before its copy: the checkpoint takes it rather than estimating again in the
+    /// stop (a page-table scan where nothing was copied).
+    kind_for: Option<(u64, ickpt_format::Kind)>,
     /// This epoch's figures.
     epoch: PrecopyInfo,
     /// A failure stopped pre-copy until the next checkpoint.
@@ -93,7 +95,7 @@ impl PreCopy {
             last_call: None,
             pages: HashMap::new(),
             file: None,
-            nothing_written_for: None,
+            kind_for: None,
             epoch: PrecopyInfo::default(),
             stopped: false,
             totals: Totals::default(),
@@ -172,7 +174,7 @@ impl PreCopy {
     /// back (a restore).
     pub fn discard(&mut self) {
         self.file = None;
-        self.nothing_written_for = None;
+        self.kind_for = None;
         self.pages.values_mut().for_each(RegionPages::clear_epoch);
     }
 
@@ -242,9 +244,7 @@ impl PreCopy {
                 }
             }
         });
-        let copied = self.epoch.copies - before;
-        self.nothing_written_for = (copied == 0 && !self.stopped).then_some(next_version);
-        copied
+        self.epoch.copies - before
     }
 
     /// A pass over each stored region: `choose` puts the written pages (`bits`) to copy now
@@ -403,14 +403,22 @@ impl PreCopy {
         Ok(())
     }
 
-    /// Pages pre-copied for the checkpoint of `version`: those in its file, or none when
-    /// every written page was copied for it and none had been written. None when not known
-    /// (then only tracking can tell what was written).
+    /// Pages pre-copied for the checkpoint of `version`, if pre-copy began its file.
     pub fn pages_for(&self, version: u64) -> Option<usize> {
-        match &self.file {
-            Some(f) if f.version == version => Some(f.pages()),
-            _ => (self.nothing_written_for == Some(version)).then_some(0),
-        }
+        self.file
+            .as_ref()
+            .filter(|f| f.version == version)
+            .map(PreFile::pages)
+    }
+
+    /// Say that the checkpoint of `version` will be of `kind` ([`PreCopy::kind_for`]).
+    pub fn decided(&mut self, version: u64, kind: ickpt_format::Kind) {
+        self.kind_for = Some((version, kind));
+    }
+
+    /// The kind `Engine::precopy_written` decided for the checkpoint of `version`, if it did.
+    pub fn kind_for(&self, version: u64) -> Option<ickpt_format::Kind> {
+        self.kind_for.filter(|k| k.0 == version).map(|k| k.1)
     }
 
     /// The file for the checkpoint about to collect `version`, if it can take it over: the

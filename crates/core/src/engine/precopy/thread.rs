@@ -70,22 +70,6 @@ pub(crate) fn pass_if_idle(
     true
 }
 
-/// [`Engine::precopy_written`]: the pass, with pre-copy state made where pre-copy is off
-/// (its versions record the strategy as blind: every written page, copied as it is found).
-pub(crate) fn copy_written_if_idle(
-    st: &mut State,
-    tracker: &dyn Tracker,
-    store: &dyn Store,
-) -> u64 {
-    if !idle(st) {
-        return 0;
-    }
-    let p = st
-        .precopy
-        .get_or_insert_with(|| super::PreCopy::new(Strategy::Blind, None));
-    p.copy_written(&st.regions, tracker, store, st.next_version)
-}
-
 impl crate::engine::Engine {
     /// Copy every page written since the last checkpoint into the next version's file now,
     /// while the program runs, so that the checkpoint that follows has only the pages
@@ -100,13 +84,27 @@ impl crate::engine::Engine {
     /// Nothing is copied for a version that will be full (the restart bound decides it so
     /// from the pages written): it stores and fences every page anyway, and a copy would be
     /// thrown away, its file deleted while the program is stopped.
+    ///
+    /// The kind is decided here, from the pages written before the copy, and the checkpoint
+    /// takes it (`PreCopy::decided`). Pre-copy state is made where pre-copy is off (its
+    /// versions record the strategy as blind: every written page, copied as it is found).
     pub fn precopy_written(&self) -> u64 {
         let mut st = self.lock();
         self.poll(&mut st);
-        if self.kind_of(&st, st.next_version) == ickpt_format::Kind::Full {
+        if !idle(&st) {
             return 0;
         }
-        copy_written_if_idle(&mut st, &*self.tracker, &*self.store)
+        let version = st.next_version;
+        let kind = self.kind_of(&st, version);
+        let st = &mut *st;
+        let p = st
+            .precopy
+            .get_or_insert_with(|| super::PreCopy::new(Strategy::Blind, None));
+        p.decided(version, kind);
+        if kind == ickpt_format::Kind::Full {
+            return 0;
+        }
+        p.copy_written(&st.regions, &*self.tracker, &*self.store, version)
     }
 }
 
