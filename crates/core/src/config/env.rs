@@ -100,15 +100,11 @@ impl Overrides {
                 "fixed or cost",
                 crate::policy::KindPolicy::parse,
             )?,
-            restart_bound: parsed(
-                "ICKPT_RESTART_BOUND",
-                "0 (no bound) or a number 1 or above, e.g. 1.5",
-                |v| {
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|&b| b == 0.0 || b >= 1.0 && b.is_finite())
-                },
-            )?,
+            restart_bound: parsed("ICKPT_RESTART_BOUND", crate::policy::BOUND_EXPECTED, |v| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|&b| crate::policy::valid_bound(b))
+            })?,
             cow_bytes: parsed(
                 "ICKPT_COW_BYTES",
                 "a size such as 16M or 0, at most 1024G",

@@ -289,13 +289,11 @@ impl Config {
                 "a number 0 or above",
             ));
         }
-        if !(self.restart_bound == 0.0
-            || self.restart_bound >= 1.0 && self.restart_bound.is_finite())
-        {
+        if !crate::policy::valid_bound(self.restart_bound) {
             return Err(SettingError::new(
                 "restart_bound",
                 self.restart_bound.to_string(),
-                "0 (no bound) or a number 1 or above",
+                crate::policy::BOUND_EXPECTED,
             ));
         }
         if self.shared_dir.as_ref() == Some(&self.dir) {

@@ -10,6 +10,14 @@
 
 use ickpt_format::Kind;
 
+/// What a bound may be, as settings and their errors say it.
+pub const BOUND_EXPECTED: &str = "0 (no bound) or a number 1 or above, e.g. 1.5";
+
+/// Whether `bound` is one: 0 (none), or a finite number from 1 on.
+pub fn valid_bound(bound: f64) -> bool {
+    bound == 0.0 || bound >= 1.0 && bound.is_finite()
+}
+
 /// The bytes of the chain the next checkpoint would extend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChainBytes {
