@@ -17,6 +17,8 @@ impl Engine {
     /// the store.
     pub fn resume_after_restart(&mut self, version: u64) -> Result<(), RestoreError> {
         self.pid = std::process::id();
+        // Scratch memory came back as zeros: what lives there is made again before use.
+        crate::sys::own_spans::scratch_lost();
         let mut st = self.lock();
         let catalog = self.catalog();
         let chain = catalog.chain(version)?;

@@ -88,9 +88,12 @@ pub fn forget(start: usize) {
     }
 }
 
-/// Mark the span at `start` as scratch: bytes that mean nothing between two checkpoints
-/// (copy-on-write slots, the commit's staging buffer, scan buffers), which a whole-process
-/// checkpoint need not store.
+/// Mark the span at `start` as scratch: bytes a process restarted from a whole-process
+/// checkpoint does without, which that checkpoint need not store. Either they mean nothing
+/// between two checkpoints (copy-on-write slots, the commit's staging buffer, scan buffers),
+/// or the restart sets them again: page states (`Engine::resume_after_restart` clears them)
+/// and zstd's workspace (made again once [`scratch_generation`] moved on). A restart maps
+/// scratch spans as zeros.
 pub fn mark_scratch(start: usize) {
     if let Some(slot) = SPANS
         .chunks_exact(2)
@@ -98,6 +101,22 @@ pub fn mark_scratch(start: usize) {
     {
         slot[1].fetch_or(1, Ordering::AcqRel);
     }
+}
+
+/// Bumped by every restart from a whole-process checkpoint: what scratch memory held is
+/// gone (zeros), and state kept there must be made again. A static, so a restart brings it
+/// back as it was at the checkpoint; the bump comes after.
+static SCRATCH_GENERATION: AtomicUsize = AtomicUsize::new(0);
+
+/// Say that scratch memory was lost: this process was restarted.
+pub fn scratch_lost() {
+    SCRATCH_GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+/// How many times scratch memory was lost: state kept there and made under another count
+/// must be made again before it is used.
+pub fn scratch_generation() -> usize {
+    SCRATCH_GENERATION.load(Ordering::SeqCst)
 }
 
 /// Every span noted, as (start, end, scratch), in no particular order.

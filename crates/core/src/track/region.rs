@@ -45,8 +45,9 @@ pub struct TrackedRegion {
 }
 
 impl TrackedRegion {
-    /// Forget the commit protocol's page states and first-write records: a restart brought
-    /// them back as they stood when a checkpoint began, and no commit runs in this process.
+    /// Forget the commit protocol's page states and first-write records: no commit runs in
+    /// a restarted process. Their memory is scratch, which a restart maps as zeros; but a
+    /// mapping the table of ickpt's own had no room for was stored, and comes back as it was.
     pub(crate) fn forget_commits(&self) {
         self.pages.clear();
     }

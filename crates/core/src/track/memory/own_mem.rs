@@ -48,6 +48,14 @@ impl<T: ZeroValid> OwnSlice<T> {
         })
     }
 
+    /// As `new`, for state a whole-process restart clears before it is used again, which
+    /// that checkpoint therefore need not store (`own_spans::mark_scratch`).
+    pub fn scratch(len: usize) -> io::Result<Self> {
+        let s = Self::new(len)?;
+        crate::sys::own_spans::mark_scratch(s.map.ptr() as usize);
+        Ok(s)
+    }
+
     /// The mapping's address range, which no protected region may cover.
     pub fn span(&self) -> (usize, usize) {
         span(&self.map)
