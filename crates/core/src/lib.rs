@@ -46,7 +46,7 @@ pub mod write;
 pub use config::{Compression, Config, SettingError};
 pub use engine::{
     frame_encoder, CheckpointInfo, Engine, InjectInfo, OutsideDrain, Phases, PrecopyInfo,
-    RestoreInfo, SectionSave, SectionStart, Stats, MAX_SECTION_NAME,
+    ReportedWrites, RestoreInfo, SectionSave, SectionStart, Stats, MAX_SECTION_NAME,
 };
 pub use error::{
     CheckpointError, Error, FileError, ForkedChild, GcError, GlobalError, InitError, InjectError,

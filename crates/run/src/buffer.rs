@@ -1,11 +1,14 @@
 //! A buffer of the library's own that the engine stores as a region under a reserved id: the
 //! process record, and the snapshot of ickpt's own memory. Written page by page only where
-//! the bytes changed, so an unchanged page costs nothing in the next increment.
+//! the bytes changed, so an unchanged page costs nothing in the next increment. Each page
+//! written is reported to the engine (`Engine::protect_reported`): only the capture writes
+//! the buffers, with the program stopped and the commit before over, so they need neither a
+//! write-protect fault per page nor a fence.
 
 // A mapping of our own, written through raw pointers.
 #![allow(unsafe_code)]
 
-use ickpt::Engine;
+use ickpt::{Engine, ReportedWrites};
 
 /// Region ids with the top bit set: program mappings are named by their start address,
 /// which never has it.
@@ -23,6 +26,7 @@ pub struct Buffer {
     /// ickpt's own state (this field among it) is copied: a restart to that capture's
     /// version finds it here.
     promised: Option<usize>,
+    written: ReportedWrites,
 }
 
 impl Buffer {
@@ -46,17 +50,19 @@ impl Buffer {
                 std::io::Error::last_os_error()
             ));
         }
-        let b = Buffer {
+        // SAFETY: the mapping just made, ours until `release`; only the capture writes it
+        // (reporting each page), and not before the commit before is over (the
+        // checkpointing thread waits for it).
+        let written = unsafe { engine.protect_reported(id, p.cast(), len) }
+            .map_err(|e| format!("tracking ickpt's own buffer: {e}"))?;
+        Ok(Buffer {
             id,
             start: p as usize,
             len,
             high: 0,
             promised: None,
-        };
-        // SAFETY: the mapping just made, ours until `release`.
-        unsafe { engine.protect(id, p.cast(), len) }
-            .map_err(|e| format!("tracking ickpt's own buffer: {e}"))?;
-        Ok(b)
+            written,
+        })
     }
 
     /// Replace with a zeroed buffer of at least `len` bytes under the same id (a new
@@ -76,9 +82,10 @@ impl Buffer {
         // SAFETY: inside the mapping (checked above); only this thread writes it.
         let dst =
             unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, src.len()) };
-        for (d, s) in dst.chunks_mut(4096).zip(src.chunks(4096)) {
+        for (i, (d, s)) in dst.chunks_mut(4096).zip(src.chunks(4096)).enumerate() {
             if d != s {
                 d.copy_from_slice(s);
+                self.written.written(offset + i * 4096, s.len());
             }
         }
     }
@@ -129,6 +136,8 @@ impl Buffer {
         // SAFETY: inside the mapping (below `high`, which is at most `len`); only this
         // thread writes it.
         let dst = unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, len) };
-        ickpt::format::zero_where_not(dst);
+        ickpt::format::zero_where_not_each(dst, |at| {
+            self.written.written(offset + at, 4096.min(len - at))
+        });
     }
 }

@@ -30,6 +30,7 @@ pub use open::frame_encoder;
 pub use outside_drain::OutsideDrain;
 pub use precopy::PrecopyInfo;
 pub(crate) use regions::region_error;
+pub use regions::ReportedWrites;
 pub use section::{SectionSave, SectionStart, MAX_NAME as MAX_SECTION_NAME};
 pub use stats::{CheckpointInfo, Phases, RestoreInfo, Stats};
 

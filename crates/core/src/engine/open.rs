@@ -141,7 +141,9 @@ impl Engine {
 
     /// Start tracking over `store` with `cfg`, the environment applied.
     fn start(cfg: Config, test: &TestSwitches, store: Arc<dyn Store>) -> Result<Engine, InitError> {
-        let tracker = track::select(cfg.backend, test.uffd_spin, test.hide)?;
+        let tracker: Arc<dyn track::Tracker> = Arc::new(track::WithReported {
+            inner: track::select(cfg.backend, test.uffd_spin, test.hide)?,
+        });
         let id = settle_identity(&*store)?;
         // Past every name in the store, readable or not: a name is never reused.
         let next_version = catalog::versions(&*store)?.last().map_or(1, |v| v + 1);

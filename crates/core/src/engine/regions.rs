@@ -20,15 +20,30 @@ impl Engine {
     /// `ptr..ptr+len` must be readable and writable memory of this process that stays mapped
     /// until it is unprotected (or the engine dropped).
     pub unsafe fn protect(&self, id: u64, ptr: *mut u8, len: usize) -> Result<(), ProtectError> {
-        if ptr.is_null() || len == 0 {
-            return Err(ProtectError::BadRange {
-                id,
-                start: ptr as usize,
-                len,
-                problem: RangeProblem::Empty,
-            });
-        }
-        self.insert(id, ptr as usize, len, None)
+        nonempty(id, ptr, len)?;
+        self.insert(id, ptr as usize, len, None, false).map(|_| ())
+    }
+
+    /// Keep `len` bytes at `ptr` as region `id`, untracked: the caller reports each write
+    /// through the handle returned, and writes none of its pages from a checkpoint until the
+    /// commit it began is over (`wait`, or the end of a sync checkpoint). A commit copies the
+    /// pages reported since the last one unfenced, where a tracked page costs a fault on its
+    /// first write and a fence around the commit. For `ickpt run`'s own buffers, which only
+    /// its capture writes, while the program is stopped.
+    ///
+    /// # Safety
+    /// As [`Engine::protect`]; and a write the caller does not report, or makes while a
+    /// commit needs the page, is missing from or torn in the versions.
+    #[doc(hidden)]
+    pub unsafe fn protect_reported(
+        &self,
+        id: u64,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<ReportedWrites, ProtectError> {
+        nonempty(id, ptr, len)?;
+        let tr = self.insert(id, ptr as usize, len, None, true)?;
+        Ok(ReportedWrites { tr })
     }
 
     /// Track `len` bytes at `ptr` as region `id`; `owned`: the mapping `alloc` made for it
@@ -40,7 +55,8 @@ impl Engine {
         ptr: usize,
         len: usize,
         owned: Option<Mapping>,
-    ) -> Result<(), ProtectError> {
+        reported: bool,
+    ) -> Result<Arc<TrackedRegion>, ProtectError> {
         let mut st = self.lock_for_change()?;
         if st.regions.contains_key(&id) {
             return Err(ProtectError::RegionExists(id));
@@ -63,6 +79,9 @@ impl Engine {
         let tr = Arc::new(
             TrackedRegion::new(id, ptr, len, pages, self.protocol.clone()).map_err(refused)?,
         );
+        if reported {
+            tr.report_writes();
+        }
         within_format_limits(&st, &tr)?;
         if owned.is_none() {
             track::before_protect((tr.base(), tr.span_end())).map_err(refused)?;
@@ -73,12 +92,12 @@ impl Engine {
         st.regions.insert(
             id,
             RegionSlot {
-                tr,
+                tr: tr.clone(),
                 born: None,
                 owned,
             },
         );
-        Ok(())
+        Ok(tr)
     }
 
     /// Stop tracking region `id`. Its pages are absent from later versions, so a restore of
@@ -117,7 +136,7 @@ impl Engine {
         })?;
         let p = m.ptr();
         // A refused region drops the mapping, unmapping it.
-        self.insert(id, p as usize, size, Some(m))?;
+        self.insert(id, p as usize, size, Some(m), false)?;
         Ok(p)
     }
 
@@ -210,4 +229,30 @@ fn within_format_limits(st: &State, new: &TrackedRegion) -> Result<(), ProtectEr
         }));
     }
     Ok(())
+}
+
+/// A range a caller names must hold at least a byte.
+fn nonempty(id: u64, ptr: *mut u8, len: usize) -> Result<(), ProtectError> {
+    if ptr.is_null() || len == 0 {
+        return Err(ProtectError::BadRange {
+            id,
+            start: ptr as usize,
+            len,
+            problem: RangeProblem::Empty,
+        });
+    }
+    Ok(())
+}
+
+/// What the owner of a region from [`Engine::protect_reported`] reports its writes through.
+pub struct ReportedWrites {
+    tr: Arc<TrackedRegion>,
+}
+
+impl ReportedWrites {
+    /// The bytes `offset..offset + len` from the region's start were written. Lock-free.
+    pub fn written(&self, offset: usize, len: usize) {
+        self.tr
+            .reported_written(self.tr.page_offset() + offset, len);
+    }
 }

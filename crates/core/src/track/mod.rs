@@ -9,6 +9,7 @@ pub(crate) mod protocol;
 mod range_problem;
 pub(crate) mod region;
 pub(crate) mod registry;
+mod reported;
 pub(crate) mod stack;
 
 use crate::sys::uffd::{Features, Hidden};
@@ -22,6 +23,7 @@ pub use protocol::test_pause;
 pub(crate) use protocol::Protocol;
 pub use range_problem::RangeProblem;
 pub(crate) use region::TrackedRegion;
+pub(crate) use reported::WithReported;
 pub(crate) use stack::{before_protect, on_this_stack};
 use std::sync::{Arc, OnceLock};
 use thiserror::Error;

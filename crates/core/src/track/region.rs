@@ -42,6 +42,9 @@ pub struct TrackedRegion {
     /// the protocol records writers (pre-copy's execution context). The SIGSEGV handler
     /// stores it; userfaultfd's messages carry no instruction, so there it stays 0.
     writers: Option<OwnSlice<AtomicU64>>,
+    /// Its owner reports which pages it writes (`Engine::protect_reported`), and writes
+    /// none while a commit needs them: no backend tracks it (`track::reported`).
+    reported: AtomicBool,
 }
 
 impl TrackedRegion {
@@ -80,7 +83,31 @@ impl TrackedRegion {
                 false => None,
             },
             protocol,
+            reported: AtomicBool::new(false),
         })
+    }
+
+    /// Say that the owner reports this region's writes (before a tracker attaches it).
+    pub(crate) fn report_writes(&self) {
+        self.reported.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the owner reports this region's writes rather than a backend tracking them.
+    pub(crate) fn writes_reported(&self) -> bool {
+        self.reported.load(Ordering::SeqCst)
+    }
+
+    /// The owner wrote the pages covering `offset..offset + len` of the region's span (from
+    /// its first covering page). Lock-free.
+    pub(crate) fn reported_written(&self, offset: usize, len: usize) {
+        if len == 0 {
+            return;
+        }
+        let ps = page_size();
+        let last = ((offset + len - 1) / ps).min(self.npages.saturating_sub(1));
+        for p in offset / ps..=last {
+            self.dirty.set(p);
+        }
     }
 
     /// First byte of the first covering page.

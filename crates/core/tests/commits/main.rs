@@ -12,4 +12,5 @@ mod fault_around;
 mod faults;
 mod owner_heap;
 mod race;
+mod reported;
 mod stack;
