@@ -27,6 +27,12 @@ pub struct Buffer {
     /// version finds it here.
     promised: Option<usize>,
     written: ReportedWrites,
+    /// One bit a page, set where the page is known to hold only zeros: a clear passes it by
+    /// without reading it. Most of the snapshot's extent is pages ickpt's memory does not
+    /// back, which a capture zeroes: comparing the 3,000 of them at 256 MiB cost 0.25-0.3 ms
+    /// of the stop. Kept on ickpt's heap, so a restart brings it back from the middle of a
+    /// capture: `restored` sets it again.
+    zeros: Vec<u64>,
 }
 
 impl Buffer {
@@ -62,6 +68,7 @@ impl Buffer {
             high: 0,
             promised: None,
             written,
+            zeros: vec![u64::MAX; (len / 4096).div_ceil(64)],
         })
     }
 
@@ -77,7 +84,7 @@ impl Buffer {
 
     /// Write `src` at `offset`, touching only the pages whose bytes differ.
     pub fn write_changed(&mut self, offset: usize, src: &[u8]) {
-        assert!(offset + src.len() <= self.len);
+        assert!(offset + src.len() <= self.len && offset % 4096 == 0);
         self.high = self.high.max(offset + src.len());
         // SAFETY: inside the mapping (checked above); only this thread writes it.
         let dst =
@@ -86,6 +93,8 @@ impl Buffer {
             if d != s {
                 d.copy_from_slice(s);
                 self.written.written(offset + i * 4096, s.len());
+                let page = offset / 4096 + i;
+                self.zeros[page / 64] &= !(1 << (page % 64));
             }
         }
     }
@@ -105,9 +114,37 @@ impl Buffer {
     /// After a restart the buffer holds what the version stored, written after ickpt's own
     /// state (this mark among it) was captured, so the mark restored may be too low. `held`:
     /// how far what the version stored goes, zeros after it; None when not known, and then
-    /// all of the buffer is taken as written (the next clear reads it all).
-    pub fn restored(&mut self, held: Option<usize>) {
+    /// all of the buffer is taken as written (the next clear reads it all). Below it, the
+    /// pages `pagemap` (this process's) shows unbacked are zeros: the restart writes a page
+    /// the version stored as zeros only where it is not zero already.
+    pub fn restored(&mut self, held: Option<usize>, pagemap: &std::fs::File) {
+        use std::os::unix::fs::FileExt;
         self.high = held.map_or(self.len, |h| h.min(self.len));
+        let below = self.high.div_ceil(4096);
+        for (w, bits) in self.zeros.iter_mut().enumerate() {
+            *bits = match below.saturating_sub(w * 64) {
+                0 => u64::MAX,
+                n if n >= 64 => 0,
+                n => u64::MAX << n,
+            };
+        }
+        let mut entries = [0u64; 512];
+        for first in (0..below).step_by(entries.len()) {
+            let n = entries.len().min(below - first);
+            // SAFETY: u64s are valid for any bytes; the slice is ours, `n` words long.
+            let bytes =
+                unsafe { std::slice::from_raw_parts_mut(entries.as_mut_ptr().cast::<u8>(), n * 8) };
+            let at = (self.start / 4096 + first) as u64 * 8;
+            if pagemap.read_exact_at(bytes, at).is_err() {
+                return;
+            }
+            for (i, e) in entries[..n].iter().enumerate() {
+                if e & (crate::snapshot::PM_PRESENT | crate::snapshot::PM_SWAP) == 0 {
+                    let page = first + i;
+                    self.zeros[page / 64] |= 1 << (page % 64);
+                }
+            }
+        }
     }
 
     /// How far the capture that ickpt's state was copied in promised the buffer holds
@@ -132,12 +169,87 @@ impl Buffer {
         }
     }
 
-    fn zero(&self, offset: usize, len: usize) {
-        // SAFETY: inside the mapping (below `high`, which is at most `len`); only this
-        // thread writes it.
-        let dst = unsafe { std::slice::from_raw_parts_mut((self.start + offset) as *mut u8, len) };
-        ickpt::format::zero_where_not_each(dst, |at| {
-            self.written.written(offset + at, 4096.min(len - at))
-        });
+    /// Zero `offset..offset + len` (`offset` a page's start) where not zero already, and
+    /// remember the whole pages as zeros.
+    fn zero(&mut self, offset: usize, len: usize) {
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let page = at / 4096;
+            let n = 4096.min(end - at);
+            let known = self.zeros[page / 64] & (1 << (page % 64)) != 0;
+            if !known {
+                // SAFETY: inside the mapping (below `high`, which is at most `len`); only
+                // this thread writes it.
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut((self.start + at) as *mut u8, n) };
+                let written = &self.written;
+                ickpt::format::zero_where_not_each(dst, |_| written.written(at, n));
+                if n == 4096 {
+                    self.zeros[page / 64] |= 1 << (page % 64);
+                }
+            }
+            at += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Buffer;
+
+    /// Whatever the known-zero pages let a clear pass by, the buffer holds what was written:
+    /// random writes (zeros among them), clears, and restarts that put bytes back below the
+    /// mark they promise, against a plain copy.
+    #[test]
+    fn a_buffer_holds_what_was_written_whatever_its_clears_skip() {
+        let dir = std::env::temp_dir().join(format!("ickpt-run-buffer-{}", std::process::id()));
+        let engine = ickpt::Engine::open(ickpt::Config::new(&dir)).unwrap();
+        let mut b = Buffer::new(&engine, 1, 1 << 20).unwrap();
+        let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut model = vec![0u8; b.len];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as usize
+        };
+        for _ in 0..3000 {
+            let off = rnd() % 40 * 4096;
+            let len = (1 + rnd() % 4) * 4096 - rnd() % 2 * 100;
+            match rnd() % 5 {
+                0 | 1 => {
+                    let v = (rnd() % 3) as u8;
+                    b.write_changed(off, &vec![v; len]);
+                    model[off..off + len].fill(v);
+                }
+                2 => {
+                    b.write_zero(off, len);
+                    model[off..off + len].fill(0);
+                }
+                3 => {
+                    b.clear_from(off);
+                    model[off..].fill(0);
+                }
+                _ => {
+                    // A restart: bytes below the mark as the version held them, zeros past it.
+                    let held = model.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+                    let held = held + rnd() % 3 * 4096;
+                    let at = rnd() % held.max(1);
+                    let v = (rnd() % 256) as u8;
+                    // SAFETY: inside the buffer's mapping; nothing else uses it.
+                    unsafe { *((b.start + at) as *mut u8) = v };
+                    model[at] = v;
+                    b.restored(Some(held.max(at + 1)), &pagemap);
+                }
+            }
+            assert!(
+                b.bytes() == &model[..],
+                "the buffer differs from what was written"
+            );
+        }
+        drop(engine);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -264,9 +264,9 @@ fn after_restart(version: u64) {
     // state was copied. The first capture after a restart then reads no more of the buffers
     // than any other (it read all of the snapshot's 64 MiB, 36 ms of a 45 ms stop at 256 MiB).
     let held = ickpt_process::record_len(r.record.bytes());
-    r.record.restored(held);
+    r.record.restored(held, &r.pagemap);
     let promised = r.snapshot.promised();
-    r.snapshot.restored(promised);
+    r.snapshot.restored(promised, &r.pagemap);
     crate::request::RESTARTS.fetch_add(1, SeqCst);
     if let Err(e) = r.engine.resume_after_restart(version) {
         eprintln!("ickpt run: after the restart of version {version}, tracking could not be taken up ({e}); the program goes on without checkpoints");

@@ -16,8 +16,8 @@ use crate::buffer::Buffer;
 use ickpt_process::Snapshot;
 
 /// Pagemap bits: the page is present, or swapped out.
-const PM_PRESENT: u64 = 1 << 63;
-const PM_SWAP: u64 = 1 << 62;
+pub const PM_PRESENT: u64 = 1 << 63;
+pub const PM_SWAP: u64 = 1 << 62;
 
 /// Copy each span into `buf` one after another, filling `table` (whose capacity the caller
 /// reserved: nothing here allocates once `entries` holds a word per page of the largest
