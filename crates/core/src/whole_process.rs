@@ -58,3 +58,24 @@ pub fn is_store_temporary(store: &std::path::Path, path: &str) -> bool {
             .and_then(|n| n.to_str())
             .is_some_and(crate::store::dir::is_temporary_name)
 }
+
+/// Bytes in a mapping of ickpt's own that a whole-process checkpoint does not store
+/// (scratch): room for what a capture reads while it copies ickpt's state, which must not
+/// change the state it copies (on ickpt's heap, it would be copied too, and differ at every
+/// capture).
+pub struct ScratchBytes {
+    mem: crate::track::OwnBytes,
+}
+
+impl ScratchBytes {
+    /// At least `len` zeroed bytes (whole pages).
+    pub fn new(len: usize) -> std::io::Result<ScratchBytes> {
+        Ok(ScratchBytes {
+            mem: crate::track::OwnBytes::scratch(len)?,
+        })
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.mem.as_mut_slice()
+    }
+}

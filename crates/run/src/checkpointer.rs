@@ -49,6 +49,9 @@ pub struct Run {
     /// Copy the pages written before each stop (`Engine::precopy_written`).
     pub precopy: bool,
     pub pagemap: std::fs::File,
+    /// A pagemap word for each page of the snapshot buffer (no span it holds is larger), in
+    /// scratch memory: on the heap they would be copied with it, different every time.
+    pub entries: ickpt::whole_process::ScratchBytes,
     /// The store's directory, canonical.
     pub store_dir: std::path::PathBuf,
     /// Checkpoints stop once tracking could not be taken up after a restart.
@@ -318,11 +321,6 @@ impl Run {
             .map(|p| (p.rec.start, p.rec.end))
             .collect();
         spans.push((0, 0)); // the heap's slot, filled in last
-        let largest = spans.iter().map(|s| s.1 - s.0).max().unwrap_or(0);
-        let heap_now = crate::arena::used();
-        // Room for the heap to grow by these very allocations.
-        let heap_room = (heap_now.1 - heap_now.0) as u64 + (64 << 20);
-        let mut entries = vec![0u64; (largest.max(heap_room) / 4096 + 1) as usize];
         let mut table: Vec<Snapshot> = Vec::with_capacity(spans.len());
         // The instant of ickpt's own state: from the heap's top read here to the end of the
         // copy nothing allocates.
@@ -333,7 +331,7 @@ impl Run {
             &spans,
             &mut table,
             &self.pagemap,
-            &mut entries,
+            self.entries.as_mut_slice(),
         )?;
         let record = self.record(frame, pieces, table)?;
         let bytes = ickpt_process::encode(&record).map_err(|e| e.to_string())?;
@@ -465,6 +463,7 @@ impl Run {
             + (8 << 20);
         if snap as usize > self.snapshot.len {
             self.snapshot.grow(&self.engine, snap as usize * 2)?;
+            self.entries = entries_for(&self.snapshot)?;
             changed = true;
         }
         let rec = pieces.len() * 512 + 64 * 1024;
@@ -506,4 +505,10 @@ impl Run {
         record.snapshots = snapshots;
         Ok(record)
     }
+}
+
+/// Room for a pagemap word per page of `snapshot`.
+pub fn entries_for(snapshot: &Buffer) -> Result<ickpt::whole_process::ScratchBytes, String> {
+    ickpt::whole_process::ScratchBytes::new((snapshot.len / 4096 + 1) * 8)
+        .map_err(|e| format!("mapping room for the snapshot's page list: {e}"))
 }

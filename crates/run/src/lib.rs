@@ -116,6 +116,7 @@ fn start_engine_and_thread(
     let hole = reserve_hole()?;
     let record = buffer::Buffer::new(&engine, buffer::RECORD_ID, 1 << 20)?;
     let snapshot = buffer::Buffer::new(&engine, buffer::SNAPSHOT_ID, 64 << 20)?;
+    let entries = checkpointer::entries_for(&snapshot)?;
     let pagemap = std::fs::File::open("/proc/self/pagemap")
         .map_err(|e| format!("opening /proc/self/pagemap: {e}"))?;
     let run = Box::new(checkpointer::Run {
@@ -133,6 +134,7 @@ fn start_engine_and_thread(
         // the stop's fence (to compare, or to keep versions compressed: pre-copied pages
         // are stored raw).
         precopy: is_async && switch("ICKPT_RUN_PRECOPY", true)?,
+        entries,
         pagemap,
         store_dir,
         broken: false,

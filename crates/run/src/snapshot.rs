@@ -20,14 +20,14 @@ pub const PM_PRESENT: u64 = 1 << 63;
 pub const PM_SWAP: u64 = 1 << 62;
 
 /// Copy each span into `buf` one after another, filling `table` (whose capacity the caller
-/// reserved: nothing here allocates once `entries` holds a word per page of the largest
-/// span). `pagemap`: this process's `/proc/self/pagemap`.
+/// reserved: nothing here allocates). `entries`: room for a pagemap word (8 bytes) per page
+/// of the largest span, outside ickpt's heap; `pagemap`: this process's `/proc/self/pagemap`.
 pub fn take(
     buf: &mut Buffer,
     spans: &[(u64, u64)],
     table: &mut Vec<Snapshot>,
     pagemap: &std::fs::File,
-    entries: &mut [u64],
+    entries: &mut [u8],
 ) -> Result<u64, String> {
     use std::os::unix::fs::FileExt;
     // The spans' extent, said before ickpt's heap (the buffer's marks among it) is copied:
@@ -45,14 +45,12 @@ pub fn take(
             return Err("the snapshot buffer is too small".into());
         }
         let pages = len.div_ceil(4096) as usize;
-        let words = entries
-            .get_mut(..pages)
+        let bytes = entries
+            .get_mut(..pages * 8)
             .ok_or("the snapshot's page list is too small")?;
-        // SAFETY: u64s are valid for any bytes; the slice is ours and `words.len()` long.
-        let bytes =
-            unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), pages * 8) };
         let known = pagemap.read_exact_at(bytes, start / 4096 * 8).is_ok();
-        for (p, entry) in entries.iter().enumerate().take(pages) {
+        for (p, word) in bytes.chunks_exact(8).enumerate() {
+            let entry = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
             let at = start + (p as u64) * 4096;
             let n = 4096.min(end - at) as usize;
             let dst = (offset + (p as u64) * 4096) as usize;
