@@ -115,7 +115,11 @@ fn start_engine_and_thread(
     let store_dir = std::fs::canonicalize(&dir).unwrap_or(dir);
     let hole = reserve_hole()?;
     let record = buffer::Buffer::new(&engine, buffer::RECORD_ID, 1 << 20)?;
-    let snapshot = buffer::Buffer::new(&engine, buffer::SNAPSHOT_ID, 64 << 20)?;
+    // Room for a small program's own state (about 3 MB of ickpt's, and 8 MiB to spare: see
+    // `fit`), which the first capture grows for a larger one. Every full version stores each
+    // page of it, as zeros where unwritten: at 64 MiB that cost a small program's sync stop
+    // 33 ms.
+    let snapshot = buffer::Buffer::new(&engine, buffer::SNAPSHOT_ID, 16 << 20)?;
     let entries = checkpointer::entries_for(&snapshot)?;
     let pagemap = std::fs::File::open("/proc/self/pagemap")
         .map_err(|e| format!("opening /proc/self/pagemap: {e}"))?;
