@@ -118,7 +118,6 @@ impl Buffer {
     /// pages `pagemap` (this process's) shows unbacked are zeros: the restart writes a page
     /// the version stored as zeros only where it is not zero already.
     pub fn restored(&mut self, held: Option<usize>, pagemap: &std::fs::File) {
-        use std::os::unix::fs::FileExt;
         self.high = held.map_or(self.len, |h| h.min(self.len));
         let below = self.high.div_ceil(4096);
         for (w, bits) in self.zeros.iter_mut().enumerate() {
@@ -128,18 +127,15 @@ impl Buffer {
                 n => u64::MAX << n,
             };
         }
-        let mut entries = [0u64; 512];
-        for first in (0..below).step_by(entries.len()) {
-            let n = entries.len().min(below - first);
-            // SAFETY: u64s are valid for any bytes; the slice is ours, `n` words long.
-            let bytes =
-                unsafe { std::slice::from_raw_parts_mut(entries.as_mut_ptr().cast::<u8>(), n * 8) };
-            let at = (self.start / 4096 + first) as u64 * 8;
-            if pagemap.read_exact_at(bytes, at).is_err() {
+        let mut words = [0u8; 4096];
+        for first in (0..below).step_by(words.len() / 8) {
+            let n = (words.len() / 8).min(below - first);
+            let at = (self.start + first * 4096) as u64;
+            if !crate::pagemap::read(pagemap, at, &mut words[..n * 8]) {
                 return;
             }
-            for (i, e) in entries[..n].iter().enumerate() {
-                if e & (crate::snapshot::PM_PRESENT | crate::snapshot::PM_SWAP) == 0 {
+            for i in 0..n {
+                if !crate::pagemap::backed(crate::pagemap::word(&words, i)) {
                     let page = first + i;
                     self.zeros[page / 64] |= 1 << (page % 64);
                 }

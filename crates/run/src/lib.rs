@@ -14,6 +14,7 @@ mod buffer;
 mod checkpointer;
 mod interpose;
 mod layout;
+mod pagemap;
 mod park;
 mod refuse;
 mod request;

@@ -34,15 +34,8 @@ pub fn descriptors(fds: &[FdRecord]) -> Result<(), String> {
 /// is after relocation) or cannot be told: /proc/self/pagemap's file-page bit (61) is clear
 /// on a present or swapped page.
 pub fn written_file_pages(pagemap: &std::fs::File, start: u64, end: u64) -> bool {
-    use std::os::unix::fs::FileExt;
     let pages = ((end - start) / 4096) as usize;
     let mut buf = vec![0u8; pages * 8];
-    if pagemap.read_exact_at(&mut buf, start / 4096 * 8).is_err() {
-        return true;
-    }
-    buf.chunks_exact(8).any(|w| {
-        let e = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-        let present_or_swapped = e & (3 << 62) != 0;
-        present_or_swapped && e & (1 << 61) == 0
-    })
+    !crate::pagemap::read(pagemap, start, &mut buf)
+        || (0..pages).any(|i| crate::pagemap::written_file_page(crate::pagemap::word(&buf, i)))
 }

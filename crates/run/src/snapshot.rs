@@ -15,10 +15,6 @@
 use crate::buffer::Buffer;
 use ickpt_process::Snapshot;
 
-/// Pagemap bits: the page is present, or swapped out.
-pub const PM_PRESENT: u64 = 1 << 63;
-pub const PM_SWAP: u64 = 1 << 62;
-
 /// Copy each span into `buf` one after another, filling `table` (whose capacity the caller
 /// reserved: nothing here allocates). `entries`: room for a pagemap word (8 bytes) per page
 /// of the largest span, outside ickpt's heap; `pagemap`: this process's `/proc/self/pagemap`.
@@ -29,7 +25,6 @@ pub fn take(
     pagemap: &std::fs::File,
     entries: &mut [u8],
 ) -> Result<u64, String> {
-    use std::os::unix::fs::FileExt;
     // The spans' extent, said before ickpt's heap (the buffer's marks among it) is copied:
     // the caller clears the buffer past it, so a restart to this capture finds nothing
     // there and need not read the rest of the buffer.
@@ -48,13 +43,12 @@ pub fn take(
         let bytes = entries
             .get_mut(..pages * 8)
             .ok_or("the snapshot's page list is too small")?;
-        let known = pagemap.read_exact_at(bytes, start / 4096 * 8).is_ok();
-        for (p, word) in bytes.chunks_exact(8).enumerate() {
-            let entry = u64::from_ne_bytes(word.try_into().expect("8 bytes"));
+        let known = crate::pagemap::read(pagemap, start, bytes);
+        for p in 0..pages {
             let at = start + (p as u64) * 4096;
             let n = 4096.min(end - at) as usize;
             let dst = (offset + (p as u64) * 4096) as usize;
-            if known && entry & (PM_PRESENT | PM_SWAP) == 0 {
+            if known && !crate::pagemap::backed(crate::pagemap::word(bytes, p)) {
                 buf.write_zero(dst, n);
                 continue;
             }
