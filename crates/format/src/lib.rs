@@ -19,8 +19,7 @@ mod writer;
 pub use delta_file::{DeltaFile, MergeError, RegionDelta, DELTA_FORMAT, DELTA_MAGIC};
 pub use error::FormatError;
 pub use frames::{
-    format_error_in, is_zero_page, zero_page_crc, zero_where_not, zero_where_not_each, Compress,
-    FrameEncoder, PageView,
+    format_error_in, is_zero_page, zero_page_crc, zero_where_not, Compress, FrameEncoder, PageView,
 };
 pub use global::{
     global_name, numbered_name, parse_global_name, parse_numbered_name, GlobalRecord,
