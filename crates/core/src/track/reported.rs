@@ -103,12 +103,10 @@ impl Tracker for WithReported {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError> {
-        if !r.writes_reported() {
-            return self.inner.rearm(r, out, before_rearm);
+        match r.writes_reported() {
+            true => self.collect(r, Guard::Rearm, out, before_rearm),
+            false => self.inner.rearm(r, out, before_rearm),
         }
-        r.dirty.take_into(out);
-        before_rearm(out);
-        Ok(())
     }
 
     fn peek_written(&self, r: &TrackedRegion, out: &mut Vec<u64>) -> Result<(), TrackError> {
