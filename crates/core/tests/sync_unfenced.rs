@@ -5,11 +5,12 @@
 //! checkpoint call, never a mix of older and newer pages.
 
 mod common;
+use common::between_collects::{two_regions_of_ones, writes_after_the_first_collect};
 use common::hook_store::gated_store;
-use common::{scratch_dir, Buf, StopOnDrop};
+use common::pass_writers::one_instant_among_writers;
+use common::{scratch_dir, Buf};
 use ickpt::track::Backend;
 use ickpt::{Config, Engine};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 const PS: usize = 4096;
 /// More pages than a sync commit fences anyway (small regions are always fenced).
@@ -173,16 +174,13 @@ fn quiet_sync_checkpoints_of_a_heap_buffer_commit_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Threads writing while sync checkpoints are taken: each thread writes its pass number
-/// into its own bytes of every page, in page order, so memory at any instant holds, per
-/// thread, pass k on a first stretch of pages and k-1 on the rest. A version mixing pages
-/// copied at different instants (a copy the writers overtook) breaks that. On uffd-async
-/// this goes on until unfenced commits have met writes more than once (each followed by
-/// fenced ones), so both ways are exercised.
+/// Threads writing while sync checkpoints are taken (`common::pass_writers`): a version
+/// mixing pages copied at different instants (a copy the writers overtook) breaks what they
+/// write. On uffd-async this goes on until unfenced commits have met writes more than once
+/// (each followed by fenced ones), so both ways are exercised.
 #[test]
 fn versions_taken_among_writers_are_one_instant_of_memory() {
     let _watchdog = common::watchdog("versions_taken_among_writers", 300);
-    const THREADS: usize = 2;
     let dir = scratch_dir("sync-unfenced-writers");
     let mut c = Config::new(&dir);
     c.keep_chains = 1;
@@ -190,69 +188,10 @@ fn versions_taken_among_writers_are_one_instant_of_memory() {
     let mut buf = Buf::new(PAGES * PS);
     // SAFETY: `buf` outlives the engine.
     unsafe { e.protect(1, buf.ptr, buf.len).unwrap() };
-    let base = buf.ptr as usize;
-    let rounds: usize = common::env_knob("ICKPT_RACE_ROUNDS", 150);
     let want_races = if unfenced(e.backend()) { 2 } else { 0 };
-    let mut round = 0;
-    while round < rounds.min(20) || e.stats().raced_commits < want_races {
-        assert!(
-            round < 20 + rounds * 10,
-            "{round} rounds and only {} commits met a write",
-            e.stats().raced_commits
-        );
-        round += 1;
-        buf.slice_mut().fill(0);
-        let stop = AtomicBool::new(false);
-        let passes = AtomicU32::new(0);
-        let taken = std::thread::scope(|s| {
-            let _stop = StopOnDrop(&stop);
-            for t in 0..THREADS {
-                let (stop, passes) = (&stop, &passes);
-                s.spawn(move || {
-                    let mut pass = 0u32;
-                    while !stop.load(Ordering::Relaxed) {
-                        pass += 1;
-                        for p in 0..PAGES {
-                            // SAFETY: inside the buffer; each thread owns its bytes.
-                            unsafe {
-                                std::ptr::write_volatile((base + p * PS + t * 8) as *mut u32, pass)
-                            };
-                        }
-                        passes.fetch_add(1, Ordering::Relaxed);
-                    }
-                });
-            }
-            common::spin_until("the writers starting", || {
-                passes.load(Ordering::Relaxed) >= THREADS as u32
-            });
-            // Checkpoints until one provably ran while the threads wrote.
-            let mut n = 0;
-            loop {
-                let before = passes.load(Ordering::Relaxed);
-                let v = e.checkpoint().unwrap().version;
-                if passes.load(Ordering::Relaxed) != before {
-                    break v;
-                }
-                n += 1;
-                assert!(n < 10_000, "no checkpoint in 10,000 overlapped a write");
-            }
-        });
-        buf.slice_mut().fill(0);
-        e.restore(taken).unwrap();
-        for t in 0..THREADS {
-            let col: Vec<u32> = (0..PAGES)
-                .map(|p| {
-                    let at = p * PS + t * 8;
-                    u32::from_ne_bytes(buf.slice()[at..at + 4].try_into().unwrap())
-                })
-                .collect();
-            let ordered = col.windows(2).all(|w| w[0] >= w[1]);
-            assert!(
-                ordered && col[0] - col[PAGES - 1] <= 1,
-                "round {round}, version {taken}, thread {t}: pages from different instants: {col:?}"
-            );
-        }
-    }
+    let round = one_instant_among_writers(&e, &mut buf, PAGES, want_races, |e| {
+        e.checkpoint().unwrap().version
+    });
     eprintln!(
         "{round} rounds, {} unfenced commits met a write",
         e.stats().raced_commits
@@ -271,8 +210,6 @@ fn versions_taken_among_writers_are_one_instant_of_memory() {
 /// hook would wait for in turn.
 #[test]
 fn a_version_never_holds_a_write_without_the_writes_before_it() {
-    static GO: AtomicBool = AtomicBool::new(false);
-    static DONE: AtomicBool = AtomicBool::new(false);
     let dir = scratch_dir("sync-unfenced-order");
     let e = Engine::open(Config::new(&dir)).unwrap();
     if !unfenced(e.backend()) {
@@ -282,36 +219,10 @@ fn a_version_never_holds_a_write_without_the_writes_before_it() {
         );
         return;
     }
-    let mut r1 = Buf::new(PAGES * PS);
-    let mut r2 = Buf::new(PAGES * PS);
-    r1.slice_mut().fill(1);
-    r2.slice_mut().fill(1);
-    // SAFETY: both buffers outlive the engine.
-    unsafe {
-        e.protect(1, r1.ptr, r1.len).unwrap();
-        e.protect(2, r2.ptr, r2.len).unwrap();
-    }
+    let (mut r1, mut r2) = two_regions_of_ones(&e, PAGES);
     e.checkpoint().unwrap();
     let (b1, b2) = (r1.ptr as usize, r2.ptr as usize);
-    fn after_collect(id: u64) {
-        if id == 1 {
-            GO.store(true, Ordering::SeqCst);
-            common::spin_until("the writer's two writes", || DONE.load(Ordering::SeqCst));
-        }
-    }
-    let info = std::thread::scope(|s| {
-        s.spawn(move || {
-            common::spin_until("region 1 collected", || GO.load(Ordering::SeqCst));
-            // SAFETY: inside the buffers; the checkpoint only reads them.
-            unsafe {
-                std::ptr::write_volatile((b1 + 5 * PS) as *mut u8, 7);
-                std::ptr::write_volatile(b2 as *mut u8, 7);
-            }
-            DONE.store(true, Ordering::SeqCst);
-        });
-        ickpt::track::test_pause::after_next_collects(after_collect);
-        e.checkpoint().unwrap()
-    });
+    let info = writes_after_the_first_collect(b1 + 5 * PS, b2, || e.checkpoint().unwrap());
     assert_eq!(
         e.stats().raced_commits,
         1,

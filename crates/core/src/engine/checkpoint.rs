@@ -1,7 +1,8 @@
 //! `Engine::checkpoint`: schedule the epoch's dirty pages as a new version and commit it,
 //! before returning (sync) or in the background (async).
 
-use super::pending::Launched;
+use super::pending::{self, Launched};
+use super::schedule::Schedule;
 use super::{CheckpointInfo, Engine};
 use crate::error::CheckpointError;
 use ickpt_format::CommitMode;
@@ -48,7 +49,14 @@ impl Engine {
         st.fence_next = st.fence_next.saturating_sub(1);
         let mut attempt = 1;
         let scheduled = loop {
-            let job = self.schedule(&mut st, started, fence_all, attempt, tag)?;
+            let job = match self.schedule(&mut st, started, fence_all, attempt, tag)? {
+                Schedule::Ready(job) => *job,
+                Schedule::Raced => {
+                    pending::raced(&mut st);
+                    (fence_all, attempt) = (true, attempt + 1);
+                    continue;
+                }
+            };
             let scheduled = CheckpointInfo {
                 version: job.version,
                 tag,

@@ -224,7 +224,8 @@ pub(super) fn run(job: Job) -> Outcome {
         }
         let t = Instant::now();
         let (counts, peak) = drain.end_commit();
-        let raced = !sink.failed() && !unwritten_since_collect(&regions, &*tracker);
+        let raced =
+            !sink.failed() && !unwritten_since_collect(&regions, &*tracker, |g| *g == Guard::Check);
         if raced {
             sink.abort(CheckpointError::CommitAborted { version });
         }
@@ -317,11 +318,15 @@ pub(super) fn run(job: Job) -> Outcome {
     }
 }
 
-/// Whether no page of a region collected under `Guard::Check` was written before the commit
-/// had copied it (a failed scan counts as written: the fenced retry is always right).
-fn unwritten_since_collect(regions: &[Scheduled], tracker: &dyn Tracker) -> bool {
+/// Whether no page of a region collected under a guard `checked` picks was written since
+/// its collect (a failed scan counts as written: the fenced retry is always right).
+pub(super) fn unwritten_since_collect(
+    regions: &[Scheduled],
+    tracker: &dyn Tracker,
+    checked: fn(&Guard) -> bool,
+) -> bool {
     regions
         .iter()
-        .filter(|r| r.guard == Guard::Check)
+        .filter(|r| checked(&r.guard))
         .all(|r| tracker.unwritten_since_collect(&r.tr).unwrap_or(false))
 }

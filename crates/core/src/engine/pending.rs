@@ -6,8 +6,19 @@ use crate::error::CheckpointError;
 use crate::sys::thread;
 use ickpt_format::{CommitMode, Kind};
 
-/// Sync checkpoints that fence every region after one whose unfenced commit met a write.
+/// Checkpoints that fence every region after one that met a write where no fence kept it
+/// out.
 const FENCED_AFTER_A_RACE: u32 = 16;
+
+/// A checkpoint met a write where no fence kept it out (a sync commit's collected page
+/// written before it copied it, or another thread's write between an async collect's scan
+/// and its fence) and is to be scheduled again with fences. A thread that wrote during this
+/// call may well write during the next few: those fence from the start rather than
+/// schedule each twice.
+pub(super) fn raced(st: &mut State) {
+    st.fence_next = FENCED_AFTER_A_RACE;
+    st.stats.raced_commits += 1;
+}
 
 /// How `launch` left a commit.
 pub(super) enum Launched {
@@ -52,12 +63,9 @@ impl Engine {
         // every page and put the dirty bits back by the time it is caught.
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit::run(job))) {
             Ok(outcome) if outcome.raced => {
-                // Nothing was committed and the file is gone: its number is free again. A
-                // thread that wrote during this commit may well write during the next few:
-                // fence those from the start rather than commit each twice.
+                // Nothing was committed and the file is gone: its number is free again.
                 st.next_version = version;
-                st.fence_next = FENCED_AFTER_A_RACE;
-                st.stats.raced_commits += 1;
+                raced(st);
                 return Ok(Launched::Raced);
             }
             Ok(outcome) => self.apply(st, outcome),

@@ -2,7 +2,7 @@
 //! every tracked page again, mark the pages to commit SCHEDULED and derive the flush order
 //! from how the epoch that just ended wrote them.
 
-use super::commit::Job;
+use super::commit::{unwritten_since_collect, Job};
 use super::{Engine, Phases, State};
 use crate::error::CheckpointError;
 use crate::policy::{self, Head};
@@ -16,6 +16,16 @@ use ickpt_format::{
     backend_code, CommitMode, CommitStats, FlushOrder, Kind, RegionEntry, StoredPhases,
 };
 use std::time::Instant;
+
+/// What scheduling a version gave.
+pub(super) enum Schedule {
+    /// The commit to launch.
+    Ready(Box<Job>),
+    /// Another thread wrote between a region's scan and its fence
+    /// ([`Guard::FenceWrittenChecked`]): nothing was scheduled, the pages are back in their
+    /// regions, and the version is to be scheduled again with fences.
+    Raced,
+}
 
 impl Engine {
     /// Build the commit job for the next version. The gate is closed throughout, so no
@@ -32,7 +42,7 @@ impl Engine {
         fence_all: bool,
         attempt: u8,
         tag: u64,
-    ) -> Result<Job, CheckpointError> {
+    ) -> Result<Schedule, CheckpointError> {
         let version = st.next_version;
         if version > ickpt_format::limits::MAX_VERSION {
             // Numbering follows the highest name in the store, so one stray name near the
@@ -137,6 +147,13 @@ impl Engine {
                 total += m.scheduled;
                 // Written after the last commit without a trap: AFTER, order unknown.
                 ended_after += m.unseen;
+                // Short runs the tracker would rather not fence are copied now (it fences
+                // what is left).
+                if guard.checked_after_collect() {
+                    let free = protocol::schedule::slots_to_copy_ahead(&self.protocol);
+                    let longest = self.tracker.copy_ahead_run(tr, bits, free);
+                    protocol::schedule::copy_ahead(&self.protocol, tr, bits, longest);
+                }
             };
             if let Err(e) = self.tracker.collect(tr, guard, &mut bits, &mut mark) {
                 failed = Some((super::region_error(tr, e), tr, bits, guard));
@@ -155,26 +172,39 @@ impl Engine {
                 guard,
             });
         }
-        if let Some((e, tr, bits, guard)) = failed {
+        // Other threads ran through the collects unfenced but for the pages collected: if
+        // none wrote since, every region still holds what its collect saw, and the version
+        // is memory as it stands now. A failed scan counts as a write: the fenced schedule
+        // is always right.
+        let raced = failed.is_none()
+            && !unwritten_since_collect(&regions, &*self.tracker, |g| g.checked_after_collect());
+        if failed.is_some() || raced {
             if let Some(f) = &pre {
                 f.slots
                     .give_back(|id| st.regions.get(&id).map(|s| s.tr.clone()));
             }
+            let (error, failed) = match failed {
+                Some((e, tr, bits, guard)) => (Some(e), Some((tr, bits, guard))),
+                None => (None, None),
+            };
             committer::unschedule(
                 &self.protocol,
                 st.regions.values().map(|s| &*s.tr),
                 &regions,
-                (tr, &bits),
+                failed.as_ref().map(|(tr, bits, _)| (&***tr, &bits[..])),
             );
             drop(gate);
             // After the gate: release may allocate (a writer held there may hold malloc's lock).
             // The failed region too: every collect is followed by a release, so no region is
             // left fenced (each write a signal) until the next checkpoint.
             let collected = regions.iter().map(|r| (&r.tr, r.guard));
-            for (r, guard) in collected.chain([(tr, guard)]) {
+            for (r, guard) in collected.chain(failed.iter().map(|(tr, _, g)| (*tr, *g))) {
                 self.tracker.release(r, guard);
             }
-            return Err(e.into());
+            return match error {
+                Some(e) => Err(e.into()),
+                None => Ok(Schedule::Raced),
+            };
         }
         drop(gate);
 
@@ -194,7 +224,7 @@ impl Engine {
             collect: t.elapsed(),
             ..Phases::default()
         };
-        Ok(Job {
+        Ok(Schedule::Ready(Box::new(Job {
             version,
             tag,
             kind,
@@ -239,7 +269,7 @@ impl Engine {
             drained_elsewhere: self.cfg.drained_elsewhere,
             pre,
             precopy,
-        })
+        })))
     }
 
     /// How `tr`'s collect keeps other threads' writes out of its pages until the commit has
@@ -248,16 +278,19 @@ impl Engine {
     /// commit itself is likely to write, which would make it commit twice: a region on this
     /// thread's stack (the commit's own frames). A region sharing a page with memory outside
     /// it (an unaligned heap buffer, beside the allocator's headers, which the commit's own
-    /// allocations write) is checked too: the tracker fences the shared pages alone. With
-    /// every other thread stopped, an async commit fences the pages it collected alone,
-    /// unless it stores the region `whole` (every page, collected or not).
+    /// allocations write) is checked too: the tracker fences the shared pages alone. An async
+    /// commit fences the pages it collected alone, unless it stores the region `whole`
+    /// (every page, collected or not): with every other thread stopped, that is all; with
+    /// them running, the checkpoint asks afterwards whether any of them wrote between the
+    /// scan and the fence, except on this thread's stack (its own frames write there).
     fn guard_for(&self, tr: &TrackedRegion, fence_all: bool, whole: bool) -> Guard {
-        if self.cfg.others_stopped && self.cfg.mode == CommitMode::Async && !fence_all && !whole {
+        let on_stack = || track::on_this_stack((tr.base(), tr.span_end()));
+        let narrow = self.cfg.mode == CommitMode::Async && !fence_all && !whole;
+        if narrow && self.cfg.others_stopped {
             Guard::FenceWritten
-        } else if fence_all
-            || self.cfg.mode == CommitMode::Async
-            || track::on_this_stack((tr.base(), tr.span_end()))
-        {
+        } else if narrow && !on_stack() {
+            Guard::FenceWrittenChecked
+        } else if fence_all || self.cfg.mode == CommitMode::Async || on_stack() {
             Guard::Fence
         } else {
             Guard::Check

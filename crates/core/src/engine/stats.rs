@@ -102,8 +102,10 @@ pub struct Stats {
     pub after_pages: u64,
     /// Time application threads spent waiting for the committer.
     pub wait_time: Duration,
-    /// Sync commits taken again with fences because a write reached a page they had
-    /// collected without one before they copied it (uffd-async; see `docs/design.md`).
+    /// Checkpoints taken again with fences because a write came where no fence kept it
+    /// out (uffd-async; see `docs/design.md`): a sync commit's collected page written
+    /// before it copied it, or an async call's region written between its scan and its
+    /// fence.
     pub raced_commits: u64,
     /// Pre-copy since start (PRWIP; zero when off): passes, pages the checkpoints took
     /// from pre-copy, those written again before their checkpoint (conflicts), page copies

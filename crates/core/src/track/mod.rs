@@ -137,12 +137,28 @@ pub enum Guard {
     /// page-table entry: about 10 ms per GiB in this project's VM). Where the runs are too
     /// many for that to pay, it fences the whole region after all.
     FenceWritten,
+    /// As [`Guard::FenceWritten`], where other threads run on (an async call of the API):
+    /// a write of theirs between the scan and the fence would reach the version, so once
+    /// every region is collected the checkpoint asks each whether any page was written
+    /// since its scan ([`Tracker::unwritten_since_collect`]), and one that met a write is
+    /// scheduled again with [`Guard::Fence`]. Pages the region shares with memory outside
+    /// it are fenced before the scan, as under [`Guard::Check`].
+    FenceWrittenChecked,
 }
 
 impl Guard {
     /// Whether writes to the collected pages trap until the commit has them.
     pub fn fences(self) -> bool {
-        matches!(self, Guard::Fence | Guard::FenceWritten)
+        matches!(
+            self,
+            Guard::Fence | Guard::FenceWritten | Guard::FenceWrittenChecked
+        )
+    }
+
+    /// Whether the checkpoint asks, once every region is collected, whether a write came
+    /// since the region's collect, and schedules again with fences if one did.
+    pub fn checked_after_collect(self) -> bool {
+        self == Guard::FenceWrittenChecked
     }
 }
 
@@ -170,16 +186,24 @@ pub trait Tracker: Send + Sync {
         out: &mut Vec<u64>,
         before_rearm: &mut dyn FnMut(&[u64]),
     ) -> Result<(), TrackError>;
-    /// After a commit collected `r` with [`Guard::Check`] and copied its pages: whether no
+    /// After a commit collected `r` with [`Guard::Check`] and copied its pages, or a
+    /// checkpoint collected every region under [`Guard::FenceWrittenChecked`]: whether no
     /// page of `r` was written since the collect. Any page, not only those the version
     /// stores: regions are collected one after another (and a scan walks its region in
     /// address order), so a write the version leaves out (a page clean when scanned) may
     /// precede, in the writer's order, a write it holds (a page scanned later); only no write
-    /// at all makes the version one instant. Pages the collect fenced under `Check` (shared
-    /// edge pages) are left out: their writes were decided, not missed. Backends that
+    /// at all makes the version one instant. Pages the collect fenced before its scan
+    /// (shared edge pages) are left out: their writes were decided, not missed. Backends that
     /// intercept every write answer true.
     fn unwritten_since_collect(&self, _r: &TrackedRegion) -> Result<bool, TrackError> {
         Ok(true)
+    }
+    /// During a [`Guard::FenceWrittenChecked`] collect of `r`, with `bits` collected: the
+    /// longest run of them the engine should copy into copy-on-write slots now rather than
+    /// have the collect fence (0: none), with `free` slots to copy into. Backends whose
+    /// tracking traps every write fence nothing extra: none.
+    fn copy_ahead_run(&self, _r: &TrackedRegion, _bits: &[u64], _free: usize) -> usize {
+        0
     }
     /// Called once per checkpoint with the gate closed, before its regions are collected:
     /// deal with first writes already caught but not yet handed to ickpt.

@@ -59,6 +59,13 @@ impl Tracker for WithReported {
         }
     }
 
+    fn copy_ahead_run(&self, r: &TrackedRegion, bits: &[u64], free: usize) -> usize {
+        match r.writes_reported() {
+            true => 0,
+            false => self.inner.copy_ahead_run(r, bits, free),
+        }
+    }
+
     fn before_collect(&self) {
         self.inner.before_collect()
     }

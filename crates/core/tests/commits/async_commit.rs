@@ -558,10 +558,11 @@ fn the_fence_stays_while_no_writes_follow_the_committer() {
 /// completes), and again after its second, which completes region 1's second chunk: that
 /// chunk is lifted (a write to page 100 passes unseen) but not over the shared page, which
 /// region 2 still needs: a write there is copied aside, and the version keeps what region 2
-/// held at the call.
+/// held at the call. Region 2 is ten pages, a run longer than the call copies ahead: it is
+/// fenced.
 #[test]
 fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
-    let buf = Buf::new(129 * PS);
+    let buf = Buf::new(138 * PS);
     let (dir, e, gate) = gated_engine("async-lift-shared", 4, FlushOrder::Address);
     let _open = gate.open_on_drop();
     let base = buf.ptr as usize;
@@ -569,7 +570,7 @@ fn a_page_another_region_still_needs_stays_fenced_behind_the_committer() {
     // SAFETY: both ranges are inside `buf`, which outlives the engine.
     unsafe {
         e.protect(1, buf.ptr, shared + PS / 2).unwrap();
-        e.protect(2, (base + shared + PS / 2) as *mut u8, PS / 2 + PS)
+        e.protect(2, (base + shared + PS / 2) as *mut u8, PS / 2 + 9 * PS)
             .unwrap();
     }
     let fill = |v: u8| {

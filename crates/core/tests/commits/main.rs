@@ -10,6 +10,7 @@ mod async_commit;
 mod commit_encoder_no_malloc;
 mod fault_around;
 mod faults;
+mod narrow_fence;
 mod owner_heap;
 mod race;
 mod reported;

@@ -1,9 +1,11 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unused_imports)]
 
+pub mod between_collects;
 pub mod garage;
 pub mod hook_store;
 pub mod other_user;
+pub mod pass_writers;
 mod scratch;
 
 pub use scratch::{scratch_dir, Scratch};

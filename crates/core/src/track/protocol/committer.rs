@@ -376,15 +376,15 @@ fn leave_out_all(tr: &TrackedRegion) {
     }
 }
 
-/// A checkpoint that failed while scheduling (gate closed): nothing was scheduled after all.
-/// Every page of `all` goes back to Idle, the collected pages (`collected`, and
-/// `failed`, what the failing collect had taken) go back to their regions, and the commit
+/// A checkpoint that failed or raced while scheduling (gate closed): nothing was scheduled
+/// after all. Every page of `all` goes back to Idle, the collected pages (`collected`, and
+/// `failed`, what a failing collect had taken) go back to their regions, and the commit
 /// ends. Release the collected regions to their tracker once the gate is open.
 pub(crate) fn unschedule<'a>(
     p: &Protocol,
     all: impl Iterator<Item = &'a TrackedRegion>,
     collected: &[Scheduled],
-    failed: (&TrackedRegion, &[u64]),
+    failed: Option<(&TrackedRegion, &[u64])>,
 ) {
     for tr in all {
         leave_out_all(tr);
@@ -392,6 +392,13 @@ pub(crate) fn unschedule<'a>(
     for r in collected {
         give_back(&r.tr, &r.bits);
     }
-    give_back(failed.0, failed.1);
+    if let Some((tr, bits)) = failed {
+        give_back(tr, bits);
+    }
+    // Slots filled while scheduling (pages copied ahead, the checkpointing thread's own
+    // write to a scheduled page): nothing takes them now.
+    while let Some((slot, _, _)) = p.cow.pop() {
+        p.cow.free(slot);
+    }
     p.end_commit();
 }

@@ -61,9 +61,14 @@ impl CowPool {
         })
     }
 
-    #[cfg(test)]
+    /// Slots ordinary writers may claim.
     pub fn slots(&self) -> usize {
         self.slots
+    }
+
+    /// Slots claimed now.
+    pub fn in_use(&self) -> usize {
+        self.ctl[IN_USE].load(SeqCst) as usize
     }
 
     /// Take a free slot. Signal-safe; O(words of the bitmap) in the worst case, usually O(1)

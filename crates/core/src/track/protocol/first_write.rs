@@ -102,16 +102,31 @@ impl Protocol {
         } else {
             self.cow.claim()?
         };
+        Some(self.copy_into(r, page, slot, Some(Access::Cow)))
+    }
+
+    /// Copy scheduled `page` into `slot`, claimed by the caller, and record `access` for
+    /// it. False: another thread changed the page's state first, and the slot is free again.
+    /// Signal-safe.
+    pub(crate) fn copy_into(
+        &self,
+        r: &TrackedRegion,
+        page: usize,
+        slot: usize,
+        access: Option<Access>,
+    ) -> bool {
         if !r.pages.start_copy(page) {
             self.cow.free(slot);
-            return Some(false);
+            return false;
         }
-        self.record(r, page, Access::Cow);
+        if let Some(a) = access {
+            self.record(r, page, a);
+        }
         // SAFETY: the page belongs to a tracked region (mapped, readable) and the slot was
-        // claimed just above.
+        // claimed by the caller.
         unsafe { self.cow.fill(slot, r.id, page, r.page_addr(page)) };
         r.pages.copied(page);
-        Some(true)
+        true
     }
 
     /// How a first write to a page the running commit does not need is classified.

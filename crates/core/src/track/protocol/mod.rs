@@ -9,7 +9,7 @@
 //! | transition (`PageStates`) | from → to | who | where |
 //! |---|---|---|---|
 //! | `schedule` / `leave_out` | any → Scheduled / Idle | the checkpoint, gate closed | `schedule.rs` |
-//! | `start_copy`, `copied` | Scheduled → Copying → Copied | a first write, a slot free | `first_write.rs` |
+//! | `start_copy`, `copied` | Scheduled → Copying → Copied | a first write, a slot free; an async call copying a short run ahead, gate closed | `first_write.rs`, `schedule.rs` (`copy_ahead`) |
 //! | `claim` | Scheduled → Flushing | the committer | `committer.rs` |
 //! | `taken` | Flushing or Copied → Taken | the committer | `committer.rs` |
 //! | `abandon`, then `leave_out` | Scheduled → Idle, then any → Idle | a failed commit | `committer.rs` (`Drain`) |

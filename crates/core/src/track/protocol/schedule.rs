@@ -3,6 +3,7 @@
 //! learning. The engine calls this with the gate closed, between taking the region's dirty
 //! bits and re-arming it, so no write meets a re-armed page whose state is stale.
 
+use super::Protocol;
 use crate::policy::Access;
 use crate::track::memory::bitmap;
 use crate::track::region::TrackedRegion;
@@ -73,4 +74,29 @@ pub(crate) fn mark(
         }
     }
     m
+}
+
+/// Copy `tr`'s scheduled pages in runs of `bits` no longer than `longest` into
+/// copy-on-write slots now, while slots are free: the commit takes them from there (as it
+/// takes a first write's copy), so they need no fence, and a write to them goes on at once.
+/// For a call whose other threads run on, which asks afterwards whether any of them wrote
+/// since the scan: a write before a page's copy would otherwise reach the version. Returns
+/// the pages copied.
+pub(crate) fn copy_ahead(p: &Protocol, tr: &TrackedRegion, bits: &[u64], longest: usize) -> u64 {
+    let mut copied = 0;
+    for run in bitmap::runs(bits, tr.npages).filter(|r| r.len() <= longest) {
+        for page in run {
+            let Some(slot) = p.cow.claim() else {
+                return copied;
+            };
+            copied += u64::from(p.copy_into(tr, page, slot, None));
+        }
+    }
+    copied
+}
+
+/// Slots a call may fill ahead of its commit: half the ordinary ones, less those in use,
+/// so that writers during the commit still find some.
+pub(crate) fn slots_to_copy_ahead(p: &Protocol) -> usize {
+    (p.cow.slots() / 2).saturating_sub(p.cow.in_use())
 }
