@@ -47,7 +47,9 @@ impl Engine {
                     protocol.set_committer(thread::tid());
                     crate::sys::own_spans::note_this_stack();
                     let job: commit::Job = rx.recv().expect("the job follows the spawn");
-                    commit::run(job)
+                    let outcome = commit::run(job);
+                    protocol.cow.back();
+                    outcome
                 });
             // The job is sent only once a thread exists; without one it runs here.
             if let Ok(handle) = spawned {

@@ -230,6 +230,8 @@ pub(super) fn protect(addr: usize, len: usize, prot: i32) -> io::Result<()> {
 
 /// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
 const MADV_COLLAPSE: i32 = 25;
+/// `MADV_POPULATE_WRITE` (Linux 5.14+): back the range now, writable.
+const MADV_POPULATE_WRITE: i32 = 23;
 
 /// Advice ickpt gives about memory: only kinds that change how pages are backed, never what
 /// they hold, so giving it for any range is safe.
@@ -239,6 +241,9 @@ pub enum Advice {
     HugePages,
     /// `MADV_COLLAPSE` (Linux 6.1+): collapse the range into huge pages now.
     Collapse,
+    /// `MADV_POPULATE_WRITE` (Linux 5.14+): back every page of the range now, as a write
+    /// would, leaving what backed pages hold as it is.
+    PopulateWrite,
 }
 
 /// madvise(2) with advice that keeps the contents.
@@ -246,6 +251,7 @@ pub fn advise(addr: usize, len: usize, advice: Advice) -> io::Result<()> {
     let advice = match advice {
         Advice::HugePages => libc::MADV_HUGEPAGE,
         Advice::Collapse => MADV_COLLAPSE,
+        Advice::PopulateWrite => MADV_POPULATE_WRITE,
     };
     // SAFETY: this advice changes how pages are backed, never what they hold, and a bad
     // range is an error.

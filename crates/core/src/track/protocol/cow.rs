@@ -13,12 +13,15 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 
 /// Control words: where claiming starts looking, ring tail (writers), ring head
-/// (committer), slots in use, most slots in use since the last reset.
+/// (committer), slots in use, most slots in use since the last reset, whether the slots are
+/// backed.
 const HINT: usize = 0;
 const TAIL: usize = 1;
 const HEAD: usize = 2;
 const IN_USE: usize = 3;
 const PEAK: usize = 4;
+/// Non-zero once the slots are backed (`back`).
+const BACKED: usize = 5;
 
 /// Slots beyond `cow_bytes` that only the checkpoint's own threads may claim. The thread
 /// checkpointing and the committer can never wait for a page (only they could release it), so
@@ -57,7 +60,7 @@ impl CowPool {
             used: OwnSlice::new(total.div_ceil(64))?,
             ring: OwnSlice::new(total)?,
             owner: OwnSlice::new(2 * total)?,
-            ctl: OwnSlice::new(5)?,
+            ctl: OwnSlice::new(6)?,
         })
     }
 
@@ -69,6 +72,18 @@ impl CowPool {
     /// Slots claimed now.
     pub fn in_use(&self) -> usize {
         self.ctl[IN_USE].load(SeqCst) as usize
+    }
+
+    /// Back every slot with memory now, once, off the path of a checkpoint call: an async
+    /// call copies pages ahead into slots (`schedule::copy_ahead`), where the first touch of
+    /// each costs a page fault, as much again as the copy. What slots hold is left as it
+    /// is, so this may run while writers fill some. Best effort: a kernel without
+    /// `MADV_POPULATE_WRITE` backs them at first touch instead.
+    pub fn back(&self) {
+        if self.ctl[BACKED].swap(1, SeqCst) == 0 {
+            let (lo, hi) = self.mem.span();
+            let _ = crate::sys::mem::advise(lo, hi - lo, crate::sys::mem::Advice::PopulateWrite);
+        }
     }
 
     /// Take a free slot. Signal-safe; O(words of the bitmap) in the worst case, usually O(1)
@@ -191,6 +206,33 @@ impl CowPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages of `pool`'s mapping resident now.
+    fn resident(pool: &CowPool) -> usize {
+        let (lo, hi) = pool.mem.span();
+        let mut vec = vec![0u8; (hi - lo) / page_size()];
+        // SAFETY: the span is our live mapping, and `vec` has a byte per page of it.
+        let rc = unsafe { libc::mincore(lo as *mut libc::c_void, hi - lo, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    /// Backing the slots leaves a filled one as it was, and makes every slot resident: the
+    /// next copies into them fault no more.
+    #[test]
+    fn backing_the_slots_keeps_what_they_hold() {
+        let ps = page_size();
+        let pool = CowPool::new(48 * ps).unwrap();
+        let src = vec![5u8; ps];
+        let a = pool.claim().unwrap();
+        // SAFETY: `src` is a readable page's worth of bytes; the slot was claimed above.
+        unsafe { pool.fill(a, 1, 2, src.as_ptr() as usize) };
+        assert!(resident(&pool) < 48 + RESERVED);
+        pool.back();
+        assert_eq!(resident(&pool), 48 + RESERVED);
+        let (s, _, _) = pool.pop().unwrap();
+        assert!(pool.bytes(s).iter().all(|&x| x == 5));
+    }
 
     #[test]
     fn slots_are_claimed_once_and_drained_in_fill_order() {
