@@ -5,7 +5,10 @@
 use crate::policy::Access;
 use crate::track::memory::own_mem::OwnSlice;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::SeqCst};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64, AtomicU8,
+    Ordering::{Release, SeqCst},
+};
 
 /// Where a page stands in the commit protocol. Every change of state is one of the named
 /// transitions of [`PageStates`]; the table in `protocol/mod.rs` says who makes each.
@@ -127,9 +130,16 @@ impl PageStates {
     }
 
     /// The commit being scheduled does not store `page` (or the commit was abandoned).
+    ///
+    /// A release store, not a sequentially consistent one (a locked instruction on x86): it
+    /// is made with the gate closed, which no writer passes before the gate's reopening
+    /// (itself sequentially consistent) publishes it, or by a failed commit after every
+    /// page still Scheduled was abandoned, when a writer reading Idle or the state before
+    /// opens the page alike. After a full version every page is left out at the next
+    /// checkpoint: 65,536 stores at 256 MiB, 0.25 ms of its stop.
     #[inline]
     pub(in crate::track::protocol) fn leave_out(&self, page: usize) {
-        self.set(page, PageState::Idle);
+        self.state[page].store(PageState::Idle as u8, Release);
     }
 
     /// A failed commit gives up `page` if it is still Scheduled, so no writer can start
