@@ -13,7 +13,9 @@ use crate::policy::{Head, Retention};
 use crate::read::catalog::Catalog;
 use crate::store::{version_name, Store, StoreId};
 use crate::sys::thread;
-use crate::track::protocol::committer::{scheduled, Drain, LiftBehind, Scheduled, Selector, Take};
+use crate::track::protocol::committer::{
+    self, scheduled, Drain, LiftBehind, Scheduled, Selector, Take,
+};
 use crate::track::{Guard, OwnBytes, Protocol, Tracker};
 use ickpt_format::{CommitStats, Kind, NewVersion, RegionEntry, StoredPhases, VersionLayout};
 use std::sync::{Arc, Mutex};
@@ -60,6 +62,9 @@ pub(crate) struct Job {
     pub pre: Option<PreFile>,
     /// What pre-copy did for the version.
     pub precopy: Option<PrecopyInfo>,
+    /// Return the pages taken to Idle once the commit ends (`committer::idle_taken`): an
+    /// async commit, on a tracker none of whose writes reach ickpt between commits.
+    pub idle_taken: bool,
 }
 
 /// What a finished commit hands back to the engine.
@@ -103,6 +108,7 @@ pub(super) fn run(job: Job) -> Outcome {
         drained_elsewhere,
         pre,
         precopy,
+        idle_taken,
     } = job;
     let drain = Drain::new(&regions, &protocol, &*tracker);
     let ids: Vec<u64> = regions.iter().map(|r| r.tr.id).collect();
@@ -310,6 +316,9 @@ pub(super) fn run(job: Job) -> Outcome {
         }
         (result, raced)
     };
+    if idle_taken {
+        committer::idle_taken(&regions);
+    }
     Outcome {
         result,
         head,

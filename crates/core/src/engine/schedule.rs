@@ -269,6 +269,7 @@ impl Engine {
             drained_elsewhere: self.cfg.drained_elsewhere,
             pre,
             precopy,
+            idle_taken: self.cfg.mode == CommitMode::Async && unseen_are_after,
         })))
     }
 

@@ -208,6 +208,36 @@ impl PageStates {
         (access_of(w & ((1 << TYPE_BITS) - 1)), w >> TYPE_BITS)
     }
 
+    /// The pages `64 * word ..` the ended commit took that hold no record go back to Idle,
+    /// their touched bits cleared, so the next scheduling passes them by. A first write
+    /// recorded meanwhile keeps its page's bit, or sets it again: the bit is looked at once
+    /// more after it is cleared. For trackers none of whose writes reach ickpt between
+    /// commits, where Taken tells no fault anything Idle would not.
+    pub(in crate::track::protocol) fn idle_taken(&self, word: usize) {
+        let (lo, hi) = (word * 64, (word * 64 + 64).min(self.state.len()));
+        let touched = self.touched[word].load(SeqCst);
+        let mut idled = 0u64;
+        for page in lo..hi {
+            let bit = 1u64 << (page - lo);
+            if touched & bit != 0
+                && self.access[page].load(SeqCst) == 0
+                && self.change(page, PageState::Taken, PageState::Idle)
+            {
+                idled |= bit;
+            }
+        }
+        if idled == 0 {
+            return;
+        }
+        self.touched[word].fetch_and(!idled, SeqCst);
+        let recorded = (lo..hi)
+            .filter(|&page| idled & (1 << (page - lo)) != 0 && self.access[page].load(SeqCst) != 0)
+            .fold(0u64, |m, page| m | 1 << (page - lo));
+        if recorded != 0 {
+            self.touched[word].fetch_or(recorded, SeqCst);
+        }
+    }
+
     /// Every page Idle with no record: no commit is running and none ran in this process
     /// (a restart brought the states back as they stood when a checkpoint began). Not
     /// while a commit may run.
@@ -299,6 +329,31 @@ mod tests {
         p.clear();
         assert_eq!((p.get(7), p.take_access(8)), (Idle, (Access::Untouched, 0)));
         assert_eq!(p.take_touched(0), 0);
+    }
+
+    /// After a commit: taken pages without a record go Idle and untouched; a taken page
+    /// with a record (a write during the commit), and pages in any other state, keep their
+    /// state and their touched bit, for the next scheduling to visit.
+    #[test]
+    fn taken_pages_without_a_record_go_idle_and_untouched() {
+        let p = PageStates::new(70).unwrap();
+        for page in [0, 3, 64, 69] {
+            p.schedule(page);
+            assert!(p.claim(page));
+            p.taken(page);
+        }
+        assert!(p.record(3, Access::Cow, 1));
+        p.schedule(10);
+        p.schedule(65);
+        p.copied(65);
+        p.idle_taken(0);
+        p.idle_taken(1);
+        assert_eq!(
+            [0, 3, 10, 64, 65, 69].map(|page| p.get(page)),
+            [Idle, Taken, Scheduled, Idle, Copied, Idle]
+        );
+        assert_eq!(p.take_touched(0), 1 << 3 | 1 << 10);
+        assert_eq!(p.take_touched(1), 1 << 1);
     }
 
     #[test]
