@@ -10,10 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 /// The numeric entry names of `path`, ascending, leaving out the descriptor the listing
 /// itself used (which `/proc/self/fd` shows while it is open).
 pub fn numbered_entries(path: &str) -> io::Result<Vec<u64>> {
-    let dir: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(path)?;
+    let dir = open_dir(path)?;
     let own = dir.as_raw_fd() as u64;
     let own_fd_dir = path.ends_with("/fd");
     let mut out = Vec::new();
@@ -33,6 +30,14 @@ pub fn numbered_entries(path: &str) -> io::Result<Vec<u64>> {
     }
     out.sort_unstable();
     Ok(out)
+}
+
+/// The directory `path`, open for reading its entries or opening them (`openat`).
+pub fn open_dir(path: &str) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// The names in a buffer of `struct linux_dirent64` records: d_ino (8), d_off (8),

@@ -1,18 +1,29 @@
 //! The open descriptors, from `/proc/self/fd` (what each is) and `/proc/self/fdinfo` (its
 //! offset, flags, locks and, for a userfaultfd, its features).
 
+use std::ffi::{CString, OsString};
 use std::io::{self, Read};
-use std::path::Path;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 
 use crate::record::{FdKind, FdRecord};
 
-/// Every open descriptor, ascending, but the one the listing itself uses. A descriptor
+/// Every open descriptor, ascending, but those the listing itself uses. A descriptor
 /// closed between the listing and its reading is left out: the caller has stopped every
-/// other thread, so only its own can close one meanwhile.
+/// other thread, so only its own can close one meanwhile. Each is read relative to
+/// `/proc/self/fd` and `/proc/self/fdinfo` held open, and typed by `fstat`: no path through
+/// `/proc` is walked again per descriptor (0.13 ms of a 256 MiB program's stop did).
 pub fn list_fds() -> io::Result<Vec<FdRecord>> {
+    let links = crate::dir::open_dir("/proc/self/fd")?;
+    let infos = crate::dir::open_dir("/proc/self/fdinfo")?;
+    let own = [links.as_raw_fd() as u64, infos.as_raw_fd() as u64];
     let mut out = Vec::new();
     for fd in crate::dir::numbered_entries("/proc/self/fd")? {
-        match read_fd(fd as i32) {
+        if own.contains(&fd) {
+            continue;
+        }
+        match read_fd(fd as i32, links.as_fd(), infos.as_fd()) {
             Ok(r) => out.push(r),
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
@@ -21,11 +32,13 @@ pub fn list_fds() -> io::Result<Vec<FdRecord>> {
     Ok(out)
 }
 
-fn read_fd(fd: i32) -> io::Result<FdRecord> {
+fn read_fd(fd: i32, links: BorrowedFd<'_>, infos: BorrowedFd<'_>) -> io::Result<FdRecord> {
+    let name = CString::new(fd.to_string()).expect("digits hold no NUL");
     let link = format!("/proc/self/fd/{fd}");
-    let path = crate::capture::utf8(std::fs::read_link(&link)?, &link)?;
+    let target = crate::sys::readlinkat(links, &name)?;
+    let path = crate::capture::utf8(PathBuf::from(OsString::from_vec(target)), &link)?;
     let mut text = String::new();
-    std::fs::File::open(format!("/proc/self/fdinfo/{fd}"))?.read_to_string(&mut text)?;
+    crate::sys::openat(infos, &name)?.read_to_string(&mut text)?;
     let info = parse_fdinfo(&text).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -37,17 +50,12 @@ fn read_fd(fd: i32) -> io::Result<FdRecord> {
     } else if path == format!("/proc/{}/pagemap", std::process::id()) {
         FdKind::Pagemap
     } else if path.starts_with('/') {
-        // The link followed is the open file itself, even when its path was removed.
-        let t = std::fs::metadata(Path::new(&link))?.file_type();
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_file() {
-            FdKind::File
-        } else if t.is_dir() {
-            FdKind::Directory
-        } else if t.is_char_device() {
-            FdKind::Device
-        } else {
-            FdKind::Other
+        // What the descriptor refers to, even when its path was removed.
+        match crate::sys::fstat_mode(fd)? & libc::S_IFMT {
+            libc::S_IFREG => FdKind::File,
+            libc::S_IFDIR => FdKind::Directory,
+            libc::S_IFCHR => FdKind::Device,
+            _ => FdKind::Other,
         }
     } else {
         FdKind::Other
@@ -111,6 +119,40 @@ pub fn parse_fdinfo(text: &str) -> Option<FdInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Seek, SeekFrom, Write};
+
+    /// A file, a directory and a device are listed with their kind, path and offset; the
+    /// listing's own directories are not.
+    #[test]
+    fn descriptors_are_listed_with_their_kind_and_offset() {
+        let path = std::env::temp_dir().join(format!("fds-test-{}", std::process::id()));
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(b"0123456789").unwrap();
+        file.seek(SeekFrom::Start(7)).unwrap();
+        let dir = std::fs::File::open(std::env::temp_dir()).unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let fds = list_fds().unwrap();
+        let _ = std::fs::remove_file(&path);
+        let find = |f: &std::fs::File| {
+            fds.iter()
+                .find(|r| r.fd == f.as_raw_fd())
+                .unwrap_or_else(|| panic!("fd {} not listed: {fds:?}", f.as_raw_fd()))
+        };
+        let rec = find(&file);
+        assert_eq!(
+            (rec.kind, rec.path.as_str(), rec.offset),
+            (FdKind::File, path.to_str().unwrap(), 7)
+        );
+        assert_eq!(find(&dir).kind, FdKind::Directory);
+        assert_eq!(
+            (find(&null).kind, find(&null).path.as_str()),
+            (FdKind::Device, "/dev/null")
+        );
+        assert!(
+            !fds.iter().any(|r| r.path.starts_with("/proc/")),
+            "the listing's own directories are listed: {fds:?}"
+        );
+    }
 
     #[test]
     fn fdinfo_fields_are_read() {

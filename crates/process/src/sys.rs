@@ -120,3 +120,51 @@ pub fn timer_restore_ids_known() -> bool {
     // SAFETY: a query of integers; it changes nothing.
     unsafe { libc::prctl(crate::capture::PR_TIMER_CREATE_RESTORE_IDS, 2, 0, 0, 0) >= 0 }
 }
+
+/// `readlinkat(dir, name)`: where the link `name` in `dir` points, as bytes.
+pub fn readlinkat(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `name` is NUL-terminated; `buf` is valid for writes of its length, which is
+    // the size passed; the descriptor is borrowed, so open for the call's duration.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// `openat(dir, name, O_RDONLY | O_CLOEXEC)`.
+pub fn openat(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<std::fs::File> {
+    // SAFETY: `name` is NUL-terminated; the descriptor is borrowed, so open for the call.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// `fstat(fd)`'s `st_mode`: the file type and mode of what `fd` refers to.
+pub fn fstat_mode(fd: i32) -> io::Result<u32> {
+    // SAFETY: stat is plain integers, for which all zeros is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable stat; a closed `fd` is an error, not undefined.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.st_mode)
+}
