@@ -3,9 +3,10 @@
 //! PAGEMAP_SCAN reads the written pages back and write-protects them again in one call.
 //!
 //! No write reaches ickpt while this tracks, so a write cannot be held back for a running
-//! commit (AI-Ckpt Algorithm 2). An async commit therefore fences its regions with mprotect
-//! while it needs their pages: writes during a commit trap into the SIGSEGV handler and are
-//! decided page by page as with the mprotect backend. The commit lifts the fence chunk by
+//! commit (AI-Ckpt Algorithm 2). An async commit therefore fences with mprotect the pages it
+//! needs from memory (its regions whole, or the runs it collected, `Guard`): writes during a
+//! commit trap into the SIGSEGV handler and are decided page by page as with the mprotect
+//! backend. The commit lifts the fence chunk by
 //! chunk behind itself (`committer::LiftBehind`), so writes to pages it has taken cost the
 //! kernel's async fault again while it runs on. A sync commit, which usually meets
 //! no write, collects without the fence (but over pages shared with memory outside the
