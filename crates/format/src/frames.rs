@@ -44,12 +44,25 @@ impl Compress for zstd::bulk::Compressor<'static> {
     }
 }
 
+/// The buffer an encoder compresses into, made once: a heap `Vec` by default, or memory the
+/// caller keeps elsewhere (the engine's lies outside what a whole-process checkpoint stores:
+/// every commit rewrites it, and nothing reads it afterwards).
+pub trait Scratch: Send {
+    fn bytes(&mut self) -> &mut [u8];
+}
+
+impl Scratch for Vec<u8> {
+    fn bytes(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 /// Compresses batches of pages into frames, with a scratch buffer made once: given a
 /// compressor that allocates nothing either, encoding a batch allocates nothing (the engine
 /// encodes while application threads may be stopped holding the allocator's lock).
 pub struct FrameEncoder {
     zstd: Option<Box<dyn Compress>>,
-    scratch: Vec<u8>,
+    scratch: Box<dyn Scratch>,
 }
 
 impl FrameEncoder {
@@ -65,12 +78,17 @@ impl FrameEncoder {
 
     /// An encoder compressing with `zstd` (None: raw).
     pub fn with(zstd: Option<Box<dyn Compress>>, batch_bytes: usize) -> FrameEncoder {
+        FrameEncoder::with_scratch(zstd, Box::new(vec![0u8; batch_bytes]))
+    }
+
+    /// An encoder compressing with `zstd` (None: raw) into `scratch`, as long as a batch.
+    pub fn with_scratch(
+        zstd: Option<Box<dyn Compress>>,
+        scratch: Box<dyn Scratch>,
+    ) -> FrameEncoder {
         // Made now: the first call allocates.
         zero_page_crc(limits::MIN_PAGE_SIZE as usize);
-        FrameEncoder {
-            zstd,
-            scratch: vec![0u8; batch_bytes],
-        }
+        FrameEncoder { zstd, scratch }
     }
 
     /// Encode the pages in `batch[..len]` (of `ps` bytes each, `crcs` theirs) in place: on
@@ -113,7 +131,7 @@ impl FrameEncoder {
             } else {
                 match self.compress(&batch[from..from + raw]) {
                     Some(k) => {
-                        batch[out..out + k].copy_from_slice(&self.scratch[..k]);
+                        batch[out..out + k].copy_from_slice(&self.scratch.bytes()[..k]);
                         (Codec::Zstd, k, crate::crc(&batch[out..out + k]))
                     }
                     None => {
@@ -137,9 +155,10 @@ impl FrameEncoder {
     /// `pages` compressed into the scratch buffer, if that is smaller: the bytes it took.
     fn compress(&mut self, pages: &[u8]) -> Option<usize> {
         let z = self.zstd.as_mut()?;
+        let scratch = self.scratch.bytes();
         // Room for one byte less than the pages: output that does not fit is not worth it.
-        let room = (pages.len() - 1).min(self.scratch.len());
-        z.compress(pages, &mut self.scratch[..room])
+        let room = (pages.len() - 1).min(scratch.len());
+        z.compress(pages, &mut scratch[..room])
             .filter(|&k| k > 0 && k < pages.len())
     }
 }

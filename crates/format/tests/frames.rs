@@ -119,6 +119,30 @@ fn a_mixed_version_stores_each_stretch_its_own_way_and_reads_back() {
     }
 }
 
+/// A buffer the caller keeps (the engine's lies in scratch memory), counting its uses.
+struct Counted(Vec<u8>, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl ickpt_format::Scratch for Counted {
+    fn bytes(&mut self) -> &mut [u8] {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &mut self.0
+    }
+}
+
+/// An encoder compressing into the caller's buffer stores what one with its own buffer
+/// stores, byte for byte, and compresses there.
+#[test]
+fn an_encoder_compresses_into_the_callers_buffer_alike() {
+    let pages = mixed();
+    let used = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let zstd = Box::new(zstd::bulk::Compressor::new(1).unwrap()) as Box<dyn ickpt_format::Compress>;
+    let scratch = Box::new(Counted(vec![0; BATCH * PS], used.clone()));
+    let mut enc = FrameEncoder::with_scratch(Some(zstd), scratch);
+    let theirs = version_of(&pages, Some(&mut enc));
+    assert_eq!(theirs, version_of(&pages, Some(&mut zstd1())));
+    assert!(used.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
 #[test]
 fn without_compression_zero_pages_are_still_left_out() {
     let pages = mixed();

@@ -251,14 +251,29 @@ fn testing_wrappers(
 }
 
 /// The encoder a commit uses: zstd at `level` in a workspace of its own (never malloc on the
-/// commit path), batches of the engine's size for pages of `ps` bytes.
+/// commit path), batches of the engine's size for pages of `ps` bytes, compressed into
+/// scratch memory: every async commit rewrites that buffer, and under `ickpt run` a buffer
+/// on ickpt's heap was up to 64 pages the next capture of ickpt's state compared and copied.
 pub fn frame_encoder(level: Option<i32>, ps: usize) -> std::io::Result<ickpt_format::FrameEncoder> {
     let batch = sink::batch_bytes(ps);
     let zstd = level
         .map(|l| crate::sys::zstd::StaticZstd::new(l, batch))
         .transpose()?
         .map(|z| Box::new(z) as Box<dyn ickpt_format::Compress>);
-    Ok(ickpt_format::FrameEncoder::with(zstd, batch))
+    let scratch = EncoderScratch(OwnBytes::scratch(batch)?);
+    Ok(ickpt_format::FrameEncoder::with_scratch(
+        zstd,
+        Box::new(scratch),
+    ))
+}
+
+/// The encoder's buffer in scratch memory (`frame_encoder`).
+struct EncoderScratch(OwnBytes);
+
+impl ickpt_format::Scratch for EncoderScratch {
+    fn bytes(&mut self) -> &mut [u8] {
+        self.0.as_mut_slice()
+    }
 }
 
 /// The identity this engine writes into its versions: the one the store records; else the
@@ -280,4 +295,22 @@ fn settle_identity(store: &dyn Store) -> Result<StoreId, InitError> {
         .set_identity(id)
         .map_err(|e| io("recording the store's identity", e))?;
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use ickpt_format::Scratch;
+
+    /// The encoder's buffer lies in scratch memory, which a whole-process checkpoint does
+    /// not store.
+    #[test]
+    fn the_encoders_buffer_is_scratch() {
+        let mut b = super::EncoderScratch(super::OwnBytes::scratch(1 << 18).unwrap());
+        let at = b.bytes().as_ptr() as usize;
+        let mut spans = Vec::new();
+        crate::sys::own_spans::spans(&mut spans);
+        assert!(spans
+            .iter()
+            .any(|&(s, e, scratch)| scratch && s <= at && at < e));
+    }
 }
