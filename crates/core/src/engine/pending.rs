@@ -40,6 +40,11 @@ impl Engine {
         if self.cfg.mode == CommitMode::Async {
             let (tx, rx) = std::sync::mpsc::channel();
             let protocol = self.protocol.clone();
+            // Only calls whose other threads run on, on a tracker whose writes never reach
+            // ickpt, copy pages ahead into the buffer (`schedule::copy_ahead`): elsewhere its
+            // slots are touched by writers during a commit alone, and backing all of them
+            // would only hold memory.
+            let back = !self.cfg.others_stopped && !self.tracker.sees_every_write();
             let spawned = std::thread::Builder::new()
                 .name("ickpt-commit".into())
                 .spawn(move || {
@@ -48,7 +53,9 @@ impl Engine {
                     crate::sys::own_spans::note_this_stack();
                     let job: commit::Job = rx.recv().expect("the job follows the spawn");
                     let outcome = commit::run(job);
-                    protocol.cow.back();
+                    if back {
+                        protocol.cow.back();
+                    }
                     outcome
                 });
             // The job is sent only once a thread exists; without one it runs here.
