@@ -22,23 +22,31 @@ fn unfenced(b: Backend) -> bool {
 }
 
 fn async_engine(name: &str) -> (Engine, Scratch) {
+    async_engine_with(name, None)
+}
+
+/// An async engine, with a copy-on-write buffer of `cow_bytes` where given.
+fn async_engine_with(name: &str, cow_bytes: Option<usize>) -> (Engine, Scratch) {
     let dir = scratch_dir(name);
     let mut c = Config::new(&dir);
     c.mode = CommitMode::Async;
     c.keep_chains = 1;
+    c.cow_bytes = cow_bytes.unwrap_or(c.cow_bytes);
     (Engine::open(c).unwrap(), dir)
 }
 
 /// With no other thread writing, an async call never meets a write, whether it fences the
-/// written runs alone (one run and a few pages in a large region) or the whole region (a
-/// page in two): quiet calls are scheduled once each (a check that saw writes where there
-/// were none, e.g. on pages never touched or on the fenced runs, would schedule every one
-/// twice), and each version restores memory exactly. Also an unaligned heap buffer, whose
-/// edge pages the allocator shares with the call's own allocations.
+/// written runs alone and copies the lone pages (one run and a few pages in a large region)
+/// or fences the whole region (a page in two: more lone pages than the 64-page
+/// copy-on-write buffer's half, and too many runs to fence one by one): quiet calls are
+/// scheduled once each (a check that saw writes where there were none, e.g. on pages never
+/// touched or on the fenced runs, would schedule every one twice), and each version
+/// restores memory exactly. Also an unaligned heap buffer, whose edge pages the allocator
+/// shares with the call's own allocations.
 #[test]
 fn quiet_async_calls_are_scheduled_once() {
     const PAGES: usize = 1024;
-    let (e, dir) = async_engine("narrow-fence-quiet");
+    let (e, dir) = async_engine_with("narrow-fence-quiet", Some(64 * PS));
     let mut buf = Buf::new(PAGES * PS);
     // Below the allocator's mmap threshold: in the heap, among other chunks.
     let mut heap = vec![0u8; 20 * PS + 100];
