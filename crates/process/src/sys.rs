@@ -137,6 +137,14 @@ pub fn readlinkat(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<Vec<
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
+    // The call fills the buffer when the target is longer: refuse rather than record a
+    // path cut short.
+    if n as usize == buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{name:?} points to a path of {} bytes or more", buf.len()),
+        ));
+    }
     buf.truncate(n as usize);
     Ok(buf)
 }
