@@ -239,7 +239,9 @@ typedef struct ickpt_config {
   uint32_t flush_order;
   /**
    * Bytes of copy-on-write buffer for pages written while their commit runs (default
-   * 16 MiB; 0: such writes wait for the committer; at most 1024 GiB). ICKPT_COW_BYTES
+   * 16 MiB; 0: such writes wait for the committer; at most 1024 GiB). An async call may
+   * also copy written pages ahead of its commit, into up to 16 times as much memory of
+   * its own (at most 1 GiB), given back to the kernel after each commit. ICKPT_COW_BYTES
    * overrides.
    */
   uint64_t cow_bytes;

@@ -98,7 +98,9 @@ pub struct ickpt_config {
     /// ICKPT_FLUSH_ADAPTIVE (default) or ICKPT_FLUSH_ADDRESS; ICKPT_FLUSH_ORDER overrides.
     pub flush_order: u32,
     /// Bytes of copy-on-write buffer for pages written while their commit runs (default
-    /// 16 MiB; 0: such writes wait for the committer; at most 1024 GiB). ICKPT_COW_BYTES
+    /// 16 MiB; 0: such writes wait for the committer; at most 1024 GiB). An async call may
+    /// also copy written pages ahead of its commit, into up to 16 times as much memory of
+    /// its own (at most 1 GiB), given back to the kernel after each commit. ICKPT_COW_BYTES
     /// overrides.
     pub cow_bytes: u64,
     /// ICKPT_GRANULARITY_PAGE (default) or ICKPT_GRANULARITY_ADAPTIVE; ICKPT_GRANULARITY

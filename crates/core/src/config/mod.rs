@@ -82,7 +82,9 @@ pub struct Config {
     /// (AI-Ckpt). `ICKPT_MODE` overrides.
     pub mode: CommitMode,
     /// Copy-on-write buffer for pages written while their commit is running; 0 makes every
-    /// such write wait for the committer. `ICKPT_COW_BYTES` overrides.
+    /// such write wait for the committer. An async call may also copy written pages ahead
+    /// of its commit into up to 16 times as much memory (at most 1 GiB), given back to the
+    /// kernel after each commit. `ICKPT_COW_BYTES` overrides.
     pub cow_bytes: usize,
     /// Order the committer takes pages in. `ICKPT_FLUSH_ORDER` overrides.
     pub flush_order: FlushOrder,

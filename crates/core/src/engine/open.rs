@@ -10,6 +10,7 @@ use crate::read::catalog;
 use crate::store::{DirStore, RealFs, Store, StoreId, ThrottledStore, Tier, TieredStore};
 use crate::sys::page_size;
 use crate::track::{self, Granularity, OwnBytes, Protocol};
+use ickpt_format::CommitMode;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -150,6 +151,15 @@ impl Engine {
         let protocol = Arc::new(
             Protocol::new(
                 cfg.cow_bytes,
+                // Only a call whose other threads run on, on a tracker whose first writes
+                // never reach ickpt, copies pages ahead (`schedule::copy_ahead`).
+                match cfg.mode == CommitMode::Async
+                    && !cfg.others_stopped
+                    && !tracker.sees_every_write()
+                {
+                    true => track::protocol::schedule::ahead_bytes(cfg.cow_bytes),
+                    false => 0,
+                },
                 cfg.fault_around,
                 (cfg.granularity == Granularity::Adaptive)
                     .then_some((cfg.acck_pieces_log2, cfg.huge_pages)),

@@ -45,6 +45,10 @@ impl Engine {
             // slots are touched by writers during a commit alone, and backing all of them
             // would only hold memory.
             let back = !self.cfg.others_stopped && !self.tracker.sees_every_write();
+            // Slots ahead for a call that copies 1/64 of the memory tracked (a rewrite of
+            // 1.5% of it in lone pages); a larger one backs the rest as it copies.
+            let tracked: usize = st.regions.values().map(|s| s.tr.npages).sum();
+            let ahead = tracked / 64;
             let spawned = std::thread::Builder::new()
                 .name("ickpt-commit".into())
                 .spawn(move || {
@@ -54,7 +58,8 @@ impl Engine {
                     let job: commit::Job = rx.recv().expect("the job follows the spawn");
                     let outcome = commit::run(job);
                     if back {
-                        protocol.cow.back();
+                        protocol.cow.back(ahead);
+                        protocol.cow.give_back_ahead();
                     }
                     outcome
                 });

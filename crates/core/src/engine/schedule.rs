@@ -150,7 +150,7 @@ impl Engine {
                 // Short runs the tracker would rather not fence are copied now (it fences
                 // what is left).
                 if guard.checked_after_collect() {
-                    let free = protocol::schedule::slots_to_copy_ahead(&self.protocol);
+                    let free = self.protocol.cow.ahead_free();
                     let longest = self.tracker.copy_ahead_run(tr, bits, free);
                     protocol::schedule::copy_ahead(&self.protocol, tr, bits, longest);
                 }

@@ -96,14 +96,55 @@ fn quiet_async_calls_are_scheduled_once() {
 /// every page as it stood at the call. Other backends trap every write: all 17 copied aside.
 #[test]
 fn short_runs_are_copied_during_the_call_and_long_ones_fenced() {
-    const PAGES: usize = 64;
     let _watchdog = common::watchdog("short_runs_are_copied", 120);
-    let dir = scratch_dir("narrow-fence-copy-ahead");
+    let pages: Vec<usize> = [3, 20, 40].into_iter().chain(50..64).collect();
+    let (aside, backend) =
+        rewritten_during_a_held_commit("narrow-fence-copy-ahead", 64, 128, &pages);
+    let want = if unfenced(backend) { 14 } else { 17 };
+    assert_eq!(aside, want, "on {backend:?}");
+}
+
+/// Copies ahead have room of their own, beyond the writers' copy-on-write buffer: 40 lone
+/// pages of 1,024 are copied ahead with a buffer of 8 slots (uffd-async), so none of their
+/// rewrites during the commit is trapped; where a whole fence would have been taken
+/// instead, each would be. Other backends trap every write, as many as the buffer holds
+/// before waiting for the held commit, so they are given slots for all.
+#[test]
+fn copies_ahead_are_not_bounded_by_the_writers_buffer() {
+    let _watchdog = common::watchdog("copies_ahead_beyond_the_buffer", 120);
+    let pages: Vec<usize> = (0..40).map(|k| 7 + 25 * k).collect();
+    let (aside, backend) = match unfenced(backend_here()) {
+        true => rewritten_during_a_held_commit("narrow-fence-ahead-room", 1024, 8, &pages),
+        false => rewritten_during_a_held_commit("narrow-fence-ahead-room", 1024, 64, &pages),
+    };
+    let want = if unfenced(backend) { 0 } else { 40 };
+    assert_eq!(aside, want, "on {backend:?}");
+}
+
+/// The backend an engine opened here runs on.
+fn backend_here() -> Backend {
+    let dir = scratch_dir("narrow-fence-backend");
+    let backend = Engine::open(Config::new(&dir)).unwrap().backend();
+    drop(dir);
+    backend
+}
+
+/// An async engine on a region of `region_pages`, with a copy-on-write buffer of
+/// `cow_pages`, whose commit is held before its first write while this thread rewrites
+/// `pages` (written once before the call): the version must hold every page as it stood at
+/// the call. Returns the pages the fault path copied aside, and the backend.
+fn rewritten_during_a_held_commit(
+    name: &str,
+    region_pages: usize,
+    cow_pages: usize,
+    pages: &[usize],
+) -> (u64, Backend) {
+    let dir = scratch_dir(name);
     let (store, gate) = gated_store(&dir);
     let mut c = Config::new(&dir);
     c.mode = CommitMode::Async;
-    c.cow_bytes = 128 * PS;
-    let mut buf = Buf::new(PAGES * PS);
+    c.cow_bytes = cow_pages * PS;
+    let mut buf = Buf::new(region_pages * PS);
     let e = Engine::with_store(c, store).unwrap();
     let _open = gate.open_on_drop();
     // SAFETY: `buf` outlives the engine.
@@ -111,8 +152,7 @@ fn short_runs_are_copied_during_the_call_and_long_ones_fenced() {
     buf.slice_mut().fill(1);
     e.checkpoint().unwrap();
     e.wait().unwrap();
-    let pages: Vec<usize> = [3, 20, 40].into_iter().chain(50..64).collect();
-    for &p in &pages {
+    for &p in pages {
         buf.slice_mut()[p * PS..(p + 1) * PS].fill(2);
     }
     let want = buf.slice().to_vec();
@@ -120,22 +160,19 @@ fn short_runs_are_copied_during_the_call_and_long_ones_fenced() {
     let entered = gate.entered();
     let info = e.checkpoint().unwrap();
     common::spin_until("the commit at its first write", || gate.entered() > entered);
-    for &p in &pages {
+    for &p in pages {
         buf.slice_mut()[p * PS + 8] = 3;
     }
     gate.set(false);
     let done = e.wait().unwrap().unwrap();
     assert_eq!(done.version, info.version);
-    let copied_aside = if unfenced(e.backend()) { 14 } else { 17 };
-    assert_eq!(done.commit.cow_pages, copied_aside, "on {:?}", e.backend());
     buf.slice_mut().fill(0);
     e.restore(info.version).unwrap();
     assert!(
         buf.slice() == &want[..],
         "the version differs from memory at the call"
     );
-    drop(e);
-    drop(dir);
+    (done.commit.cow_pages, e.backend())
 }
 
 /// A write the version leaves out may come, in the writer's order, before one it holds:

@@ -134,15 +134,18 @@ impl Protocol {
     /// once, see [`Protocol::open_run`]; 1 opens only the faulting page.
     /// `acck`: coarse-grained monitoring (ACCK), as log2 of the pieces per region and
     /// whether released spans become huge pages; None monitors every page.
+    /// `ahead_bytes`: room to copy pages into ahead of a commit
+    /// ([`schedule::ahead_bytes`]).
     pub fn new(
         cow_bytes: usize,
+        ahead_bytes: usize,
         fault_around: usize,
         acck: Option<(u32, bool)>,
     ) -> io::Result<Self> {
         let e = Protocol {
             futex: OwnSlice::new(2)?,
             c: OwnSlice::new(COUNTERS)?,
-            cow: CowPool::new(cow_bytes)?,
+            cow: CowPool::new(cow_bytes, ahead_bytes)?,
             huge: match acck {
                 Some((_, true)) => Some(HugeQueue::new()?),
                 _ => None,

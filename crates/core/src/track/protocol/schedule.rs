@@ -86,7 +86,7 @@ pub(crate) fn copy_ahead(p: &Protocol, tr: &TrackedRegion, bits: &[u64], longest
     let mut copied = 0;
     for run in bitmap::runs(bits, tr.npages).filter(|r| r.len() <= longest) {
         for page in run {
-            let Some(slot) = p.cow.claim() else {
+            let Some(slot) = p.cow.claim_ahead() else {
                 return copied;
             };
             copied += u64::from(p.copy_into(tr, page, slot, None));
@@ -95,8 +95,11 @@ pub(crate) fn copy_ahead(p: &Protocol, tr: &TrackedRegion, bits: &[u64], longest
     copied
 }
 
-/// Slots a call may fill ahead of its commit: half the ordinary ones, less those in use,
-/// so that writers during the commit still find some.
-pub(crate) fn slots_to_copy_ahead(p: &Protocol) -> usize {
-    (p.cow.slots() / 2).saturating_sub(p.cow.in_use())
+/// Room for copies ahead of a commit, beside a copy-on-write buffer of `cow_bytes` for
+/// writers: sixteen times the buffer, at most 1 GiB. Copies ahead are made by the call
+/// alone, for pages it would otherwise fence, and are given back after each commit; so they
+/// never take the writers' slots, and the room can be a share of the memory tracked rather
+/// than a buffer held for good (16 MiB: 256 MiB, a 1% rewrite of 25 GiB tracked).
+pub(crate) fn ahead_bytes(cow_bytes: usize) -> usize {
+    cow_bytes.saturating_mul(16).min(1 << 30)
 }
