@@ -192,6 +192,7 @@ impl PreFile {
                     .slot_of
                     .insert(page as u32, s as u32);
                 let at = self.batch.len();
+                self.batch.reserve_exact(BATCH_PAGES * ps - at);
                 self.batch.resize(at + ps, 0);
                 let dst = &mut self.batch[at..];
                 tr.copy_page_out(page, dst);
@@ -210,6 +211,17 @@ impl PreFile {
         self.writer.write_all(&self.batch)?;
         self.flushed += self.batch.len() / self.ps;
         self.batch.clear();
+        Ok(())
+    }
+
+    /// Write the gathered pages, and let the batch's memory go until the next pass: between
+    /// passes the batch holds nothing, and a whole-process checkpoint stops the program
+    /// between two passes, where a batch kept would be 64 pages of ickpt's own heap
+    /// rewritten since the last capture, for it to compare and store (a freed block this
+    /// large gives its pages back under `ickpt run`).
+    pub fn end_pass(&mut self) -> io::Result<()> {
+        self.flush()?;
+        self.batch = Vec::new();
         Ok(())
     }
 

@@ -275,7 +275,7 @@ impl PreCopy {
             }
         }
         if let Some(f) = &mut self.file {
-            if let Err(e) = f.flush() {
+            if let Err(e) = f.end_pass() {
                 let why = format!("{}: writing pre-copied pages: {e}", f.file);
                 self.fail(pass.regions, why);
                 return;
