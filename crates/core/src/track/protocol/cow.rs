@@ -88,8 +88,8 @@ impl CowPool {
 
     /// Back every slot with memory now, once, off the path of a checkpoint call: an async
     /// call copies pages ahead into slots (`schedule::copy_ahead`), where the first touch of
-    /// each costs a page fault, as much again as the copy or more (about 3 µs a page on the
-    /// project's VM). What slots hold is left as it is, so this may run while writers fill
+    /// each costs a page fault, as much again as the copy or more (3.1 µs a page on the
+    /// project's VM, `scripts/first-touch-cost.c`). What slots hold is left as it is, so this may run while writers fill
     /// some. Of the slots ahead, only the first `ahead` are backed, and at once given to
     /// the kernel to take back when memory runs short ([`CowPool::give_back_ahead`]). Best
     /// effort: a kernel without `MADV_POPULATE_WRITE` backs them at first touch instead.
@@ -148,12 +148,11 @@ impl CowPool {
         Some(slot)
     }
 
-    /// Claim a slot in `lo..hi`, looking from the word in control word `hint` on.
-    fn claim_in(&self, lo: usize, hi: usize, hint: usize) -> Option<usize> {
+    /// Claim a slot in `lo..hi`, looking from the word that control word `hint_at` names on.
+    fn claim_in(&self, lo: usize, hi: usize, hint_at: usize) -> Option<usize> {
         if lo == hi {
             return None;
         }
-        let hint_at = hint;
         let (first, words) = (lo / 64, hi.div_ceil(64) - lo / 64);
         let hint = (self.ctl[hint_at].load(SeqCst) as usize).clamp(first, first + words - 1);
         for k in 0..words {
