@@ -126,8 +126,13 @@ pub fn cwd() -> io::Result<String> {
 /// The umask, from `/proc/self/status` (Linux 4.7 on): `umask(2)` reads it only by
 /// changing it, which another thread could see.
 pub fn umask() -> io::Result<u32> {
-    let text = read_text("/proc/self/status")?;
-    text.lines()
+    umask_of(&read_text("/proc/self/status")?)
+}
+
+/// The `Umask:` of a `/proc/self/status` text.
+fn umask_of(status: &str) -> io::Result<u32> {
+    status
+        .lines()
         .find_map(|l| l.strip_prefix("Umask:"))
         .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no Umask: in /proc/self/status"))
@@ -145,6 +150,10 @@ pub fn list_tids() -> io::Result<Vec<u32>> {
 /// classifies them), the threads (their parked handlers fill them in), the hole, the
 /// restart word and the snapshots.
 pub fn process_base() -> io::Result<ProcessRecord> {
+    // Read once for two fields: each read of it costs 15-30 us, in the program's stop. The
+    // interval timers first (`itimers_left`).
+    let left = itimers_left();
+    let status = read_text("/proc/self/status")?;
     Ok(ProcessRecord {
         kernel: kernel()?,
         arch: arch().to_string(),
@@ -152,7 +161,7 @@ pub fn process_base() -> io::Result<ProcessRecord> {
         pid: std::process::id(),
         exe: exe()?,
         cwd: cwd()?,
-        umask: umask()?,
+        umask: umask_of(&status)?,
         mm: mm_fields()?,
         auxv: auxv()?,
         mappings: Vec::new(),
@@ -161,7 +170,7 @@ pub fn process_base() -> io::Result<ProcessRecord> {
         fds: crate::fds::list_fds()?,
         hole: (0, 0),
         restart_word: 0,
-        itimers: itimers(),
+        itimers: itimers_with(left, mask_of(&status, "ShdPnd:")),
         snapshots: Vec::new(),
         timers: posix_timers()?,
     })
@@ -322,17 +331,36 @@ fn thread_pending(tid: u32) -> u64 {
 /// as the signal is taken, and that signal is pending, which a restart would lose): it is
 /// kept as due at once, so that a restart fires it.
 pub fn itimers() -> [(u64, u64); ITIMERS] {
-    let pending = shared_pending();
-    [
-        (libc::ITIMER_REAL, libc::SIGALRM),
-        (libc::ITIMER_VIRTUAL, libc::SIGVTALRM),
-        (libc::ITIMER_PROF, libc::SIGPROF),
-    ]
-    .map(|(which, sig)| {
-        let (interval, value) = crate::sys::getitimer_us(which);
+    let left = itimers_left();
+    itimers_with(left, shared_pending())
+}
+
+/// The interval timers and their signals, in [`ProcessRecord::itimers`]'s order.
+const ITIMER_SIGNALS: [(i32, i32); ITIMERS] = [
+    (libc::ITIMER_REAL, libc::SIGALRM),
+    (libc::ITIMER_VIRTUAL, libc::SIGVTALRM),
+    (libc::ITIMER_PROF, libc::SIGPROF),
+];
+
+/// Each interval timer's (interval, time left), as `getitimer` says. Read before the
+/// signals pending: a timer expiring between the two reads has queued its signal by the
+/// time it shows 0 left, so it is seen fired; read after, it would be seen disarmed, and a
+/// restart would lose it.
+fn itimers_left() -> [(u64, u64); ITIMERS] {
+    ITIMER_SIGNALS.map(|(which, _)| crate::sys::getitimer_us(which))
+}
+
+/// [`itimers`] from the timers as `itimers_left` read them and the signals pending for the
+/// whole process, read after them.
+fn itimers_with(left: [(u64, u64); ITIMERS], pending: u64) -> [(u64, u64); ITIMERS] {
+    let mut out = left;
+    for (t, &(_, sig)) in out.iter_mut().zip(&ITIMER_SIGNALS) {
         let fired = pending & (1 << (sig - 1)) != 0;
-        (interval, if value == 0 && fired { 1 } else { value })
-    })
+        if t.1 == 0 && fired {
+            t.1 = 1;
+        }
+    }
+    out
 }
 
 /// The signals pending for the whole process (`ShdPnd:` of /proc/self/status).
@@ -342,19 +370,30 @@ fn shared_pending() -> u64 {
 
 /// A hexadecimal signal mask of a status file; 0 when it cannot be read.
 fn status_mask(path: &str, key: &str) -> u64 {
-    read_text(path)
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
+    read_text(path).map_or(0, |t| mask_of(&t, key))
+}
+
+/// The hexadecimal mask on a status text's line `key`; 0 when there is none.
+fn mask_of(status: &str, key: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         .unwrap_or(0)
 }
 
-fn read_text(path: &str) -> io::Result<String> {
-    let mut text = String::new();
-    std::fs::File::open(path)?.read_to_string(&mut text)?;
+/// The text of a small `/proc` file (see [`read_all`]).
+pub fn read_text(path: &str) -> io::Result<String> {
+    read_all(&std::fs::File::open(path)?)
+}
+
+/// The text of a small `/proc` file, at most 1 MiB. Read with plain `read` calls: the
+/// standard library's `read_to_string` on a `File` first asks its size and position
+/// (`statx`, `lseek`), which a `/proc` file does not have, two more system calls for each
+/// file the capture reads while the program is stopped.
+pub(crate) fn read_all(file: &std::fs::File) -> io::Result<String> {
+    let mut text = String::with_capacity(2048);
+    Read::take(file, 1 << 20).read_to_string(&mut text)?;
     Ok(text)
 }
 

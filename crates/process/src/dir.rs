@@ -12,7 +12,15 @@ use std::os::unix::fs::OpenOptionsExt;
 pub fn numbered_entries(path: &str) -> io::Result<Vec<u64>> {
     let dir = open_dir(path)?;
     let own = dir.as_raw_fd() as u64;
-    let own_fd_dir = path.ends_with("/fd");
+    let mut out = numbered_in(&dir)?;
+    if path.ends_with("/fd") {
+        out.retain(|&v| v != own);
+    }
+    Ok(out)
+}
+
+/// The numeric entry names of `dir`, just opened (`open_dir`), ascending.
+pub fn numbered_in(dir: &File) -> io::Result<Vec<u64>> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 8192];
     loop {
@@ -22,9 +30,7 @@ pub fn numbered_entries(path: &str) -> io::Result<Vec<u64>> {
         }
         for name in entry_names(&buf[..n]) {
             if let Some(v) = parse_decimal(name) {
-                if !(own_fd_dir && v == own) {
-                    out.push(v);
-                }
+                out.push(v);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! offset, flags, locks and, for a userfaultfd, its features).
 
 use std::ffi::{CString, OsString};
-use std::io::{self, Read};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
@@ -18,12 +18,13 @@ pub fn list_fds() -> io::Result<Vec<FdRecord>> {
     let links = crate::dir::open_dir("/proc/self/fd")?;
     let infos = crate::dir::open_dir("/proc/self/fdinfo")?;
     let own = [links.as_raw_fd() as u64, infos.as_raw_fd() as u64];
+    let pagemap = format!("/proc/{}/pagemap", std::process::id());
     let mut out = Vec::new();
-    for fd in crate::dir::numbered_entries("/proc/self/fd")? {
+    for fd in crate::dir::numbered_in(&links)? {
         if own.contains(&fd) {
             continue;
         }
-        match read_fd(fd as i32, links.as_fd(), infos.as_fd()) {
+        match read_fd(fd as i32, links.as_fd(), infos.as_fd(), &pagemap) {
             Ok(r) => out.push(r),
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
@@ -32,13 +33,18 @@ pub fn list_fds() -> io::Result<Vec<FdRecord>> {
     Ok(out)
 }
 
-fn read_fd(fd: i32, links: BorrowedFd<'_>, infos: BorrowedFd<'_>) -> io::Result<FdRecord> {
+/// One descriptor's record; `pagemap`: this process's pagemap file, which ickpt holds open.
+fn read_fd(
+    fd: i32,
+    links: BorrowedFd<'_>,
+    infos: BorrowedFd<'_>,
+    pagemap: &str,
+) -> io::Result<FdRecord> {
     let name = CString::new(fd.to_string()).expect("digits hold no NUL");
-    let link = format!("/proc/self/fd/{fd}");
     let target = crate::sys::readlinkat(links, &name)?;
+    let link = format!("/proc/self/fd/{fd}");
     let path = crate::capture::utf8(PathBuf::from(OsString::from_vec(target)), &link)?;
-    let mut text = String::new();
-    crate::sys::openat(infos, &name)?.read_to_string(&mut text)?;
+    let text = crate::capture::read_all(&crate::sys::openat(infos, &name)?)?;
     let info = parse_fdinfo(&text).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -47,7 +53,7 @@ fn read_fd(fd: i32, links: BorrowedFd<'_>, infos: BorrowedFd<'_>) -> io::Result<
     })?;
     let kind = if path == "anon_inode:[userfaultfd]" {
         FdKind::Userfaultfd
-    } else if path == format!("/proc/{}/pagemap", std::process::id()) {
+    } else if path == pagemap {
         FdKind::Pagemap
     } else if path.starts_with('/') {
         // What the descriptor refers to, even when its path was removed.

@@ -185,7 +185,7 @@ fn checkpoint_once(tag: u64) -> Option<u64> {
 
 /// The kernel's count of this process's threads (`Threads:` of /proc/self/status).
 fn thread_count() -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let status = ickpt_process::capture::read_text("/proc/self/status").ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("Threads:"))

@@ -7,8 +7,8 @@ use ickpt_process::{FdKind, FdRecord};
 pub fn children() -> Result<(), String> {
     let tids = ickpt_process::capture::list_tids().map_err(|e| format!("listing threads: {e}"))?;
     for t in tids {
-        let kids =
-            std::fs::read_to_string(format!("/proc/self/task/{t}/children")).unwrap_or_default();
+        let kids = ickpt_process::capture::read_text(&format!("/proc/self/task/{t}/children"))
+            .unwrap_or_default();
         if let Some(pid) = kids.split_whitespace().next() {
             return Err(format!(
                 "the program has a child process ({pid}): a restart would not bring it back, so no checkpoint is taken while it lives"
