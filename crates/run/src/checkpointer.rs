@@ -49,6 +49,8 @@ pub struct Run {
     /// Copy the pages written before each stop (`Engine::precopy_written`).
     pub precopy: bool,
     pub pagemap: std::fs::File,
+    /// The identities of the files the program maps.
+    pub files: crate::file_ids::FileIds,
     /// A pagemap word for each page of the snapshot buffer (no span it holds is larger), in
     /// scratch memory: on the heap they would be copied with it, different every time.
     pub entries: ickpt::whole_process::ScratchBytes,
@@ -407,9 +409,14 @@ impl Run {
             .filter(|(&start, &len)| !threads_at.iter().any(|&a| start <= a && a < start + len))
             .flat_map(|(&start, &len)| [start, start + len])
             .collect();
-        layout::pieces(&maps, &own, &cuts, &|s, e| {
-            crate::refuse::written_file_pages(&self.pagemap, s, e)
-        })
+        self.files.keep_mapped(&maps);
+        layout::pieces(
+            &maps,
+            &own,
+            &cuts,
+            &|s, e| crate::refuse::written_file_pages(&self.pagemap, s, e),
+            &|m| self.files.of(m),
+        )
     }
 
     /// Make the engine's regions the layout's, and the buffers large enough. False when that

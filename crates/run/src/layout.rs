@@ -3,7 +3,7 @@
 //! (its heap, its own mappings, its writable data, its checkpointing thread's stack: zero
 //! mappings whose bytes travel in the snapshot; its two buffers: regions).
 
-use ickpt_process::{MappingKind, MappingRecord, MapsEntry};
+use ickpt_process::{FileId, MappingKind, MappingRecord, MapsEntry};
 
 /// What a span of ickpt's own is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +32,8 @@ pub struct Piece {
 }
 
 /// Cut `maps` by `own` (sorted or not; spans may overlap maps lines partly) into pieces.
-/// `anon_pages(start, end)`: whether any page of a file mapping was written (RELRO).
+/// `anon_pages(start, end)`: whether any page of a file mapping was written (RELRO);
+/// `file_id`: the identity of the file a line maps.
 /// `cuts`: the starts and ends of the regions tracked now, sorted. The program's memory is
 /// cut there too: the kernel merges a new mapping with a neighbour of the same protection
 /// (and, after a restart, mappings that were apart), and a region that became part of a
@@ -43,6 +44,7 @@ pub fn pieces(
     own: &[(usize, usize, Own)],
     cuts: &[u64],
     anon_pages: &dyn Fn(u64, u64) -> bool,
+    file_id: &dyn Fn(&MapsEntry) -> Result<FileId, String>,
 ) -> Result<Vec<Piece>, String> {
     let own = exact_first(own, cuts);
     let program = |out: &mut Vec<Piece>, m: &MapsEntry, start: u64, end: u64| {
@@ -50,11 +52,11 @@ pub fn pieces(
         // Bounds shared by two regions appear twice.
         for &c in cuts.iter().filter(|&&c| start < c && c < end) {
             if c > at {
-                out.push(program_piece(m, at, c, anon_pages)?);
+                out.push(program_piece(m, at, c, anon_pages, file_id)?);
                 at = c;
             }
         }
-        out.push(program_piece(m, at, end, anon_pages)?);
+        out.push(program_piece(m, at, end, anon_pages, file_id)?);
         Ok::<(), String>(())
     };
     let mut out = Vec::new();
@@ -164,6 +166,7 @@ fn program_piece(
     start: u64,
     end: u64,
     anon_pages: &dyn Fn(u64, u64) -> bool,
+    file_id: &dyn Fn(&MapsEntry) -> Result<FileId, String>,
 ) -> Result<Piece, String> {
     let kind = ickpt_process::classify(m, || anon_pages(start, end)).map_err(|e| e.to_string())?;
     let kind = match kind {
@@ -172,8 +175,7 @@ fn program_piece(
     };
     let mut rec = record(m, start, end, kind);
     if kind == MappingKind::File {
-        rec.file =
-            Some(ickpt_process::capture::file_id(&m.name).map_err(|e| format!("{}: {e}", m.name))?);
+        rec.file = Some(file_id(m)?);
     }
     Ok(Piece {
         snapshot: kind == MappingKind::Snapshot,

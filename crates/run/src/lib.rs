@@ -12,6 +12,7 @@
 mod arena;
 mod buffer;
 mod checkpointer;
+mod file_ids;
 mod interpose;
 mod layout;
 mod pagemap;
@@ -141,6 +142,7 @@ fn start_engine_and_thread(
         precopy: is_async && switch("ICKPT_RUN_PRECOPY", true)?,
         entries,
         pagemap,
+        files: Default::default(),
         store_dir,
         broken: false,
         tag: 0,
