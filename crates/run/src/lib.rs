@@ -125,12 +125,14 @@ fn start_engine_and_thread(
     let entries = checkpointer::entries_for(&snapshot)?;
     let pagemap = std::fs::File::open("/proc/self/pagemap")
         .map_err(|e| format!("opening /proc/self/pagemap: {e}"))?;
+    let (data, code) = own_segments();
     let run = Box::new(checkpointer::Run {
         engine,
         record,
         snapshot,
         regions: Default::default(),
-        data: own_data(),
+        data,
+        code,
         stack: (0, 0),
         hole,
         interval,
@@ -195,11 +197,16 @@ fn reserve_hole() -> Result<(usize, usize), String> {
     Ok((p as usize, p as usize + HOLE))
 }
 
-/// This library's writable segments (its statics, the engine's among them), page-rounded.
-fn own_data() -> Vec<(usize, usize)> {
+/// Address ranges, start and end.
+type Spans = Vec<(usize, usize)>;
+
+/// This library's segments, page-rounded: the writable ones (its statics, the engine's among
+/// them), then the others (code and constants).
+fn own_segments() -> (Spans, Spans) {
     struct Found {
         probe: usize,
-        spans: Vec<(usize, usize)>,
+        writable: Spans,
+        read_only: Spans,
     }
     extern "C" fn each(
         info: *mut libc::dl_phdr_info,
@@ -218,14 +225,13 @@ fn own_data() -> Vec<(usize, usize)> {
             (s..s + p.p_memsz as usize).contains(&found.probe)
         });
         if ours {
-            for p in phdrs
-                .iter()
-                .filter(load)
-                .filter(|p| p.p_flags & libc::PF_W != 0)
-            {
+            for p in phdrs.iter().filter(load) {
                 let s = (base + p.p_vaddr as usize) & !4095;
                 let e = (base + (p.p_vaddr + p.p_memsz) as usize).next_multiple_of(4096);
-                found.spans.push((s, e));
+                match p.p_flags & libc::PF_W != 0 {
+                    true => found.writable.push((s, e)),
+                    false => found.read_only.push((s, e)),
+                }
             }
             return 1;
         }
@@ -233,9 +239,10 @@ fn own_data() -> Vec<(usize, usize)> {
     }
     let mut found = Found {
         probe: ickpt_run_init as *const () as usize,
-        spans: Vec::new(),
+        writable: Vec::new(),
+        read_only: Vec::new(),
     };
     // SAFETY: `each` matches the callback type and only reads what the loader passes.
     unsafe { libc::dl_iterate_phdr(Some(each), (&mut found as *mut Found).cast()) };
-    found.spans
+    (found.writable, found.read_only)
 }
