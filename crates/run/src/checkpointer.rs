@@ -224,6 +224,8 @@ fn stop_others(signal: i32) -> Result<(), String> {
                 }
             }
         }
+        // Checking before those signalled have stopped would only read /proc again.
+        wait_parked(signaled.len() as u32);
         let parked = PARKED.load(SeqCst);
         let filled = (FILLED.load(SeqCst)).min(park::MAX_THREADS);
         let stopped: Vec<u32> = SLOTS[..filled].iter().map(|s| s.tid.load(SeqCst)).collect();
@@ -252,7 +254,30 @@ fn stop_others(signal: i32) -> Result<(), String> {
                 signal,
             ));
         }
-        futex_wait(&PARKED, parked, 20);
+        // A thread the listing missed, or one that has not stopped yet: list again, after
+        // a short wait that keeps a thread that never stops from making this a busy loop.
+        futex_wait(&PARKED, parked, 1);
+    }
+}
+
+/// Wait until `n` threads have stopped in this round, or 20 ms. Spinning first, yielding
+/// the CPU each time round (the thread being stopped may be waiting for it): a thread stops
+/// within about 0.1 ms, and sleeping instead adds a wake-up, which on a VM costs as much
+/// again.
+fn wait_parked(n: u32) {
+    const SPIN: Duration = Duration::from_micros(300);
+    let spin_until = Instant::now() + SPIN;
+    loop {
+        let parked = PARKED.load(SeqCst);
+        if parked >= n {
+            return;
+        }
+        if Instant::now() >= spin_until {
+            futex_wait(&PARKED, parked, 20);
+            return;
+        }
+        // SAFETY: sched_yield has no arguments and cannot fail.
+        unsafe { libc::sched_yield() };
     }
 }
 
