@@ -130,6 +130,15 @@ pub fn spans(out: &mut Vec<(usize, usize, bool)>) {
     }
 }
 
+/// Whether address `at` lies in a span noted as scratch (for tests of what is scratch).
+#[cfg(test)]
+pub fn in_scratch(at: usize) -> bool {
+    let mut all = Vec::new();
+    spans(&mut all);
+    all.iter()
+        .any(|&(s, e, scratch)| scratch && s <= at && at < e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use crate::sys::uffd::{Features, Hidden};
 pub(crate) use backends::take_back_fault_handler;
 pub use backends::{MprotectTracker, UffdAsyncTracker, UffdSpin, UffdTracker};
 pub(crate) use memory::bitmap;
-pub(crate) use memory::own_mem::OwnBytes;
+pub(crate) use memory::own_mem::{OwnBytes, ScratchVec};
 #[doc(hidden)]
 #[cfg(feature = "testing")]
 pub use protocol::test_pause;

@@ -363,6 +363,8 @@ impl PreCopy {
         let Some(f) = self.file.as_mut() else {
             unreachable!("the file made above")
         };
+        f.reserve(chosen.len())
+            .map_err(|e| format!("{}: room for the pre-copied pages' list: {e}", f.file))?;
         // Pages whose writes are learnt from (`choose`): a copied page's next write is news.
         let mut rp = self.pages.get_mut(&tr.id);
         let mut taken = Vec::new();

@@ -106,6 +106,96 @@ impl OwnBytes {
     }
 }
 
+/// A growable vector of plain values in scratch memory (`OwnBytes::scratch`): state that
+/// lives only until the next checkpoint's commit, which a whole-process checkpoint need not
+/// store, and which on ickpt's heap would be copied by every capture. It grows by moving
+/// into a mapping twice as large.
+pub struct ScratchVec<T: Copy> {
+    mem: Option<OwnBytes>,
+    cap: usize,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Copy> Default for ScratchVec<T> {
+    fn default() -> Self {
+        ScratchVec {
+            mem: None,
+            cap: 0,
+            len: 0,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T: Copy> ScratchVec<T> {
+    pub fn push(&mut self, v: T) -> io::Result<()> {
+        if self.len == self.cap {
+            self.grow((self.cap * 2).max(page_size() / size_of::<T>().max(1)))?;
+        }
+        // SAFETY: `len < cap`, and the mapping holds `cap` values of `T` (`grow`), aligned
+        // (a mapping starts on a page).
+        unsafe { self.base().add(self.len).write(v) };
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Room for `more` values past the ones held, in one move at most.
+    pub fn reserve(&mut self, more: usize) -> io::Result<()> {
+        let want = self
+            .len
+            .checked_add(more)
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        if want > self.cap {
+            self.grow(want.max(self.cap * 2))?;
+        }
+        Ok(())
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the first `len` values were written by `push` (or copied by `grow`).
+        unsafe { std::slice::from_raw_parts(self.base(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as `as_slice`; &mut self makes it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.base(), self.len) }
+    }
+
+    fn base(&self) -> *mut T {
+        self.mem
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |m| m.as_ptr().cast())
+    }
+
+    /// Move into a mapping with room for `cap` values (more than `len`).
+    fn grow(&mut self, cap: usize) -> io::Result<()> {
+        let cap = cap.max(1);
+        let bytes = cap
+            .checked_mul(size_of::<T>())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
+        let mem = OwnBytes::scratch(bytes)?;
+        if self.len > 0 {
+            // SAFETY: the old mapping holds `len` values; the new one, just made, room for
+            // `cap > len`; they do not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(self.base(), mem.as_ptr().cast(), self.len) };
+        }
+        self.mem = Some(mem);
+        self.cap = cap;
+        Ok(())
+    }
+}
+
 /// A mapping of `bytes` rounded up to whole pages (unmapped when dropped).
 fn map_bytes(bytes: Option<usize>) -> io::Result<Mapping> {
     let map_len = bytes
@@ -194,5 +284,32 @@ impl<T: Copy> OwnArray<T> {
         // SAFETY: the mapping holds `cap` T-sized, T-aligned slots, zeroed at creation,
         // and the caller guarantees any bytes are a valid T.
         unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr().cast::<T>(), self.cap) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ScratchVec;
+
+    /// Values pushed past several moves into larger mappings read back in order, and the
+    /// mapping they end in is scratch memory, which a whole-process checkpoint does not
+    /// store.
+    #[test]
+    fn a_scratch_vector_keeps_its_values_as_it_grows() {
+        let mut v: ScratchVec<(u64, u32)> = ScratchVec::default();
+        assert!(v.as_slice().is_empty());
+        for i in 0..5000u32 {
+            v.push((u64::from(i) * 3, i)).unwrap();
+        }
+        v.as_mut_slice()[7].1 = 70;
+        assert_eq!(v.len(), 5000);
+        assert!(v
+            .as_slice()
+            .iter()
+            .enumerate()
+            .all(|(i, &(a, b))| a == i as u64 * 3 && b == if i == 7 { 70 } else { i as u32 }));
+        assert!(crate::sys::own_spans::in_scratch(
+            v.as_slice().as_ptr() as usize
+        ));
     }
 }
