@@ -294,14 +294,6 @@ pub fn in_handler(frame: usize) {
 fn after_restart(version: u64) {
     CHECKPOINTER.store(gettid() as i32, SeqCst);
     let r = run();
-    // Past the record and the snapshot's spans the version stored zeros: the record's
-    // header says its length, and the capture promised the snapshot's extent before ickpt's
-    // state was copied. The first capture after a restart then reads no more of the buffers
-    // than any other (it read all of the snapshot's 64 MiB, 36 ms of a 45 ms stop at 256 MiB).
-    let held = ickpt_process::record_len(r.record.bytes());
-    r.record.restored(held, &r.pagemap);
-    let promised = r.snapshot.promised();
-    r.snapshot.restored(promised, &r.pagemap);
     crate::request::RESTARTS.fetch_add(1, SeqCst);
     if let Err(e) = r.engine.resume_after_restart(version) {
         eprintln!("ickpt run: after the restart of version {version}, tracking could not be taken up ({e}); the program goes on without checkpoints");
@@ -312,6 +304,15 @@ fn after_restart(version: u64) {
     let go = unsafe { &*(r.hole.0 as *const AtomicU32) };
     go.store(1, SeqCst);
     futex_wake(go);
+    // With the program running again (this thread alone touches the buffers): past the
+    // record and the snapshot's spans the version stored zeros: the record's header says its
+    // length, and the capture promised the snapshot's extent before ickpt's state was copied.
+    // The first capture after a restart then reads no more of the buffers than any other (it
+    // read all of the snapshot's 64 MiB, 36 ms of a 45 ms stop at 256 MiB).
+    let held = ickpt_process::record_len(r.record.bytes());
+    r.record.restored(held, &r.pagemap);
+    let promised = r.snapshot.promised();
+    r.snapshot.restored(promised, &r.pagemap);
 }
 
 impl Run {
