@@ -11,7 +11,15 @@ use std::sync::Mutex;
 /// Whether `page` is all zero bytes; `crc` is its CRC-32C, so that only pages whose CRC is
 /// that of a zero page are compared byte by byte.
 pub fn is_zero_page(page: &[u8], crc: u32) -> bool {
-    crc == zero_page_crc(page.len()) && page.iter().all(|&b| b == 0)
+    crc == zero_page_crc(page.len()) && is_zero(page)
+}
+
+/// Whether `bytes` are all zeros. Compared with a page of zeros, so `memcmp` reads many
+/// bytes a step where a loop that may stop at any byte reads one (64 MiB of zeros: 6 ms
+/// against 43 ms).
+pub fn is_zero(bytes: &[u8]) -> bool {
+    static ZEROS: [u8; 4096] = [0; 4096];
+    bytes.chunks(ZEROS.len()).all(|c| *c == ZEROS[..c.len()])
 }
 
 /// CRC-32C of `len` zero bytes, for the page sizes the format allows (computed once each).
@@ -292,14 +300,11 @@ fn corrupt(offset: u64, what: String) -> io::Error {
 /// version stays unbacked where the version stored zero pages, instead of a page of memory
 /// each (under `ickpt run`, most of ickpt's own snapshot buffer, which the first capture
 /// after the restart then compares at memory speed rather than in the shared zero page).
-/// Whether it wrote anything. The comparison is with a page of zeros, so `memcmp` reads many
-/// bytes a step where a loop that may stop at any byte reads one (64 MiB of zeros: 6 ms
-/// against 43 ms).
+/// Whether it wrote anything. Pages are compared by [`is_zero`].
 pub fn zero_where_not(dst: &mut [u8]) -> bool {
-    static ZEROS: [u8; 4096] = [0; 4096];
     let mut wrote = false;
-    for c in dst.chunks_mut(ZEROS.len()) {
-        if *c != ZEROS[..c.len()] {
+    for c in dst.chunks_mut(4096) {
+        if !is_zero(c) {
             c.fill(0);
             wrote = true;
         }

@@ -19,8 +19,8 @@ mod writer;
 pub use delta_file::{DeltaFile, MergeError, RegionDelta, DELTA_FORMAT, DELTA_MAGIC};
 pub use error::FormatError;
 pub use frames::{
-    format_error_in, is_zero_page, zero_page_crc, zero_where_not, Compress, FrameEncoder, PageView,
-    Scratch,
+    format_error_in, is_zero, is_zero_page, zero_page_crc, zero_where_not, Compress, FrameEncoder,
+    PageView, Scratch,
 };
 pub use global::{
     global_name, numbered_name, parse_global_name, parse_numbered_name, GlobalRecord,

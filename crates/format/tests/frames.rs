@@ -339,3 +339,21 @@ proptest! {
         }
     }
 }
+
+/// Zeros are found zero at any length, and one byte set anywhere, in the first page or past
+/// it, in a part page or a whole one, is found; `zero_where_not` clears just the pages that
+/// hold one and says whether it wrote.
+#[test]
+fn zeros_are_told_from_a_single_byte_set() {
+    for len in [0usize, 1, 4095, 4096, 4097, 3 * 4096 + 17] {
+        assert!(ickpt_format::is_zero(&vec![0u8; len]), "{len} zeros");
+        for at in [0, len / 2, len.saturating_sub(1)].into_iter().filter(|&a| a < len) {
+            let mut v = vec![0u8; len];
+            v[at] = 1;
+            assert!(!ickpt_format::is_zero(&v), "byte {at} of {len}");
+            assert!(ickpt_format::zero_where_not(&mut v));
+            assert!(ickpt_format::is_zero(&v));
+            assert!(!ickpt_format::zero_where_not(&mut v));
+        }
+    }
+}

@@ -144,9 +144,10 @@ impl Buffer {
 
     /// Whether page `page` of the buffer holds only zeros.
     fn page_is_zero(&self, page: usize) -> bool {
-        static ZEROS: [u8; 4096] = [0; 4096];
         let at = page * 4096;
-        self.bytes().get(at..at + 4096) == Some(&ZEROS[..])
+        self.bytes()
+            .get(at..at + 4096)
+            .is_some_and(ickpt::format::is_zero)
     }
 
     /// How far the capture that ickpt's state was copied in promised the buffer holds
