@@ -347,7 +347,10 @@ proptest! {
 fn zeros_are_told_from_a_single_byte_set() {
     for len in [0usize, 1, 4095, 4096, 4097, 3 * 4096 + 17] {
         assert!(ickpt_format::is_zero(&vec![0u8; len]), "{len} zeros");
-        for at in [0, len / 2, len.saturating_sub(1)].into_iter().filter(|&a| a < len) {
+        for at in [0, len / 2, len.saturating_sub(1)]
+            .into_iter()
+            .filter(|&a| a < len)
+        {
             let mut v = vec![0u8; len];
             v[at] = 1;
             assert!(!ickpt_format::is_zero(&v), "byte {at} of {len}");

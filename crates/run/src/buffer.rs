@@ -197,19 +197,49 @@ impl Buffer {
     }
 }
 
+/// For tests: a buffer of `len` bytes protected by an engine on a store of its own, and this
+/// process's pagemap; the store goes with it.
+#[cfg(test)]
+pub struct TestBuffer {
+    pub buf: Buffer,
+    pub pagemap: std::fs::File,
+    engine: Option<Engine>,
+    dir: std::path::PathBuf,
+}
+
+#[cfg(test)]
+impl TestBuffer {
+    pub fn new(name: &str, len: usize) -> TestBuffer {
+        let dir = std::env::temp_dir().join(format!("ickpt-run-{name}-{}", std::process::id()));
+        let engine = Engine::open(ickpt::Config::new(&dir)).unwrap();
+        TestBuffer {
+            buf: Buffer::new(&engine, 1, len).unwrap(),
+            pagemap: std::fs::File::open("/proc/self/pagemap").unwrap(),
+            engine: Some(engine),
+            dir,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Drop for TestBuffer {
+    fn drop(&mut self) {
+        drop(self.engine.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Buffer;
+    use super::TestBuffer;
 
     /// Whatever the known-zero pages let a clear pass by, the buffer holds what was written:
     /// random writes (zeros among them), clears from any byte, and restarts that put bytes
     /// back below the mark they promise, against a plain copy.
     #[test]
     fn a_buffer_holds_what_was_written_whatever_its_clears_skip() {
-        let dir = std::env::temp_dir().join(format!("ickpt-run-buffer-{}", std::process::id()));
-        let engine = ickpt::Engine::open(ickpt::Config::new(&dir)).unwrap();
-        let mut b = Buffer::new(&engine, 1, 1 << 20).unwrap();
-        let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut t = TestBuffer::new("buffer", 1 << 20);
+        let (b, pagemap) = (&mut t.buf, &t.pagemap);
         let mut model = vec![0u8; b.len];
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut rnd = move || {
@@ -247,7 +277,7 @@ mod tests {
                     // SAFETY: inside the buffer's mapping; nothing else uses it.
                     unsafe { *((b.start + at) as *mut u8) = v };
                     model[at] = v;
-                    b.restored(Some(held.max(at + 1)), &pagemap);
+                    b.restored(Some(held.max(at + 1)), pagemap);
                 }
             }
             assert!(
@@ -255,7 +285,5 @@ mod tests {
                 "the buffer differs from what was written"
             );
         }
-        drop(engine);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -99,17 +99,15 @@ fn read_ahead(next: &[(u64, u64)], first: u64, last: u64, room: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::take;
-    use crate::buffer::Buffer;
+    use crate::buffer::TestBuffer;
 
     /// Spans close together share a read of pagemap, spans far apart or past the room for
     /// its words do not; whichever way, the buffer holds each span's bytes, one after
     /// another, with zeros for the pages never backed.
     #[test]
     fn spans_read_together_or_apart_are_copied_whole() {
-        let dir = std::env::temp_dir().join(format!("ickpt-run-snapshot-{}", std::process::id()));
-        let engine = ickpt::Engine::open(ickpt::Config::new(&dir)).unwrap();
-        let mut buf = Buffer::new(&engine, 1, 4 << 20).unwrap();
-        let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        let mut t = TestBuffer::new("snapshot", 4 << 20);
+        let (buf, pagemap) = (&mut t.buf, &t.pagemap);
         const PAGES: usize = 400;
         // SAFETY: a fresh private anonymous mapping, ours alone.
         let base = unsafe {
@@ -142,7 +140,7 @@ mod tests {
         for room in [60usize, 1000] {
             let mut entries = vec![0u8; room * 8];
             let mut table = Vec::with_capacity(spans.len());
-            let used = take(&mut buf, &spans, &mut table, &pagemap, &mut entries).unwrap();
+            let used = take(buf, &spans, &mut table, pagemap, &mut entries).unwrap();
             let mut want = Vec::new();
             for &(s, e) in &spans {
                 for at in (s..e).step_by(4096) {
@@ -159,7 +157,5 @@ mod tests {
         }
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(base as *mut libc::c_void, PAGES * 4096) };
-        drop(engine);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
