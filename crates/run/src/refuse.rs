@@ -5,10 +5,11 @@ use ickpt_process::{FdKind, FdRecord};
 
 /// Refuse when any thread of this process has a child.
 pub fn children() -> Result<(), String> {
-    if !has_children() {
+    let answer = has_children();
+    if answer == Some(false) {
         return Ok(());
     }
-    // Only to name one: /proc/self/task/*/children.
+    // To name one, or to find out where `waitid` could not say: /proc/self/task/*/children.
     let tids = ickpt_process::capture::list_tids().map_err(|e| format!("listing threads: {e}"))?;
     for t in tids {
         let kids = ickpt_process::capture::read_text(&format!("/proc/self/task/{t}/children"))
@@ -19,13 +20,17 @@ pub fn children() -> Result<(), String> {
             ));
         }
     }
-    Err("the program has a child process: a restart would not bring it back, so no checkpoint is taken while it lives".into())
+    match answer {
+        Some(true) => Err("the program has a child process: a restart would not bring it back, so no checkpoint is taken while it lives".into()),
+        _ => Ok(()),
+    }
 }
 
 /// Whether any thread of this process has a child, of any kind (`__WALL`), running, stopped
 /// or ended but not yet waited for: one `waitid` that changes nothing (`WNOHANG`,
-/// `WNOWAIT`) rather than a read of /proc for each thread, in the program's stop.
-fn has_children() -> bool {
+/// `WNOWAIT`) rather than a read of /proc for each thread, in the program's stop. None when
+/// `waitid` fails otherwise than with ECHILD (none is documented for these arguments).
+fn has_children() -> Option<bool> {
     // SAFETY: siginfo_t is plain data, for which all zeros is a valid value.
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     let flags = libc::WEXITED
@@ -35,9 +40,13 @@ fn has_children() -> bool {
         | libc::WNOWAIT
         | libc::__WALL;
     // SAFETY: `info` is valid for writes; WNOWAIT leaves any child as it is.
-    let rc = unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) };
-    // ECHILD: none. Any other error (none is documented for these arguments): ask /proc.
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ECHILD)
+    if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, flags) } == 0 {
+        return Some(true);
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::ECHILD) => Some(false),
+        _ => None,
+    }
 }
 
 /// Refuse descriptors above 2 that a restart cannot open again (0-2 come from whoever
