@@ -34,7 +34,7 @@ pub(crate) struct PreFile {
     /// it. A restart from that capture forgets the file (`PreCopy::after_restart`), and with
     /// it the list, which it brought back as zeros. (The slot map stays on the heap: in
     /// scratch memory, a word per page of each region, it made the stop of a 256 MiB program
-    /// 5% longer, for reasons not found.)
+    /// 4-8% longer in three paired runs, for reasons not found.)
     order: ScratchVec<Slotted>,
     /// Where each pre-copied page is: what the commit takes over.
     pub slots: Slots,
