@@ -82,12 +82,15 @@ def main():
                 p = subprocess.Popen([ickpt, "restart", "--dir", store], stderr=err,
                                      start_new_session=True)
                 deadline = time.monotonic() + 300
-                while time.monotonic() < deadline:
+                while True:
                     try:
                         if pid_of() != old:
                             break
                     except (OSError, ValueError, IndexError):
                         pass
+                    if p.poll() is not None or time.monotonic() > deadline:
+                        sys.exit(f"`ickpt restart` named no new process in {store}/ickpt-run.pid "
+                                 f"(exit {p.poll()}); see {work}/run.err")
                     time.sleep(0.001)
                 # The step waits, pending, until the restarted program runs.
                 bt.request_step(pid_of(), 0)
