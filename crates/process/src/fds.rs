@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use crate::record::{FdKind, FdRecord};
 
 /// Every open descriptor, ascending, but those the listing itself uses. A descriptor
-/// closed between the listing and its reading is left out: the caller has stopped every
+/// closed between the listing and its reading is left out (its link or fdinfo is gone:
+/// ENOENT; closed after those were read, `fstat` gives EBADF): the caller has stopped every
 /// other thread, so only its own can close one meanwhile. Each is read relative to
 /// `/proc/self/fd` and `/proc/self/fdinfo` held open, and typed by `fstat`: no path through
 /// `/proc` is walked again per descriptor (0.13 ms of a 256 MiB program's stop did).
@@ -26,11 +27,15 @@ pub fn list_fds() -> io::Result<Vec<FdRecord>> {
         }
         match read_fd(fd as i32, links.as_fd(), infos.as_fd(), &pagemap) {
             Ok(r) => out.push(r),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) if closed_meanwhile(&e) => continue,
             Err(e) => return Err(e),
         }
     }
     Ok(out)
+}
+
+fn closed_meanwhile(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::EBADF)
 }
 
 /// One descriptor's record; `pagemap`: this process's pagemap file, which ickpt holds open.
