@@ -59,6 +59,13 @@ pub fn is_store_temporary(store: &std::path::Path, path: &str) -> bool {
             .is_some_and(crate::store::dir::is_temporary_name)
 }
 
+/// Whether a descriptor open on `path` is the store directory `store` (canonical) or its
+/// lock file, which the engine holds open, and the lock held, for as long as it is open.
+pub fn is_store_held(store: &std::path::Path, path: &str) -> bool {
+    let p = std::path::Path::new(path);
+    p == store || p == store.join(crate::store::dir::LOCK)
+}
+
 /// Bytes in a mapping of ickpt's own that a whole-process checkpoint does not store
 /// (scratch): room for what a capture reads while it copies ickpt's state, which must not
 /// change the state it copies (on ickpt's heap, it would be copied too, and differ at every

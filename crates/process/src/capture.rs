@@ -150,12 +150,34 @@ pub fn list_tids() -> io::Result<Vec<u32>> {
 /// classifies them), the threads (their parked handlers fill them in), the hole, the
 /// restart word and the snapshots.
 pub fn process_base() -> io::Result<ProcessRecord> {
+    process_base_with(&mut Memo::default())
+}
+
+/// What one capture keeps for the next in the same process: what cannot change while it
+/// lives (its kernel, which a restart checks is the same build; its auxiliary vector, which
+/// a restart puts back as recorded) and the descriptors it may describe again.
+#[derive(Default)]
+pub struct Memo {
+    kernel: Option<String>,
+    auxv: Option<Vec<u64>>,
+    pub fds: crate::fds::FdMemo,
+}
+
+/// [`process_base`], taking from `memo` what an earlier capture read and keeping there
+/// what the next may take.
+pub fn process_base_with(memo: &mut Memo) -> io::Result<ProcessRecord> {
     // Read once for two fields: each read of it costs 15-30 us, in the program's stop. The
     // interval timers first (`itimers_left`).
     let left = itimers_left();
     let status = read_text("/proc/self/status")?;
+    if memo.kernel.is_none() {
+        memo.kernel = Some(kernel()?);
+    }
+    if memo.auxv.is_none() {
+        memo.auxv = Some(auxv()?);
+    }
     Ok(ProcessRecord {
-        kernel: kernel()?,
+        kernel: memo.kernel.clone().expect("set above"),
         arch: arch().to_string(),
         page_size: page_size(),
         pid: std::process::id(),
@@ -163,11 +185,11 @@ pub fn process_base() -> io::Result<ProcessRecord> {
         cwd: cwd()?,
         umask: umask_of(&status)?,
         mm: mm_fields()?,
-        auxv: auxv()?,
+        auxv: memo.auxv.clone().expect("set above"),
         mappings: Vec::new(),
         threads: Vec::new(),
         sigactions: sigactions()?,
-        fds: crate::fds::list_fds()?,
+        fds: crate::fds::list_fds_with(&mut memo.fds)?,
         hole: (0, 0),
         restart_word: 0,
         itimers: itimers_with(left, mask_of(&status, "ShdPnd:")),

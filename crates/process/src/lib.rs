@@ -30,7 +30,7 @@ pub use classify::classify;
 pub use decode::{decode, fuzz_target, record_len};
 pub use encode::encode;
 pub use error::{CheckError, ClassifyError, RecordError};
-pub use fds::{list_fds, parse_fdinfo, FdInfo};
+pub use fds::{list_fds, list_fds_with, parse_fdinfo, FdInfo, FdMemo};
 pub use maps::{parse_maps, read_maps, MapsEntry, SPECIAL_NAMES};
 pub use record::{
     prot, role, FdKind, FdRecord, FileId, MappingKind, MappingRecord, PosixTimer, ProcessRecord,

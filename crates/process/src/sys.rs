@@ -166,13 +166,35 @@ pub fn openat(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> io::Result<std::fs:
     Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
-/// `fstat(fd)`'s `st_mode`: the file type and mode of what `fd` refers to.
-pub fn fstat_mode(fd: i32) -> io::Result<u32> {
+/// What `fd` refers to, by `fstat`: its device, inode, and type and mode (`st_mode`).
+pub fn fstat_identity(fd: i32) -> io::Result<(u64, u64, u32)> {
     // SAFETY: stat is plain integers, for which all zeros is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: `st` is a valid, writable stat; a closed `fd` is an error, not undefined.
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(st.st_mode)
+    Ok((st.st_dev, st.st_ino, st.st_mode))
+}
+
+/// The flags fdinfo shows for `fd` (its open file's status flags, with O_CLOEXEC when the
+/// descriptor is closed on exec) and its file position (0 where it cannot seek).
+pub fn flags_and_offset(fd: i32) -> io::Result<(i32, u64)> {
+    // SAFETY: fcntl and lseek on a descriptor number; a closed one is EBADF, not undefined.
+    let (status, fdflags, pos) = unsafe {
+        (
+            libc::fcntl(fd, libc::F_GETFL),
+            libc::fcntl(fd, libc::F_GETFD),
+            libc::lseek(fd, 0, libc::SEEK_CUR),
+        )
+    };
+    if status < 0 || fdflags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let cloexec = if fdflags & libc::FD_CLOEXEC != 0 {
+        libc::O_CLOEXEC
+    } else {
+        0
+    };
+    Ok((status | cloexec, if pos < 0 { 0 } else { pos as u64 }))
 }

@@ -126,6 +126,17 @@ fn start_engine_and_thread(
     let pagemap = std::fs::File::open("/proc/self/pagemap")
         .map_err(|e| format!("opening /proc/self/pagemap: {e}"))?;
     let (data, code) = own_segments();
+    let mut memo = ickpt_process::capture::Memo::default();
+    let held = store_dir.clone();
+    // Descriptors whose record cannot change while the file stays open: a userfaultfd's
+    // features are set once, a pagemap file's path is its process's, and the engine keeps
+    // the store directory and its lock.
+    memo.fds = ickpt_process::FdMemo::reusing(Box::new(move |f| {
+        matches!(
+            f.kind,
+            ickpt_process::FdKind::Userfaultfd | ickpt_process::FdKind::Pagemap
+        ) || ickpt::whole_process::is_store_held(&held, &f.path)
+    }));
     let run = Box::new(checkpointer::Run {
         engine,
         record,
@@ -145,6 +156,7 @@ fn start_engine_and_thread(
         entries,
         pagemap,
         files: Default::default(),
+        memo,
         store_dir,
         broken: false,
         tag: 0,
