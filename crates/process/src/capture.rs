@@ -42,6 +42,9 @@ pub fn sigactions() -> io::Result<Vec<SigAction>> {
         .collect()
 }
 
+/// Where `brk` is among the mm fields.
+const MM_BRK: usize = 5;
+
 /// The mm fields, in [`ProcessRecord::mm`]'s order. All but `brk` are fields of
 /// `/proc/self/stat` (proc(5), counting from 1: startcode 26, endcode 27, startstack 28,
 /// start_data 45, end_data 46, start_brk 47, arg_start 48, arg_end 49, env_start 50,
@@ -69,7 +72,7 @@ pub fn parse_stat(text: &str, brk: u64) -> Option<[u64; MM_FIELDS]> {
         field(45)?,
         field(46)?,
         field(47)?,
-        brk,
+        brk, // MM_BRK
         field(28)?,
         field(48)?,
         field(49)?,
@@ -154,12 +157,14 @@ pub fn process_base() -> io::Result<ProcessRecord> {
 }
 
 /// What one capture keeps for the next in the same process: what cannot change while it
-/// lives (its kernel, which a restart checks is the same build; its auxiliary vector, which
-/// a restart puts back as recorded) and the descriptors it may describe again.
+/// lives (its kernel, which a restart checks is the same build; its auxiliary vector and
+/// its mm fields but `brk`, which a restart puts back as recorded and which only a
+/// privileged `PR_SET_MM` changes otherwise) and the descriptors it may describe again.
 #[derive(Default)]
 pub struct Memo {
     kernel: Option<String>,
     auxv: Option<Vec<u64>>,
+    mm: Option<[u64; MM_FIELDS]>,
     pub fds: crate::fds::FdMemo,
 }
 
@@ -176,6 +181,13 @@ pub fn process_base_with(memo: &mut Memo) -> io::Result<ProcessRecord> {
     if memo.auxv.is_none() {
         memo.auxv = Some(auxv()?);
     }
+    let mm = match memo.mm {
+        Some(mut mm) => {
+            mm[MM_BRK] = crate::sys::brk();
+            mm
+        }
+        None => *memo.mm.insert(mm_fields()?),
+    };
     Ok(ProcessRecord {
         kernel: memo.kernel.clone().expect("set above"),
         arch: arch().to_string(),
@@ -184,7 +196,7 @@ pub fn process_base_with(memo: &mut Memo) -> io::Result<ProcessRecord> {
         exe: exe()?,
         cwd: cwd()?,
         umask: umask_of(&status)?,
-        mm: mm_fields()?,
+        mm,
         auxv: memo.auxv.clone().expect("set above"),
         mappings: Vec::new(),
         threads: Vec::new(),
