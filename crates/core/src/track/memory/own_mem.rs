@@ -108,90 +108,66 @@ impl OwnBytes {
 
 /// A growable vector of plain values in scratch memory (`OwnBytes::scratch`): state that
 /// lives only until the next checkpoint's commit, which a whole-process checkpoint need not
-/// store, and which on ickpt's heap would be copied by every capture. It grows by moving
-/// into a mapping twice as large.
+/// store, and which on ickpt's heap would be copied by every capture. An [`OwnArray`] that
+/// grows by moving into one twice as large.
 pub struct ScratchVec<T: Copy> {
-    mem: Option<OwnBytes>,
-    cap: usize,
-    len: usize,
-    _t: PhantomData<T>,
+    arr: Option<OwnArray<T>>,
 }
 
 impl<T: Copy> Default for ScratchVec<T> {
     fn default() -> Self {
-        ScratchVec {
-            mem: None,
-            cap: 0,
-            len: 0,
-            _t: PhantomData,
-        }
+        ScratchVec { arr: None }
     }
 }
 
 impl<T: Copy> ScratchVec<T> {
     pub fn push(&mut self, v: T) -> io::Result<()> {
-        if self.len == self.cap {
-            self.grow((self.cap * 2).max(page_size() / size_of::<T>().max(1)))?;
+        if let Some(a) = &mut self.arr {
+            if a.push(v) {
+                return Ok(());
+            }
         }
-        // SAFETY: `len < cap`, and the mapping holds `cap` values of `T` (`grow`), aligned
-        // (a mapping starts on a page).
-        unsafe { self.base().add(self.len).write(v) };
-        self.len += 1;
+        let cap = self.arr.as_ref().map_or(0, |a| a.capacity());
+        self.grow((cap * 2).max(page_size() / size_of::<T>().max(1)))?;
+        let pushed = self.arr.as_mut().is_some_and(|a| a.push(v));
+        debug_assert!(pushed, "room was made above");
         Ok(())
     }
 
     /// Room for `more` values past the ones held, in one move at most.
     pub fn reserve(&mut self, more: usize) -> io::Result<()> {
-        let want = self
-            .len
+        let (len, cap) = self
+            .arr
+            .as_ref()
+            .map_or((0, 0), |a| (a.len(), a.capacity()));
+        let want = len
             .checked_add(more)
             .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-        if want > self.cap {
-            self.grow(want.max(self.cap * 2))?;
+        if want > cap {
+            self.grow(want.max(cap * 2))?;
         }
         Ok(())
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.arr.as_ref().map_or(0, |a| a.len())
     }
 
     pub fn as_slice(&self) -> &[T] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: the first `len` values were written by `push` (or copied by `grow`).
-        unsafe { std::slice::from_raw_parts(self.base(), self.len) }
+        self.arr.as_ref().map_or(&[], |a| a.as_slice())
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [T] {
-        if self.len == 0 {
-            return &mut [];
-        }
-        // SAFETY: as `as_slice`; &mut self makes it exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.base(), self.len) }
+        self.arr.as_mut().map_or(&mut [], |a| a.as_mut_slice())
     }
 
-    fn base(&self) -> *mut T {
-        self.mem
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |m| m.as_ptr().cast())
-    }
-
-    /// Move into a mapping with room for `cap` values (more than `len`).
+    /// Move into a scratch array with room for `cap` values (more than held).
     fn grow(&mut self, cap: usize) -> io::Result<()> {
-        let cap = cap.max(1);
-        let bytes = cap
-            .checked_mul(size_of::<T>())
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-        let mem = OwnBytes::scratch(bytes)?;
-        if self.len > 0 {
-            // SAFETY: the old mapping holds `len` values; the new one, just made, room for
-            // `cap > len`; they do not overlap.
-            unsafe { std::ptr::copy_nonoverlapping(self.base(), mem.as_ptr().cast(), self.len) };
+        let mut new = OwnArray::scratch(cap.max(1))?;
+        for &v in self.as_slice() {
+            new.push(v);
         }
-        self.mem = Some(mem);
-        self.cap = cap;
+        self.arr = Some(new);
         Ok(())
     }
 }
@@ -231,12 +207,30 @@ impl<T: Copy> OwnArray<T> {
         })
     }
 
+    /// As `new`, in scratch memory (`OwnBytes::scratch`).
+    pub fn scratch(cap: usize) -> io::Result<Self> {
+        let a = Self::new(cap)?;
+        crate::sys::own_spans::mark_scratch(a.mem.as_ptr() as usize);
+        Ok(a)
+    }
+
     pub fn span(&self) -> (usize, usize) {
         self.mem.span()
     }
 
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: the first `len` values were written by `push`, inside the mapping, which
+        // is page-aligned (aligned for any T) and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.mem.as_ptr().cast::<T>(), self.len) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as `as_slice`; &mut self makes it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.as_ptr().cast::<T>(), self.len) }
     }
 
     pub fn is_empty(&self) -> bool {
