@@ -180,21 +180,30 @@ pub fn fstat_identity(fd: i32) -> io::Result<(u64, u64, u32)> {
 /// The flags fdinfo shows for `fd` (its open file's status flags, with O_CLOEXEC when the
 /// descriptor is closed on exec) and its file position (0 where it cannot seek).
 pub fn flags_and_offset(fd: i32) -> io::Result<(i32, u64)> {
+    // Each call checked before the next, so that the error is its own.
     // SAFETY: fcntl and lseek on a descriptor number; a closed one is EBADF, not undefined.
-    let (status, fdflags, pos) = unsafe {
-        (
-            libc::fcntl(fd, libc::F_GETFL),
-            libc::fcntl(fd, libc::F_GETFD),
-            libc::lseek(fd, 0, libc::SEEK_CUR),
-        )
-    };
-    if status < 0 || fdflags < 0 {
+    let status = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if status < 0 {
         return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let fdflags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if fdflags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let pos = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    if pos < 0 {
+        // ESPIPE: nothing to seek (a userfaultfd, a pipe), which fdinfo shows as 0.
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::ESPIPE) {
+            return Err(e);
+        }
     }
     let cloexec = if fdflags & libc::FD_CLOEXEC != 0 {
         libc::O_CLOEXEC
     } else {
         0
     };
-    Ok((status | cloexec, if pos < 0 { 0 } else { pos as u64 }))
+    Ok((status | cloexec, pos.max(0) as u64))
 }
