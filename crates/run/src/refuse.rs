@@ -15,15 +15,18 @@ pub fn children() -> Result<(), String> {
         let kids = ickpt_process::capture::read_text(&format!("/proc/self/task/{t}/children"))
             .unwrap_or_default();
         if let Some(pid) = kids.split_whitespace().next() {
-            return Err(format!(
-                "the program has a child process ({pid}): a restart would not bring it back, so no checkpoint is taken while it lives"
-            ));
+            return Err(child_refused(&format!(" ({pid})")));
         }
     }
     match answer {
-        Some(true) => Err("the program has a child process: a restart would not bring it back, so no checkpoint is taken while it lives".into()),
+        Some(true) => Err(child_refused("")),
         _ => Ok(()),
     }
+}
+
+/// The refusal for a child process; `which`: its pid in brackets, or nothing when unknown.
+fn child_refused(which: &str) -> String {
+    format!("the program has a child process{which}: a restart would not bring it back, so no checkpoint is taken while it lives")
 }
 
 /// Whether any thread of this process has a child, of any kind (`__WALL`), running, stopped
