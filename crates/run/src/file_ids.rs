@@ -1,10 +1,10 @@
 //! The identities of the files the program maps (device, inode, size, modification time),
 //! which the process record carries so that a restart refuses a file that changed. Kept from
 //! one checkpoint to the next: a `stat` of every mapped file was 4% of the capture in a
-//! profile of a small program (35 file mappings, about 40 us of each stop), and the file a mapping holds stays the same (`/proc/self/maps` names its device and
-//! inode). A file changed in place, or replaced at its path, after it was first seen thus
-//! keeps the identity it had, and a restart refuses it: the program's mapping held the old
-//! bytes.
+//! profile of a small program (35 file mappings), and the file a mapping holds stays the
+//! same (`/proc/self/maps` names its device and inode). A file changed in place, or replaced
+//! at its path, after it was first seen thus keeps the identity it had, and a restart
+//! refuses it: the program's mapping held the old bytes.
 
 use ickpt_process::{FileId, MapsEntry};
 use std::cell::RefCell;
